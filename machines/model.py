@@ -1,0 +1,69 @@
+"""Typed machine description: what the loader returns and every model consumes.
+
+The on-disk schema (TOML, versioned) is documented in machines/SCHEMA.md; this module is
+the in-memory contract. Times are in core cycles unless a name says otherwise.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Operation classes with a latency and a reciprocal throughput in every machine file.
+OP_CLASSES = ("int_add", "int_mul", "int_div", "fp_add", "fp_mul", "fp_div", "fp_fma", "load", "store")
+
+
+@dataclass(frozen=True)
+class CacheLevel:
+    """One cache level; `shared` means one instance serves all cores."""
+
+    name: str                 # "L1", "L2", "L3"
+    size_bytes: int           # capacity of one instance
+    line_bytes: int
+    associativity: int        # 0 = fully associative; 1 = direct-mapped
+    latency_cycles: float
+    recip_throughput_cycles: float
+    shared: bool
+
+    @property
+    def n_lines(self) -> int:
+        return self.size_bytes // self.line_bytes
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """Latency and reciprocal throughput of one operation class, in cycles."""
+
+    latency: float
+    recip_throughput: float
+
+
+@dataclass(frozen=True)
+class Ram:
+    """Main memory figures."""
+
+    latency_ns: float
+    bandwidth_one_core_gbs: float
+    bandwidth_all_cores_gbs: float
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A CPU as the models see it."""
+
+    name: str
+    description: str
+    cores: int
+    frequency_ghz: float
+    caches: tuple[CacheLevel, ...]   # ordered L1 first
+    ram: Ram
+    bus_width_bytes: int
+    simd_width_bits: int
+    ops: dict[str, OpCost]
+    sources: dict[str, str] = field(default_factory=dict)  # field path -> where the figure comes from
+    schema_version: int = 1
+
+    @property
+    def line_bytes(self) -> int:
+        return self.caches[0].line_bytes
+
+    def cycles_to_seconds(self, cycles: float) -> float:
+        return cycles / (self.frequency_ghz * 1e9)

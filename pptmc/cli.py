@@ -1,0 +1,87 @@
+"""The single `pptmc` command line; each stage registers its own subcommands.
+
+Every stage module listed in STAGE_MODULES exposes `register(subparsers)`, which adds
+subcommands whose parsers set `run=<callable(args) -> int>`. `run(args)` is testable
+without `main()`: library code raises PptmcError, and only `main()` prints and exits.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Sequence
+
+from pptmc import __version__, doctor
+from pptmc.errors import PptmcError
+
+STAGE_MODULES = (
+    "translate.cli",
+    "instrument.cli",
+    "analysis.cli",
+    "analysis.counts_cli",
+    "analysis.predict_cli",
+    "machines.cli",
+    "analysis.suite_cli",
+    "analysis.validate_cli",
+)
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    """Print tool versions; non-zero when anything required is missing."""
+    checks = doctor.collect()
+    if args.json:
+        print(json.dumps([{"name": c.name, "version": c.version, "ok": c.ok, "required": c.required,
+                           "fix": c.fix} for c in checks], indent=2))
+    else:
+        print(doctor.report(checks))
+    return 0 if all(c.ok for c in checks if c.required) else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser, with every stage that is installed."""
+    parser = argparse.ArgumentParser(
+        prog="pptmc",
+        description="Predict OpenMP parallel-region cache hit rates and runtimes for any core count "
+                    "from one sequential memory trace.")
+    parser.add_argument("--version", action="version", version=f"pptmc {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    doc = sub.add_parser("doctor", help="check clang-19, libomp, llvmlite, numba and Python")
+    doc.add_argument("--json", action="store_true", help="machine-readable output")
+    doc.set_defaults(run=run_doctor)
+    for name in STAGE_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # stage not built yet; anything else is a real bug
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Parse and dispatch; raises PptmcError for user-facing failures."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "run"):
+        parser.print_help()
+        return 2
+    return int(args.run(args) or 0)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console entry point: the only place that prints errors and exits."""
+    try:
+        code = run(argv)
+    except PptmcError as exc:
+        print(f"pptmc: error: {exc}", file=sys.stderr)
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        print("pptmc: interrupted", file=sys.stderr)
+        code = 130
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
