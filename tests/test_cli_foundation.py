@@ -1,0 +1,100 @@
+"""The CLI entry points, doctor, and atomic output helpers behave as the README promises."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pptmc import __version__, cli, doctor
+from pptmc.errors import PptmcError
+from pptmc.io import atomic_open, write_table
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_version_flag_prints_package_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.run(["--version"])
+    assert exc.value.code == 0
+    assert __version__ in capsys.readouterr().out
+
+
+def test_help_lists_doctor(capsys):
+    with pytest.raises(SystemExit):
+        cli.run(["--help"])
+    assert "doctor" in capsys.readouterr().out
+
+
+def test_doctor_reports_versions_of_required_tools():
+    checks = {c.name: c for c in doctor.collect()}
+    for name in ("python", "clang-19", "libomp", "llvmlite", "numba"):
+        assert name in checks
+        assert checks[name].ok, f"{name} missing: {checks[name].fix}"
+    assert "LLVM" in checks["llvmlite"].version
+
+
+def test_doctor_names_fix_command_when_clang_missing(monkeypatch):
+    monkeypatch.setattr(doctor.tc, "find_clang", lambda: None)
+    checks = {c.name: c for c in doctor.collect()}
+    assert not checks["clang-19"].ok
+    assert "apt-get install" in checks["clang-19"].fix
+    assert "fix: apt-get install" in doctor.report(list(checks.values()))
+
+
+def test_doctor_exit_code_nonzero_when_required_missing(monkeypatch, capsys):
+    monkeypatch.setattr(doctor.tc, "find_clang", lambda: None)
+    assert cli.run(["doctor"]) == 1
+
+
+def test_main_turns_pptmc_error_into_message_and_exit_code(monkeypatch, capsys):
+    def boom(args):
+        raise PptmcError("in.c:3: something broke; do X")
+
+    monkeypatch.setattr(cli, "run_doctor", boom)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["doctor"])
+    assert exc.value.code == 2
+    assert "pptmc: error: in.c:3: something broke" in capsys.readouterr().err
+
+
+def test_atomic_open_leaves_no_partial_file_on_failure(tmp_path):
+    target = tmp_path / "out.txt"
+    with pytest.raises(RuntimeError):
+        with atomic_open(target) as handle:
+            handle.write("half")
+            raise RuntimeError("disk full")
+    assert not target.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_open_replaces_existing_file_only_on_success(tmp_path):
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+    with atomic_open(target) as handle:
+        handle.write("new")
+    assert target.read_text() == "new"
+
+
+def test_write_table_roundtrips_csv_and_parquet(tmp_path):
+    df = pd.DataFrame({"cores": [1, 2], "hit": [0.5, 0.25]})
+    pd.testing.assert_frame_equal(pd.read_csv(write_table(df, tmp_path / "t.csv")), df)
+    pd.testing.assert_frame_equal(pd.read_parquet(write_table(df, tmp_path / "t.parquet")), df)
+
+
+def test_ci_wrapper_fails_when_no_tests_are_collected(tmp_path):
+    empty = tmp_path / "empty_tests"
+    empty.mkdir()
+    result = subprocess.run(["bash", str(REPO / ".ci" / "pytest.sh"), str(empty)], cwd=REPO,
+                            capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "no tests" in result.stderr
+
+
+def test_console_script_runs_as_subprocess():
+    result = subprocess.run([sys.executable, "-m", "pptmc.cli", "--version"], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert result.returncode == 0 and __version__ in result.stdout
