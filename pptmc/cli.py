@@ -22,7 +22,7 @@ STAGE_MODULES = (
     "analysis.counts_cli",
     "analysis.predict_cli",
     "machines.cli",
-    "analysis.suite_cli",
+    "pptmc.commands",
     "analysis.validate_cli",
 )
 

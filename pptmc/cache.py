@@ -1,0 +1,39 @@
+"""Content-keyed caching of pipeline artifacts: a step reruns only when its inputs change."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Iterable
+
+from pptmc import __version__
+from pptmc.io import write_text
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file's bytes, streamed."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def step_key(files: Iterable[Path], params: dict) -> str:
+    """Key of one step: its input files' contents, its parameters and the pptmc version."""
+    digest = hashlib.sha256(__version__.encode())
+    for path in sorted(Path(p) for p in files):
+        digest.update(str(path.name).encode())
+        digest.update(file_digest(path).encode())
+    digest.update(json.dumps(params, sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+def is_fresh(stamp: Path, key: str, outputs: Iterable[Path]) -> bool:
+    """True when the step's stamp matches `key` and all its outputs exist."""
+    return stamp.is_file() and stamp.read_text().strip() == key and all(Path(o).exists() for o in outputs)
+
+
+def mark_done(stamp: Path, key: str) -> None:
+    """Record that the step's outputs correspond to `key` (written last, atomically)."""
+    write_text(stamp, key + "\n")

@@ -1,0 +1,112 @@
+"""Whole-pipeline commands: `pptmc run` for one program and `pptmc suite` for the PolyBench suite."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from pptmc.errors import InputError
+
+DEFAULT_MACHINES = "haswell-i7-5960x,broadwell-e5-2699v4,zen2-epyc-7702p"
+
+
+def parse_cores(text: str) -> tuple[int, ...]:
+    """'1,2,4' -> (1, 2, 4); rejects anything that is not a positive integer list."""
+    try:
+        cores = tuple(int(c) for c in text.split(",") if c.strip())
+    except ValueError:
+        raise InputError(f"--cores {text!r}: expected a comma-separated list of positive integers, e.g. 1,2,4,8")
+    if not cores or min(cores) < 1:
+        raise InputError(f"--cores {text!r}: expected a comma-separated list of positive integers, e.g. 1,2,4,8")
+    return cores
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in text.split(",") if n.strip())
+
+
+def _add_model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--machines", default=DEFAULT_MACHINES, help="comma-separated machine names or files")
+    parser.add_argument("--cores", default="1,2,4,8,16", help="core counts, e.g. 1,2,4,8,16")
+    parser.add_argument("--mode", choices=("auto", "iteration", "paper"), default="auto",
+                        help="private-trace construction (auto: iteration when loop markers exist)")
+    parser.add_argument("--interleave", choices=("rr", "random"), default="rr")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random interleaving")
+    parser.add_argument("--json", action="store_true", help="print machine-readable results")
+
+
+def summary_table(hits: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (benchmark, machine, cores): cumulative hit rate per level and predicted runtime."""
+    if hits.empty:
+        return pd.DataFrame()
+    keys = [k for k in ("benchmark", "machine", "cores") if k in hits.columns]
+    wide = hits.pivot_table(index=keys, columns="level", values="cumulative_hit_rate").reset_index()
+    wide.columns = [c if c in keys else f"{c}_hit" for c in wide.columns]
+    if not runs.empty and "runtime_s" in runs.columns:
+        wide = wide.merge(runs[keys + ["runtime_s"]], on=keys, how="left")
+    return wide
+
+
+def run_program(args: argparse.Namespace) -> int:
+    """`pptmc run`: the whole pipeline for one C file."""
+    from pptmc.pipeline import PipelineConfig, run_pipeline
+
+    source = Path(args.source)
+    if not source.is_file():
+        raise InputError(f"{source}: no such file; give the path of an OpenMP C program")
+    cfg = PipelineConfig(
+        source=source, workdir=Path(args.output), args=tuple(args.program_args),
+        include_dirs=tuple(Path(d) for d in args.include), defines=tuple(args.define),
+        extra_sources=tuple(Path(s) for s in args.extra_source), machines=_names(args.machines),
+        cores=parse_cores(args.cores), mode=args.mode, interleave=args.interleave, seed=args.seed)
+    result = run_pipeline(cfg, progress=lambda step: print(f"[pptmc] {source.name}: {step}", file=sys.stderr))
+    table = summary_table(result.hit_rates, result.runtimes)
+    print(table.to_json(orient="records", indent=2) if args.json else table.to_string(index=False))
+    return 0
+
+
+def run_suite_command(args: argparse.Namespace) -> int:
+    """`pptmc suite`: every benchmark, tables + figures + index.html; non-zero if any benchmark failed."""
+    from pptmc.suite import SuiteConfig, run_suite, write_results
+
+    cfg = SuiteConfig(outdir=Path(args.output), size=args.size, benchmarks=_names(args.benchmarks or ""),
+                      machines=_names(args.machines), cores=parse_cores(args.cores), mode=args.mode,
+                      interleave=args.interleave, seed=args.seed, jobs=args.jobs)
+    outcomes = run_suite(cfg, show_progress=not args.json)
+    tables = write_results(cfg, outcomes)
+    failed = [o for o in outcomes if o.error]
+    summary = summary_table(tables["hit_rates"], tables["runtimes"])
+    if args.json:
+        print(json.dumps({"results": summary.to_dict(orient="records"),
+                          "failures": {o.name: o.error for o in failed}}, indent=2, default=str))
+    else:
+        with pd.option_context("display.max_rows", None, "display.width", 200):
+            print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        for outcome in failed:
+            print(f"\nFAILED {outcome.name}: {outcome.error}", file=sys.stderr)
+        print(f"\nresults: {cfg.outdir / 'index.html'}")
+    return 1 if failed else 0
+
+
+def register(sub) -> None:
+    """Add `run` and `suite` to the pptmc command line."""
+    run = sub.add_parser("run", help="whole pipeline for one OpenMP C file: translate, instrument, trace, profile, predict")
+    run.add_argument("source", help="OpenMP C file")
+    run.add_argument("-o", "--output", default="pptmc-out", help="work and results folder")
+    run.add_argument("-I", dest="include", action="append", default=[], help="include folder")
+    run.add_argument("-D", dest="define", action="append", default=[], help="preprocessor define NAME[=VAL]")
+    run.add_argument("--extra-source", action="append", default=[], help="additional C file to link (harness)")
+    _add_model_options(run)
+    run.add_argument("program_args", nargs="*", help="arguments of the program (after --)")
+    run.set_defaults(run=run_program)
+
+    suite = sub.add_parser("suite", help="the paper's experiment over the built-in PolyBench suite")
+    suite.add_argument("--benchmarks", default="", help="comma-separated names (default: all)")
+    suite.add_argument("--size", default="MINI", choices=("MINI", "SMALL", "MEDIUM", "LARGE", "EXTRALARGE", "PAPER"))
+    suite.add_argument("-o", "--output", default="results/suite", help="results folder")
+    suite.add_argument("-j", "--jobs", type=int, default=2, help="benchmarks run in parallel")
+    _add_model_options(suite)
+    suite.set_defaults(run=run_suite_command)

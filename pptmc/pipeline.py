@@ -1,0 +1,172 @@
+"""The whole pipeline for one OpenMP program: translate → instrument → trace → profile → predict.
+
+Each step writes into its own folder under `workdir` and is skipped when a content key over
+its inputs and parameters matches the previous run (see pptmc.cache). Stages are reached only
+through their public APIs.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from pptmc.cache import is_fresh, mark_done, step_key
+from pptmc.io import write_table
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """What to analyse and how; everything a cached artifact depends on."""
+
+    source: Path
+    workdir: Path
+    args: tuple[str, ...] = ()
+    include_dirs: tuple[Path, ...] = ()
+    defines: tuple[str, ...] = ()
+    extra_sources: tuple[Path, ...] = ()
+    machines: tuple[str, ...] = ("haswell-i7-5960x",)
+    cores: tuple[int, ...] = (1, 2, 4, 8, 16)
+    mode: str = "auto"
+    interleave: str = "rr"
+    seed: int = 0
+    opt_level: str = "2"
+    line_size: int = 64
+
+
+@dataclass
+class PipelineResult:
+    """Machine-readable results of one program; the report is built from these alone."""
+
+    name: str
+    hit_rates: pd.DataFrame
+    runtimes: pd.DataFrame
+    trace_path: Path
+    profiles_dir: Path
+    n_accesses: int
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _noop(_: str) -> None:
+    return None
+
+
+def translate_step(cfg: PipelineConfig, progress: Progress) -> Path:
+    """Outline the parallel regions into ROSE-style C (cached)."""
+    import translate
+
+    out = cfg.workdir / "translate" / f"{cfg.source.stem}.xomp.c"
+    headers = [p for d in cfg.include_dirs for p in Path(d).glob("*.h")]
+    key = step_key([cfg.source, *headers], {"I": cfg.include_dirs, "D": cfg.defines})
+    stamp = out.parent / ".key"
+    if not is_fresh(stamp, key, [out]):
+        progress("translate")
+        translate.translate_file(cfg.source, out, include_dirs=cfg.include_dirs, defines=cfg.defines)
+        mark_done(stamp, key)
+    return out
+
+
+def _runtime_parts() -> tuple[list[Path], list[Path]]:
+    """XOMP runtime C files and their include folders, as translate ships them."""
+    import translate
+
+    parts = [Path(p) for p in translate.runtime_sources()]
+    sources = [p for p in parts if p.suffix == ".c"]
+    includes = sorted({p if p.is_dir() else p.parent for p in parts})
+    return sources, includes
+
+
+def instrument_step(cfg: PipelineConfig, translated: Path, progress: Progress) -> Path:
+    """Build the instrumented binary of the translated program (cached)."""
+    import instrument
+
+    xomp_sources, xomp_includes = _runtime_parts()
+    extra = [*xomp_sources, *cfg.extra_sources]
+    binary = cfg.workdir / "instrument" / f"{cfg.source.stem}.inst"
+    includes = (*cfg.include_dirs, *xomp_includes)
+    key = step_key([translated, *extra], {"I": includes, "D": cfg.defines, "O": cfg.opt_level})
+    stamp = binary.parent / ".key"
+    if not is_fresh(stamp, key, [binary]):
+        progress("instrument")
+        instrument.build_instrumented(translated, binary, opt_level=cfg.opt_level, include_dirs=includes,
+                                      defines=cfg.defines, extra_sources=extra)
+        mark_done(stamp, key)
+    return binary
+
+
+def trace_step(cfg: PipelineConfig, binary: Path, progress: Progress) -> Path:
+    """Record the sequential trace of the parallel regions (cached)."""
+    import instrument
+
+    trace = cfg.workdir / "trace" / f"{cfg.source.stem}.pptrace"
+    key = step_key([binary], {"args": cfg.args})
+    stamp = trace.parent / ".key"
+    if not is_fresh(stamp, key, [trace]):
+        progress("trace")
+        instrument.run_trace(binary, list(cfg.args), trace, threads=1)
+        mark_done(stamp, key)
+    return trace
+
+
+def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress) -> Path:
+    """Private and concurrent reuse profiles for every core count (cached)."""
+    from analysis.profiles import compute_profiles
+
+    out = cfg.workdir / "profiles"
+    params = {"cores": cfg.cores, "mode": cfg.mode, "interleave": cfg.interleave, "seed": cfg.seed,
+              "line": cfg.line_size}
+    key = step_key([trace], params)
+    stamp = out / ".key"
+    if not is_fresh(stamp, key, [out]):
+        progress("profile")
+        profiles = compute_profiles(trace, list(cfg.cores), mode=cfg.mode, interleave=cfg.interleave,
+                                    seed=cfg.seed, line_size=cfg.line_size)
+        profiles.save(out)
+        mark_done(stamp, key)
+    return out
+
+
+def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: Path,
+                 progress: Progress) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Hit rates and runtimes on every requested machine."""
+    from analysis.hitrates import predict_hit_rates
+    from analysis.profiles import ProfileSet
+    from analysis.runtime_model import predict_table
+    from machines import load_machine
+
+    progress("predict")
+    profiles = ProfileSet.load(profiles_dir)
+    hit_frames, runtime_frames = [], []
+    for name in cfg.machines:
+        machine = load_machine(name)
+        hits = predict_hit_rates(profiles, machine)
+        hit_frames.append(hits.assign(machine=machine.name))
+        runtime_frames.append(predict_table(machine, hits, trace, binary).assign(machine=machine.name))
+    return pd.concat(hit_frames, ignore_index=True), pd.concat(runtime_frames, ignore_index=True)
+
+
+def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineResult:
+    """Run every step for one program and write its result tables into `workdir`."""
+    timings: dict[str, float] = {}
+
+    def timed(name, fn, *args):
+        start = time.perf_counter()
+        value = fn(*args)
+        timings[name] = time.perf_counter() - start
+        return value
+
+    translated = timed("translate", translate_step, cfg, progress)
+    binary = timed("instrument", instrument_step, cfg, translated, progress)
+    trace = timed("trace", trace_step, cfg, binary, progress)
+    profiles_dir = timed("profile", profile_step, cfg, trace, progress)
+    hits, runtimes = timed("predict", predict_step, cfg, profiles_dir, trace, binary, progress)
+    write_table(hits, cfg.workdir / "hit_rates.csv")
+    write_table(runtimes, cfg.workdir / "runtimes.csv")
+    import instrument
+
+    n_accesses = instrument.open_trace(trace).info.n_accesses
+    return PipelineResult(cfg.source.stem, hits, runtimes, trace, profiles_dir, n_accesses, timings)
