@@ -1,0 +1,397 @@
+"""Runtime model T = T_mem + T_CPU of PPT-Multicore (Sec. 3.4, Eq. 4-7), plus DRAM contention.
+
+Pure functions over small dataclasses so every formula is testable without a trace. The
+derivation, the units and where this departs from the paper are in analysis/RUNTIME_MODEL.md:
+
+* Eq. 6-7 take *local* (conditional) hit probabilities: the fraction of all accesses that
+  level i serves is h_i * prod_{j<i} (1 - h_j). Cumulative rates (the paper's Table 6 and
+  PAPI definition, fraction of all accesses hitting at or above level i) are converted first.
+* Eq. 5 is evaluated in units of accesses: a block of b accesses pays one latency and b-1
+  reciprocal throughputs, T = n * (delta + (b-1) * beta) / b.
+* Memory contention (not in the paper): all cores share the DRAM bandwidth, so the region
+  cannot finish faster than DRAM bytes / min(cores * one-core bandwidth, all-core bandwidth).
+  The prediction is max(T_mem + T_CPU, T_DRAM); the excess is reported as the contention term.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from instrument.trace_types import SCHED_DYNAMIC, SCHED_MASTER, SCHED_SINGLE, SCHED_STATIC, LoopInstance
+from machines.model import Machine
+from pptmc.errors import InputError
+
+# Operation classes that cost CPU time; loads and stores are priced by T_mem instead.
+CPU_CLASSES = ("int_add", "int_mul", "int_div", "fp_add", "fp_mul", "fp_div", "fp_fma")
+# Block-table keys folded into each class (subtraction runs on the adder).
+_BLOCK_KEYS = {"int_add": ("int_add", "int_sub"), "int_mul": ("int_mul",), "int_div": ("int_div",),
+               "fp_add": ("fp_add", "fp_sub"), "fp_mul": ("fp_mul",), "fp_div": ("fp_div",),
+               "fp_fma": ("fp_fma",), "load": ("load",), "store": ("store",),
+               "load_bytes": ("load_bytes",), "store_bytes": ("store_bytes",)}
+LAYOUTS = ("contiguous", "noncontiguous")
+CPU_FORMS = ("throughput", "latency")
+
+
+@dataclass(frozen=True)
+class OpCounts:
+    """Dynamic operation counts of a parallel region (all cores together)."""
+
+    int_add: float = 0.0
+    int_mul: float = 0.0
+    int_div: float = 0.0
+    fp_add: float = 0.0
+    fp_mul: float = 0.0
+    fp_div: float = 0.0
+    fp_fma: float = 0.0
+    load: float = 0.0
+    store: float = 0.0
+    load_bytes: float = 0.0
+    store_bytes: float = 0.0
+
+    def scaled(self, factor: float) -> "OpCounts":
+        """The counts one core executes when it does `factor` of the work."""
+        return OpCounts(**{f.name: getattr(self, f.name) * factor for f in fields(self)})
+
+    @property
+    def store_fraction(self) -> float:
+        """Stores among memory operations; 0 when there are none."""
+        total = self.load + self.store
+        return self.store / total if total else 0.0
+
+
+@dataclass(frozen=True)
+class HitRates:
+    """Per-level local (conditional) hit probabilities, L1 first."""
+
+    levels: tuple[str, ...]
+    local: tuple[float, ...]
+
+    @staticmethod
+    def from_local(local: Mapping[str, float], levels: Sequence[str]) -> "HitRates":
+        """Order a level -> local rate mapping by the machine's levels; every level is required."""
+        missing = [name for name in levels if name not in local]
+        if missing:
+            raise InputError(f"hit rates: no rate for cache level(s) {', '.join(missing)}; "
+                             f"give one per level of the machine ({', '.join(levels)})")
+        rates = tuple(float(local[name]) for name in levels)
+        for name, rate in zip(levels, rates):
+            if not 0.0 <= rate <= 1.0:
+                raise InputError(f"hit rates: {name} = {rate} is not a probability in [0, 1]")
+        return HitRates(tuple(levels), rates)
+
+    @staticmethod
+    def from_cumulative(cumulative: Mapping[str, float], levels: Sequence[str]) -> "HitRates":
+        """Convert cumulative rates (hit at or above level i) to local ones."""
+        cum = [float(cumulative[name]) for name in levels]
+        return HitRates.from_local(dict(zip(levels, local_from_cumulative(cum))), levels)
+
+    def served(self) -> list[float]:
+        """Fraction of all accesses each level serves, then RAM as the last entry."""
+        return served_fractions(self.local)
+
+    def cumulative(self) -> list[float]:
+        """Fraction of all accesses that hit at or above each level."""
+        return list(_running_sum(self.served()[:-1]))
+
+
+@dataclass(frozen=True)
+class RuntimePrediction:
+    """One core count's prediction; times in seconds, for the busiest core."""
+
+    cores: int
+    work_share: float                # fraction of the region's work on the busiest core
+    local_hit_rates: dict[str, float]
+    cumulative_hit_rates: dict[str, float]
+    delta_avg_cycles: float          # Eq. 6
+    beta_avg_cycles: float           # Eq. 7
+    block_accesses_contiguous: float
+    block_accesses_noncontiguous: float
+    t_mem_contiguous_s: float        # Eq. 5
+    t_mem_noncontiguous_s: float     # Eq. 5 with Sec. 3.4.2's block size
+    t_cpu_throughput_s: float
+    t_cpu_latency_s: float
+    layout: str
+    cpu_form: str
+    t_mem_s: float
+    t_cpu_s: float
+    dram_bytes: float                # whole region, all cores
+    dram_bandwidth_gbs: float        # min(cores x one-core, all-core)
+    t_dram_s: float                  # DRAM bytes / bandwidth: the contention floor
+    contention_s: float              # max(0, t_dram - (t_mem + t_cpu))
+    runtime_s: float                 # Eq. 4 with the contention floor
+
+    def as_row(self) -> dict:
+        """Flat dict for a table: hit rates become one column per level."""
+        row = {k: v for k, v in asdict(self).items() if not isinstance(v, dict)}
+        for name, rate in self.local_hit_rates.items():
+            row[f"{name}_local_hit_rate"] = rate
+        for name, rate in self.cumulative_hit_rates.items():
+            row[f"{name}_cumulative_hit_rate"] = rate
+        return row
+
+
+def _running_sum(values: Iterable[float]) -> Iterable[float]:
+    total = 0.0
+    for v in values:
+        total += v
+        yield total
+
+
+def served_fractions(local: Sequence[float]) -> list[float]:
+    """Level i serves h_i * prod_{j<i}(1 - h_j) of all accesses; the rest (last entry) go to RAM."""
+    out, reach = [], 1.0
+    for h in local:
+        out.append(reach * h)
+        reach *= 1.0 - h
+    return out + [reach]
+
+
+def local_from_cumulative(cumulative: Sequence[float]) -> list[float]:
+    """h_i = (C_i - C_{i-1}) / (1 - C_{i-1}); a level nothing reaches gets local rate 1."""
+    out, prev = [], 0.0
+    for c in cumulative:
+        if c < prev - 1e-12:
+            raise InputError(f"hit rates: cumulative rate {c} is below the previous level's {prev}; "
+                             "cumulative rates cannot decrease with depth (are these local rates?)")
+        reach = 1.0 - prev
+        out.append(min(1.0, max(0.0, (c - prev) / reach)) if reach > 0 else 1.0)
+        prev = max(prev, c)
+    return out
+
+
+def average_cost(local: Sequence[float], level_costs: Sequence[float], ram_cost: float) -> float:
+    """Eq. 6 (latencies) and Eq. 7 (reciprocal throughputs): cost weighted by who serves the access."""
+    return sum(f * c for f, c in zip(served_fractions(local), list(level_costs) + [ram_cost]))
+
+
+def ram_costs_cycles(machine: Machine) -> tuple[float, float]:
+    """RAM latency and reciprocal throughput (one line at one-core bandwidth) in core cycles."""
+    latency = machine.ram.latency_ns * machine.frequency_ghz
+    bytes_per_cycle = machine.ram.bandwidth_one_core_gbs / machine.frequency_ghz
+    return latency, machine.line_bytes / bytes_per_cycle
+
+
+def memory_time_cycles(delta: float, beta: float, block: float, n_accesses: float) -> float:
+    """Eq. 5: a block of `block` accesses pays one latency and block-1 throughputs."""
+    if block < 1:
+        raise InputError(f"block size {block} accesses is below 1; give a block of at least one access")
+    return (delta + (block - 1.0) * beta) / block * n_accesses
+
+
+def effective_block_bytes(block_bytes: float, transfer_bytes: float, limit_bytes: float) -> float:
+    """Sec. 3.4.2: a block moves in units of C (the bus width) and never beyond S (a cache line)."""
+    if block_bytes <= transfer_bytes:
+        return float(transfer_bytes)
+    if block_bytes >= limit_bytes:
+        return float(limit_bytes)
+    return math.ceil(block_bytes / transfer_bytes) * float(transfer_bytes)
+
+
+def cpu_time_cycles(ops: OpCounts, machine: Machine, form: str) -> float:
+    """T_CPU per op class: throughput form delta + (N-1)*beta, latency form N*delta."""
+    if form not in CPU_FORMS:
+        raise InputError(f"cpu form {form!r}: use one of {', '.join(CPU_FORMS)}")
+    total = 0.0
+    for name in CPU_CLASSES:
+        n = getattr(ops, name)
+        if n <= 0:
+            continue
+        cost = machine.ops[name]
+        total += cost.latency + (n - 1.0) * cost.recip_throughput if form == "throughput" else n * cost.latency
+    return total
+
+
+def dram_bandwidth_gbs(machine: Machine, cores: int) -> float:
+    """Bandwidth `cores` cores can draw: each adds one core's worth until the machine saturates."""
+    return min(cores * machine.ram.bandwidth_one_core_gbs, machine.ram.bandwidth_all_cores_gbs)
+
+
+def dram_traffic_bytes(mem_accesses: float, local: Sequence[float], line_bytes: int,
+                       store_fraction: float) -> float:
+    """Last-level misses fetch a line each (stores too: write-allocate); stored lines are written back."""
+    misses = mem_accesses * served_fractions(local)[-1]
+    return misses * line_bytes * (1.0 + store_fraction)
+
+
+def busiest_share(loops: Sequence[LoopInstance], cores: int) -> float:
+    """Fraction of all work-shared iterations the busiest core runs, as each schedule divides them."""
+    total = sum(loop.trip_count for loop in loops)
+    if total == 0:
+        return 1.0 / cores
+    return sum(_busiest_iterations(loop, cores) for loop in loops) / total
+
+
+def _busiest_iterations(loop: LoopInstance, cores: int) -> int:
+    """Iterations of the busiest thread for one loop instance."""
+    n = loop.trip_count
+    if loop.schedule in (SCHED_MASTER, SCHED_SINGLE) or n == 0:
+        return n
+    if loop.schedule == SCHED_STATIC and loop.chunk == 0:
+        return math.ceil(n / cores)   # libomp: contiguous pieces of ceil or floor n/p
+    if loop.schedule in (SCHED_STATIC, SCHED_DYNAMIC):
+        # Round-robin chunks (dynamic assumed to deal them like static): thread t gets chunks t, t+p, ...
+        chunk = max(1, loop.chunk)
+        full, rem = divmod(n, chunk)
+        counts = [((full - t + cores - 1) // cores) * chunk if t < full else 0 for t in range(cores)]
+        if rem:
+            counts[full % cores] += rem
+        return max(counts)
+    return math.ceil(n / cores)       # guided: balanced to within a chunk
+
+
+def op_counts_from_blocks(block_table_ops: Mapping[int, Mapping[str, float]],
+                          block_counts: Mapping[int, int]) -> OpCounts:
+    """Static per-block mix times block executions; blocks without an entry contribute nothing."""
+    totals = dict.fromkeys(_BLOCK_KEYS, 0.0)
+    for block, count in block_counts.items():
+        mix = block_table_ops.get(block)
+        if not mix or not count:
+            continue
+        for name, keys in _BLOCK_KEYS.items():
+            totals[name] += count * sum(float(mix.get(k, 0)) for k in keys)
+    return OpCounts(**totals)
+
+
+def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, float], ops: OpCounts,
+                    mem_accesses: float, mem_bytes: float, dram_bytes: float | None = None, *,
+                    block_bytes: float | None = None, gap_bytes: float = 0.0, layout: str = "contiguous",
+                    cpu_form: str = "throughput", work_share: float | None = None) -> RuntimePrediction:
+    """Predict the region's runtime on `cores` cores (Eq. 4-7 plus the DRAM contention floor).
+
+    `ops`, `mem_accesses`, `mem_bytes` and `dram_bytes` count the whole region (all cores).
+    `block_bytes` is the contiguous block (default: the mean access size, the paper's word);
+    `gap_bytes` the gap v of Sec. 3.4.2; `work_share` the busiest core's fraction (default 1/cores).
+    """
+    _check_args(machine, cores, layout, cpu_form, mem_accesses, mem_bytes)
+    share = 1.0 / cores if work_share is None else float(work_share)
+    if not 0.0 < share <= 1.0:
+        raise InputError(f"work share {share}: must be in (0, 1]")
+    rates = HitRates.from_local(local_hit_rates, [c.name for c in machine.caches])
+    ram_latency, ram_recip = ram_costs_cycles(machine)
+    delta = average_cost(rates.local, [c.latency_cycles for c in machine.caches], ram_latency)
+    beta = average_cost(rates.local, [c.recip_throughput_cycles for c in machine.caches], ram_recip)
+    word = mem_bytes / mem_accesses if mem_accesses else 8.0
+    contiguous = (block_bytes or word) / word
+    noncontiguous = effective_block_bytes((block_bytes or word) + gap_bytes, machine.bus_width_bytes,
+                                          machine.line_bytes) / word
+    per_core = mem_accesses * share
+    t_mem = {"contiguous": memory_time_cycles(delta, beta, max(1.0, contiguous), per_core),
+             "noncontiguous": memory_time_cycles(delta, beta, max(1.0, noncontiguous), per_core)}
+    core_ops = ops.scaled(share)
+    t_cpu = {form: cpu_time_cycles(core_ops, machine, form) for form in CPU_FORMS}
+    if dram_bytes is None:
+        dram_bytes = dram_traffic_bytes(mem_accesses, rates.local, machine.line_bytes, ops.store_fraction)
+    return _assemble(machine, cores, share, rates, delta, beta, contiguous, noncontiguous, t_mem, t_cpu,
+                     layout, cpu_form, dram_bytes)
+
+
+def _check_args(machine: Machine, cores: int, layout: str, cpu_form: str, mem_accesses: float,
+                mem_bytes: float) -> None:
+    """Reject arguments the formulas cannot take, naming the argument."""
+    if not isinstance(cores, int) or cores < 1:
+        raise InputError(f"cores {cores!r}: must be a positive integer")
+    if layout not in LAYOUTS:
+        raise InputError(f"layout {layout!r}: use one of {', '.join(LAYOUTS)}")
+    if cpu_form not in CPU_FORMS:
+        raise InputError(f"cpu form {cpu_form!r}: use one of {', '.join(CPU_FORMS)}")
+    if mem_accesses < 0 or mem_bytes < 0:
+        raise InputError("memory accesses and bytes must not be negative")
+    if cores > machine.cores:
+        raise InputError(f"cores {cores}: machine {machine.name} has only {machine.cores} cores")
+
+
+def _assemble(machine: Machine, cores: int, share: float, rates: HitRates, delta: float, beta: float,
+              contiguous: float, noncontiguous: float, t_mem: dict, t_cpu: dict, layout: str,
+              cpu_form: str, dram_bytes: float) -> RuntimePrediction:
+    """Convert cycles to seconds and apply the contention floor."""
+    sec = machine.cycles_to_seconds
+    mem_s, cpu_s = sec(t_mem[layout]), sec(t_cpu[cpu_form])
+    bandwidth = dram_bandwidth_gbs(machine, cores)
+    t_dram = dram_bytes / (bandwidth * 1e9)
+    runtime = max(mem_s + cpu_s, t_dram)
+    return RuntimePrediction(
+        cores=cores, work_share=share, local_hit_rates=dict(zip(rates.levels, rates.local)),
+        cumulative_hit_rates=dict(zip(rates.levels, rates.cumulative())), delta_avg_cycles=delta,
+        beta_avg_cycles=beta, block_accesses_contiguous=contiguous, block_accesses_noncontiguous=noncontiguous,
+        t_mem_contiguous_s=sec(t_mem["contiguous"]), t_mem_noncontiguous_s=sec(t_mem["noncontiguous"]),
+        t_cpu_throughput_s=sec(t_cpu["throughput"]), t_cpu_latency_s=sec(t_cpu["latency"]), layout=layout,
+        cpu_form=cpu_form, t_mem_s=mem_s, t_cpu_s=cpu_s, dram_bytes=dram_bytes, dram_bandwidth_gbs=bandwidth,
+        t_dram_s=t_dram, contention_s=max(0.0, t_dram - (mem_s + cpu_s)), runtime_s=runtime)
+
+
+# --- Glue: the model's inputs from a trace, its block table and a hit-rate table -----------------
+
+
+@dataclass(frozen=True)
+class RegionFacts:
+    """What the model needs from a trace and its block table."""
+
+    ops: OpCounts
+    mem_accesses: float
+    mem_bytes: float
+    loops: tuple[LoopInstance, ...]
+
+
+def _block_ops(table: Any) -> dict[int, Mapping[str, float]]:
+    """Accept a BlockTable (its .blocks), {id: ops-dict}, {id: obj with .ops} or {id: {'ops': ...}}."""
+    table = getattr(table, "blocks", table)
+    out = {}
+    for block_id, entry in table.items():
+        ops = getattr(entry, "ops", None)
+        if ops is None and isinstance(entry, Mapping):
+            ops = entry.get("ops", entry)
+        out[int(block_id)] = ops or {}
+    return out
+
+
+def region_facts(trace: Path, binary: Path | None = None) -> RegionFacts:
+    """Operation counts, access counts and loop schedules of the traced regions."""
+    import instrument  # lazy: the formulas above need no tracer
+
+    info = instrument.open_trace(trace).info
+    binary = Path(binary or info.program)
+    if not binary.is_file():
+        raise InputError(f"{binary}: instrumented binary of {trace} not found; pass it with --binary")
+    ops = op_counts_from_blocks(_block_ops(instrument.load_block_table(binary)), info.block_counts)
+    mem_bytes = ops.load_bytes + ops.store_bytes or 8.0 * info.n_accesses
+    return RegionFacts(ops=ops, mem_accesses=float(info.n_accesses), mem_bytes=float(mem_bytes),
+                       loops=tuple(info.loops))
+
+
+def local_rates_by_cores(hit_df) -> dict[int, dict[str, float]]:
+    """cores -> {level: local hit rate} from a table with cores, level, local_hit_rate columns."""
+    missing = {"cores", "level", "local_hit_rate"} - set(hit_df.columns)
+    if missing:
+        raise InputError(f"hit-rate table: missing column(s) {', '.join(sorted(missing))}")
+    out: dict[int, dict[str, float]] = {}
+    for row in hit_df.itertuples(index=False):
+        out.setdefault(int(row.cores), {})[str(row.level)] = float(row.local_hit_rate)
+    return out
+
+
+def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Mapping[str, float]],
+                 facts: RegionFacts, **model_args: Any) -> list[RuntimePrediction]:
+    """One prediction per core count; the busiest core's share follows the loops' schedules."""
+    out = []
+    for c in cores:
+        if c not in rates:
+            raise InputError(f"hit rates: none for {c} cores; recompute them for cores {','.join(map(str, cores))}")
+        out.append(predict_runtime(machine, c, rates[c], facts.ops, facts.mem_accesses, facts.mem_bytes,
+                                   work_share=busiest_share(list(facts.loops), c), **model_args))
+    return out
+
+
+def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = None, **model_args: Any):
+    """DataFrame of RuntimePrediction rows for every core count in `hits` up to the machine's cores.
+
+    Core counts above `machine.cores` are left out (a multi-machine run asks for 16 cores on an
+    8-core part); `predict_runtime` itself refuses them.
+    """
+    import pandas as pd
+
+    rates = local_rates_by_cores(hits)
+    cores = [c for c in sorted(rates) if c <= machine.cores]
+    preds = predict_many(machine, cores, rates, region_facts(Path(trace), binary), **model_args)
+    return pd.DataFrame([p.as_row() for p in preds])

@@ -1,0 +1,1 @@
+"""Shipped machine files (TOML); a package only so packaging picks them up."""

@@ -1,0 +1,282 @@
+"""Describe the current host as a machine file: cache geometry from sysfs, figures from microbenchmarks.
+
+The C microbenchmarks in machines/microbench/ are compiled with clang-19 -O2 and run once each:
+ops.c (latency: dependent chains; throughput: independent chains), chase.c (pointer-chasing
+latency per working-set size) and stream.c (OpenMP read bandwidth). Times come back in ns and
+become cycles with the frequency measured by the dependent integer-add chain (1 cycle per add).
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Callable
+
+from machines.loader import SCHEMA_VERSION, validate_machine_dict
+from machines.model import OP_CLASSES
+from pptmc.errors import ToolError
+from pptmc.toolchain import toolchain
+
+SYSFS_CPU = Path("/sys/devices/system/cpu")
+Progress = Callable[[str], None]
+_KIB = 1024
+_MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SysCache:
+    """One data or unified cache as sysfs describes it."""
+
+    level: int
+    size_bytes: int
+    line_bytes: int
+    associativity: int
+    shared: bool
+
+
+@dataclass(frozen=True)
+class Effort:
+    """How long each microbenchmark runs; quick mode trades accuracy for a few seconds."""
+
+    op_iterations: int
+    op_runs: int
+    chase_loads: int
+    stream_reps: int
+    ram_set_bytes: int
+
+
+FULL = Effort(op_iterations=3_000_000, op_runs=3, chase_loads=2_000_000, stream_reps=3, ram_set_bytes=1024 * _MIB)
+QUICK = Effort(op_iterations=200_000, op_runs=1, chase_loads=200_000, stream_reps=1, ram_set_bytes=128 * _MIB)
+
+
+def _read(path: Path) -> str:
+    return path.read_text().strip()
+
+
+def parse_size(text: str) -> int:
+    """sysfs/lscpu sizes like '48K', '2048K', '480 MiB' -> bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)(?:i?B)?\s*", text, re.IGNORECASE)
+    if not m:
+        raise ValueError(f"unrecognised size {text!r}")
+    return int(m.group(1)) * {"": 1, "K": _KIB, "M": _MIB, "G": 1024 * _MIB}[m.group(2).upper()]
+
+
+def cpu_list(text: str) -> set[int]:
+    """'0-3,8' -> {0, 1, 2, 3, 8}."""
+    out: set[int] = set()
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def sysfs_caches(cpu_dir: Path = SYSFS_CPU / "cpu0") -> list[SysCache]:
+    """Data and unified caches of one CPU, L1 first; shared = serves more than this core's threads."""
+    siblings = cpu_list(_read(cpu_dir / "topology" / "thread_siblings_list"))
+    out = []
+    for index in sorted((cpu_dir / "cache").glob("index*")):
+        if _read(index / "type") == "Instruction":
+            continue
+        ways_file = index / "ways_of_associativity"
+        out.append(SysCache(level=int(_read(index / "level")), size_bytes=parse_size(_read(index / "size")),
+                            line_bytes=int(_read(index / "coherency_line_size")),
+                            associativity=int(_read(ways_file)) if ways_file.exists() else 0,
+                            shared=bool(cpu_list(_read(index / "shared_cpu_list")) - siblings)))
+    return sorted(out, key=lambda c: c.level)
+
+
+def lscpu_caches(text: str, cores: int) -> list[SysCache]:
+    """Parse `lscpu -C --bytes`; a level is shared when one instance is the whole (multi-core) total."""
+    lines = [line.split() for line in text.strip().splitlines()]
+    if not lines:
+        return []
+    head = lines[0]
+    out = []
+    for cols in lines[1:]:
+        row = dict(zip(head, cols))
+        if row.get("TYPE") == "Instruction":
+            continue
+        one, total = parse_size(row["ONE-SIZE"]), parse_size(row["ALL-SIZE"])
+        out.append(SysCache(level=int(row["LEVEL"]), size_bytes=one, line_bytes=int(row["COHERENCY-SIZE"]),
+                            associativity=int(row.get("WAYS") or 0), shared=cores > 1 and total == one))
+    return sorted(out, key=lambda c: c.level)
+
+
+def host_caches(cores: int) -> list[SysCache]:
+    """Cache geometry from sysfs, else from lscpu."""
+    try:
+        return sysfs_caches()
+    except (OSError, ValueError) as sys_exc:
+        try:
+            res = subprocess.run(["lscpu", "-C", "--bytes"], capture_output=True, text=True, check=True)
+            return lscpu_caches(res.stdout, cores)
+        except (OSError, subprocess.CalledProcessError, ValueError, KeyError) as exc:
+            raise ToolError(f"{SYSFS_CPU}/cpu0/cache: cannot read the cache description ({sys_exc}) and "
+                            f"lscpu failed ({exc}); write the machine file by hand (see machines/SCHEMA.md)") from exc
+
+
+def physical_cores(root: Path = SYSFS_CPU) -> int:
+    """Distinct (package, core) pairs among the CPUs this process may run on."""
+    cores = set()
+    for cpu in os.sched_getaffinity(0):
+        topo = root / f"cpu{cpu}" / "topology"
+        try:
+            cores.add((_read(topo / "physical_package_id"), _read(topo / "core_id")))
+        except OSError:
+            cores.add(("?", str(cpu)))
+    return max(1, len(cores))
+
+
+def simd_width_bits() -> tuple[int, str]:
+    """Widest vector ISA the CPU flags advertise."""
+    try:
+        flags = set(re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M).group(1).split())
+    except (OSError, AttributeError):
+        flags = set()
+    for flag, bits in (("avx512f", 512), ("avx2", 256), ("avx", 256), ("sse2", 128)):
+        if flag in flags:
+            return bits, f"/proc/cpuinfo flag {flag}"
+    return 128, f"assumed 128-bit vectors on {platform.machine()}"
+
+
+def cpuinfo_mhz() -> float | None:
+    """Nominal MHz from /proc/cpuinfo, for a cross-check of the measured frequency."""
+    try:
+        m = re.search(r"^cpu MHz\s*:\s*([\d.]+)", Path("/proc/cpuinfo").read_text(), re.M)
+    except OSError:
+        return None
+    return float(m.group(1)) if m else None
+
+
+def _compile(source: str, out: Path, extra: list[str], openmp: bool = False) -> Path:
+    """Build one shipped microbenchmark with clang-19 -O2."""
+    tc = toolchain()
+    with resources.as_file(resources.files("machines") / "microbench" / source) as src:
+        cmd = [str(tc.clang), "-O2", "-w", *extra, str(src), "-o", str(out)]
+        if openmp:
+            cmd[1:1] = tc.openmp_compile_flags()
+            cmd += tc.openmp_link_flags()
+        res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode:
+        raise ToolError(f"{src}: clang failed ({res.stderr.strip()[:500]}); run `pptmc doctor`")
+    return out
+
+
+def _run(binary: Path, *args: object, env: dict | None = None) -> dict[str, float]:
+    """Run a microbenchmark and parse its key=value lines."""
+    res = subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True, env=env, timeout=300)
+    if res.returncode:
+        raise ToolError(f"{binary.name} {' '.join(map(str, args))} failed: {res.stderr.strip()[:300]}")
+    out = {}
+    for line in res.stdout.splitlines():
+        key, _, value = line.partition("=")
+        if key != "sink":
+            out[key] = float(value)
+    return out
+
+
+def _ops_flags() -> list[str]:
+    """No vectorising or contraction, so each C operation stays one instruction; native ISA for FMA."""
+    flags = ["-fno-vectorize", "-fno-slp-vectorize", "-ffp-contract=off"]
+    return flags + (["-march=native"] if platform.machine() in ("x86_64", "aarch64") else [])
+
+
+def measure_ops(workdir: Path, effort: Effort, progress: Progress) -> tuple[float, dict[str, dict[str, float]]]:
+    """(frequency GHz, op -> {latency, recip_throughput} in cycles)."""
+    progress("compiling and running ops.c (operation latency and throughput)")
+    binary = _compile("ops.c", workdir / "ops", _ops_flags())
+    runs = [_run(binary, effort.op_iterations) for _ in range(effort.op_runs)]
+    cycles = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    ghz = max(run["ghz"] for run in runs)  # a dependent 64-bit add takes one cycle on every x86/Arm core
+    ops = {op: {"latency": round(cycles[f"{op}.latency"], 2),
+                "recip_throughput": round(cycles[f"{op}.recip_throughput"], 3)} for op in OP_CLASSES}
+    return ghz, ops
+
+
+def _chase_ns(binary: Path, size: int, loads: int) -> float:
+    return _run(binary, size, loads, 12345)["ns_per_load"]
+
+
+def _stream_gbs(binary: Path, size: int, reps: int, threads: list[int]) -> dict[int, float]:
+    kib = max(4, size // _KIB)
+    passes = max(1, (512 * _MIB) // (kib * _KIB)) if size < 64 * _MIB else 1
+    res = _run(binary, kib, passes, reps, *threads)
+    return {t: res[f"gbs_{t}"] for t in threads}
+
+
+def measure_memory(workdir: Path, caches: list[SysCache], cores: int, ghz: float, l1_recip: float,
+                   effort: Effort, progress: Progress) -> tuple[list[dict], dict]:
+    """Latency per cache level and for RAM (pointer chase), bandwidths (stream)."""
+    chase = _compile("chase.c", workdir / "chase", [])
+    stream = _compile("stream.c", workdir / "stream", [], openmp=True)
+    levels = []
+    for i, cache in enumerate(caches):
+        # Just beyond the previous level (at most half this one): huge, partly virtual LLCs of
+        # cloud VMs would otherwise time TLB walks and far slices instead of the common case.
+        size = cache.size_bytes // 2 if i == 0 else min(cache.size_bytes // 2, 4 * caches[i - 1].size_bytes)
+        size = min(size, effort.ram_set_bytes // 2)
+        progress(f"L{cache.level}: pointer chase over {size // _KIB} KiB, stream over {size // _KIB} KiB")
+        lat_ns = min(_chase_ns(chase, size, effort.chase_loads) for _ in range(effort.op_runs))
+        gbs = _stream_gbs(stream, size, effort.stream_reps, [1])[1]
+        # L1 serves one access per load; deeper levels move one line per access they serve.
+        recip, how = ((l1_recip, "ops.c independent loads") if i == 0 else
+                      (round(cache.line_bytes / (gbs / ghz), 2), f"one line per stream.c read at {gbs:.1f} GB/s"))
+        levels.append({"name": f"L{cache.level}", "size_bytes": cache.size_bytes, "line_bytes": cache.line_bytes,
+                       "associativity": cache.associativity, "latency_cycles": round(lat_ns * ghz, 1),
+                       "recip_throughput_cycles": recip, "shared": cache.shared,
+                       "source": f"geometry: sysfs or lscpu; latency: chase.c over {size // _KIB} KiB ({lat_ns:.2f} ns); "
+                                 f"throughput: {how}"})
+    ram_set = min(effort.ram_set_bytes, max(2 * caches[-1].size_bytes, 64 * _MIB))
+    progress(f"RAM: pointer chase over {ram_set // _MIB} MiB, stream on 1 and {cores} threads")
+    ram_ns = _chase_ns(chase, ram_set, max(1, effort.chase_loads // 4))
+    bw = _stream_gbs(stream, ram_set, effort.stream_reps, sorted({1, cores}))
+    note = "" if ram_set >= 2 * caches[-1].size_bytes else " (set not above the last-level cache: may be optimistic)"
+    ram = {"latency_ns": round(ram_ns, 1), "bandwidth_one_core_gbs": round(bw[1], 2),
+           "bandwidth_all_cores_gbs": round(max(bw.values()), 2),
+           "source": f"chase.c over {ram_set // _MIB} MiB; stream.c read bandwidth on 1 and {cores} threads{note}"}
+    return levels, ram
+
+
+def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
+    """A TOML-ready, validated machine dict for this host (quick: seconds instead of ~a minute)."""
+    say = progress or (lambda _msg: None)
+    effort = QUICK if quick else FULL
+    start = time.monotonic()
+    cores = physical_cores()
+    caches = host_caches(cores)
+    if not caches:
+        raise ToolError(f"{SYSFS_CPU}/cpu0/cache: no cache description found; write the machine file by hand "
+                        "(see machines/SCHEMA.md)")
+    simd, simd_src = simd_width_bits()
+    with tempfile.TemporaryDirectory(prefix="pptmc-detect-") as tmp:
+        ghz, ops = measure_ops(Path(tmp), effort, say)
+        levels, ram = measure_memory(Path(tmp), caches, cores, ghz, ops["load"]["recip_throughput"], effort, say)
+    nominal = cpuinfo_mhz()
+    data = {"schema_version": SCHEMA_VERSION, "name": f"host-{platform.node() or 'unknown'}",
+            "description": f"{_model_name()} as measured by pptmc machines detect"
+                           f"{' --quick' if quick else ''} on {time.strftime('%Y-%m-%d')}",
+            "cores": cores, "frequency_ghz": round(ghz, 3), "bus_width_bytes": 8, "simd_width_bits": simd,
+            "source": f"cores: sysfs topology; frequency: dependent add chain in ops.c "
+                      f"(/proc/cpuinfo says {nominal} MHz); bus width: assumed one 64-bit DDR channel; "
+                      f"SIMD: {simd_src}",
+            "caches": levels, "ram": ram,
+            "ops": {op: {**ops[op], "source": "ops.c on this host: dependent chain (latency), 8 independent "
+                                              "chains (throughput)"} for op in OP_CLASSES}}
+    validate_machine_dict(data, "detected host")
+    say(f"done in {time.monotonic() - start:.1f} s")
+    return data
+
+
+def _model_name() -> str:
+    try:
+        m = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
+    except OSError:
+        m = None
+    return m.group(1).strip() if m else platform.processor() or platform.machine()

@@ -1,0 +1,292 @@
+"""Load, validate and serialise machine files (TOML, schema in machines/SCHEMA.md).
+
+Validation collects every problem with its field path (`caches[2].associativity: missing`)
+so one run of `pptmc machines validate` shows all that needs fixing.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from machines.model import OP_CLASSES, CacheLevel, Machine, OpCost, Ram
+from pptmc.errors import InputError
+
+SCHEMA_VERSION = 1
+SUPPORTED_SCHEMA_VERSIONS = (1,)
+
+_TOP_KEYS = {"schema_version", "name", "description", "cores", "frequency_ghz", "bus_width_bytes",
+             "simd_width_bits", "source", "caches", "ram", "ops"}
+_CACHE_KEYS = {"name", "size_bytes", "line_bytes", "associativity", "latency_cycles",
+               "recip_throughput_cycles", "shared", "source"}
+_RAM_KEYS = {"latency_ns", "bandwidth_one_core_gbs", "bandwidth_all_cores_gbs", "source"}
+_OP_KEYS = {"latency", "recip_throughput", "source"}
+
+
+@dataclass
+class _Checker:
+    """Reads typed fields from a parsed TOML table and records every problem with its path."""
+
+    errors: list[str] = field(default_factory=list)
+
+    def fail(self, path: str, problem: str) -> None:
+        self.errors.append(f"{path}: {problem}")
+
+    def table(self, data: Any, path: str) -> dict | None:
+        if not isinstance(data, dict):
+            self.fail(path, f"expected a table, got {_kind(data)}")
+            return None
+        return data
+
+    def unknown(self, data: dict, allowed: set[str], prefix: str) -> None:
+        for key in sorted(set(data) - allowed):
+            self.fail(f"{prefix}{key}", "unknown field (check the spelling against machines/SCHEMA.md)")
+
+    def get(self, data: dict, key: str, prefix: str, kind: str, *, positive: bool = False,
+            non_negative: bool = False) -> Any:
+        """One field of `kind` in ('int', 'number', 'str', 'bool'); None (and an error) if bad."""
+        path = f"{prefix}{key}"
+        if key not in data:
+            self.fail(path, "missing")
+            return None
+        value = data[key]
+        ok = {"int": isinstance(value, int) and not isinstance(value, bool),
+              "number": isinstance(value, (int, float)) and not isinstance(value, bool),
+              "str": isinstance(value, str),
+              "bool": isinstance(value, bool)}[kind]
+        if not ok:
+            self.fail(path, f"expected {_KIND_NAMES[kind]}, got {_kind(value)} {value!r}")
+            return None
+        if kind == "str" and not value.strip():
+            self.fail(path, "must not be empty")
+            return None
+        if positive and not value > 0:
+            self.fail(path, f"must be positive, got {value!r}")
+            return None
+        if non_negative and value < 0:
+            self.fail(path, f"must not be negative, got {value!r}")
+            return None
+        return value
+
+
+_KIND_NAMES = {"int": "an integer", "number": "a number", "str": "a string", "bool": "true or false"}
+
+
+def _kind(value: Any) -> str:
+    return {bool: "boolean", int: "integer", float: "float", str: "string", dict: "table",
+            list: "array"}.get(type(value), type(value).__name__)
+
+
+def _check_cache(chk: _Checker, raw: Any, i: int) -> CacheLevel | None:
+    prefix = f"caches[{i}]."
+    data = chk.table(raw, f"caches[{i}]")
+    if data is None:
+        return None
+    chk.unknown(data, _CACHE_KEYS, prefix)
+    name = chk.get(data, "name", prefix, "str")
+    size = chk.get(data, "size_bytes", prefix, "int", positive=True)
+    line = chk.get(data, "line_bytes", prefix, "int", positive=True)
+    assoc = chk.get(data, "associativity", prefix, "int", non_negative=True)
+    lat = chk.get(data, "latency_cycles", prefix, "number", positive=True)
+    thr = chk.get(data, "recip_throughput_cycles", prefix, "number", positive=True)
+    shared = chk.get(data, "shared", prefix, "bool")
+    chk.get(data, "source", prefix, "str")
+    if line is not None and line & (line - 1):
+        chk.fail(f"{prefix}line_bytes", f"must be a power of two, got {line}")
+        line = None
+    if size is not None and line is not None:
+        if size % line:
+            chk.fail(f"{prefix}size_bytes", f"{size} is not a multiple of line_bytes {line}")
+        elif assoc and (size // line) % assoc:
+            chk.fail(f"{prefix}associativity", f"{size // line} lines do not divide into {assoc} ways")
+    values = (name, size, line, assoc, lat, thr, shared)
+    if any(v is None for v in values):
+        return None
+    return CacheLevel(name=name, size_bytes=size, line_bytes=line, associativity=assoc,
+                      latency_cycles=float(lat), recip_throughput_cycles=float(thr), shared=shared)
+
+
+def _check_caches(chk: _Checker, data: dict) -> tuple[CacheLevel, ...]:
+    raw = data.get("caches")
+    if raw is None:
+        chk.fail("caches", "missing (an array of [[caches]] tables, L1 first)")
+        return ()
+    if not isinstance(raw, list) or not raw:
+        chk.fail("caches", f"expected a non-empty array of tables, got {_kind(raw)}")
+        return ()
+    levels = [_check_cache(chk, item, i) for i, item in enumerate(raw)]
+    names = [c.name for c in levels if c is not None]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        chk.fail("caches", f"level name {dup!r} appears more than once")
+    return tuple(c for c in levels if c is not None)
+
+
+def _check_ram(chk: _Checker, data: dict) -> Ram | None:
+    if "ram" not in data:
+        chk.fail("ram", "missing")
+        return None
+    ram = chk.table(data["ram"], "ram")
+    if ram is None:
+        return None
+    chk.unknown(ram, _RAM_KEYS, "ram.")
+    vals = [chk.get(ram, k, "ram.", "number", positive=True)
+            for k in ("latency_ns", "bandwidth_one_core_gbs", "bandwidth_all_cores_gbs")]
+    chk.get(ram, "source", "ram.", "str")
+    if any(v is None for v in vals):
+        return None
+    if vals[1] > vals[2]:
+        chk.fail("ram.bandwidth_one_core_gbs", f"{vals[1]} exceeds bandwidth_all_cores_gbs {vals[2]}")
+    return Ram(latency_ns=float(vals[0]), bandwidth_one_core_gbs=float(vals[1]),
+               bandwidth_all_cores_gbs=float(vals[2]))
+
+
+def _check_ops(chk: _Checker, data: dict) -> dict[str, OpCost]:
+    if "ops" not in data:
+        chk.fail("ops", "missing")
+        return {}
+    ops = chk.table(data["ops"], "ops")
+    if ops is None:
+        return {}
+    for key in sorted(set(ops) - set(OP_CLASSES)):
+        chk.fail(f"ops.{key}", f"unknown operation class; known: {', '.join(OP_CLASSES)}")
+    out: dict[str, OpCost] = {}
+    for op in OP_CLASSES:
+        if op not in ops:
+            chk.fail(f"ops.{op}", "missing")
+            continue
+        entry = chk.table(ops[op], f"ops.{op}")
+        if entry is None:
+            continue
+        prefix = f"ops.{op}."
+        chk.unknown(entry, _OP_KEYS, prefix)
+        lat = chk.get(entry, "latency", prefix, "number", positive=True)
+        thr = chk.get(entry, "recip_throughput", prefix, "number", positive=True)
+        chk.get(entry, "source", prefix, "str")
+        if lat is not None and thr is not None:
+            out[op] = OpCost(latency=float(lat), recip_throughput=float(thr))
+    return out
+
+
+def _collect_sources(data: dict) -> dict[str, str]:
+    """Table path -> its `source` string; every figure in a table cites that table's source."""
+    sources = {"": data.get("source", "")}
+    for i, cache in enumerate(data.get("caches") or []):
+        if isinstance(cache, dict):
+            sources[f"caches[{i}]"] = cache.get("source", "")
+    if isinstance(data.get("ram"), dict):
+        sources["ram"] = data["ram"].get("source", "")
+    for op, entry in (data.get("ops") or {}).items() if isinstance(data.get("ops"), dict) else ():
+        if isinstance(entry, dict):
+            sources[f"ops.{op}"] = entry.get("source", "")
+    return sources
+
+
+def validate_machine_dict(data: dict, source: str) -> Machine:
+    """Check a parsed machine file and build the Machine; InputError lists every bad field."""
+    chk = _Checker()
+    if not isinstance(data, dict):
+        raise InputError(f"{source}: expected a TOML table at the top level")
+    version = data.get("schema_version")
+    if version is None:
+        chk.fail("schema_version", f"missing (this pptmc reads schema_version = {SCHEMA_VERSION})")
+    elif isinstance(version, bool) or not isinstance(version, int) or version not in SUPPORTED_SCHEMA_VERSIONS:
+        chk.fail("schema_version", f"unsupported value {version!r}; this pptmc reads "
+                                   f"{', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))}")
+    if chk.errors:  # a file of another schema version cannot be checked field by field
+        raise InputError(f"{source}: " + "; ".join(chk.errors))
+    chk.unknown(data, _TOP_KEYS, "")
+    name = chk.get(data, "name", "", "str")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        chk.fail("description", f"expected a string, got {_kind(description)}")
+    cores = chk.get(data, "cores", "", "int", positive=True)
+    freq = chk.get(data, "frequency_ghz", "", "number", positive=True)
+    bus = chk.get(data, "bus_width_bytes", "", "int", positive=True)
+    simd = chk.get(data, "simd_width_bits", "", "int", positive=True)
+    chk.get(data, "source", "", "str")
+    caches = _check_caches(chk, data)
+    ram = _check_ram(chk, data)
+    ops = _check_ops(chk, data)
+    if chk.errors:
+        raise InputError(f"{source}: invalid machine file: " + "; ".join(chk.errors)
+                         + " (schema: machines/SCHEMA.md)")
+    return Machine(name=name, description=description, cores=cores, frequency_ghz=float(freq),
+                   caches=caches, ram=ram, bus_width_bytes=bus, simd_width_bits=simd, ops=ops,
+                   sources=_collect_sources(data), schema_version=version)
+
+
+def machine_to_dict(m: Machine) -> dict:
+    """The TOML-ready dict of a Machine; validate_machine_dict(machine_to_dict(m)) == m."""
+    src = m.sources
+    caches = [{"name": c.name, "size_bytes": c.size_bytes, "line_bytes": c.line_bytes,
+               "associativity": c.associativity, "latency_cycles": c.latency_cycles,
+               "recip_throughput_cycles": c.recip_throughput_cycles, "shared": c.shared,
+               "source": src.get(f"caches[{i}]", "")} for i, c in enumerate(m.caches)]
+    ops = {op: {"latency": cost.latency, "recip_throughput": cost.recip_throughput,
+                "source": src.get(f"ops.{op}", "")} for op, cost in m.ops.items()}
+    return {"schema_version": m.schema_version, "name": m.name, "description": m.description,
+            "cores": m.cores, "frequency_ghz": m.frequency_ghz, "bus_width_bytes": m.bus_width_bytes,
+            "simd_width_bits": m.simd_width_bits, "source": src.get("", ""), "caches": caches,
+            "ram": {"latency_ns": m.ram.latency_ns, "bandwidth_one_core_gbs": m.ram.bandwidth_one_core_gbs,
+                    "bandwidth_all_cores_gbs": m.ram.bandwidth_all_cores_gbs, "source": src.get("ram", "")},
+            "ops": ops}
+
+
+def _data_dir():
+    return resources.files("machines") / "data"
+
+
+def list_machines() -> list[str]:
+    """Names of the shipped machine files."""
+    return sorted(p.name[:-5] for p in _data_dir().iterdir() if p.name.endswith(".toml"))
+
+
+def _resolve(name_or_path: str | Path) -> Path:
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists() or "/" in str(name_or_path):
+        if not path.is_file():
+            raise InputError(f"{path}: machine file not found")
+        return path
+    shipped = _data_dir() / f"{name_or_path}.toml"
+    if not shipped.is_file():
+        raise InputError(f"unknown machine {name_or_path!r}; shipped machines: {', '.join(list_machines())}; "
+                         "or give the path of a .toml machine file")
+    return Path(str(shipped))
+
+
+def load_machine(name_or_path: str | Path) -> Machine:
+    """A shipped machine by name, or any machine file by path, validated."""
+    path = _resolve(name_or_path)
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: not valid TOML ({exc}); fix the syntax") from exc
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from exc
+    return validate_machine_dict(data, str(path))
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{text}"'
+
+
+def dumps_toml(data: dict) -> str:
+    """Write a machine dict as TOML; hand-written because the stdlib only reads TOML and the
+    schema needs just scalars, one array of tables and one level of sub-tables."""
+    scalars = [f"{k} = {_toml_value(v)}" for k, v in data.items() if not isinstance(v, (dict, list))]
+    lines = scalars + [""]
+    for cache in data.get("caches", []):
+        lines += ["[[caches]]"] + [f"{k} = {_toml_value(v)}" for k, v in cache.items()] + [""]
+    if "ram" in data:
+        lines += ["[ram]"] + [f"{k} = {_toml_value(v)}" for k, v in data["ram"].items()] + [""]
+    for op, entry in data.get("ops", {}).items():
+        lines += [f"[ops.{op}]"] + [f"{k} = {_toml_value(v)}" for k, v in entry.items()] + [""]
+    return "\n".join(lines)

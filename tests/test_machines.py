@@ -1,0 +1,145 @@
+"""Machine files: every shipped file loads and round-trips; every validation error names its field and file."""
+from __future__ import annotations
+
+import copy
+import json
+import tomllib
+
+import pytest
+
+import machines
+from machines.loader import dumps_toml
+from machines.model import OP_CLASSES
+from pptmc import cli
+from pptmc.errors import InputError
+
+SHIPPED = ["broadwell-e5-2699v4", "haswell-i7-5960x", "zen2-epyc-7702p"]
+
+
+def test_list_machines_names_the_three_paper_machines():
+    assert machines.list_machines() == SHIPPED
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_file_loads_and_round_trips(name):
+    m = machines.load_machine(name)
+    assert [c.name for c in m.caches] == ["L1", "L2", "L3"]
+    assert set(m.ops) == set(OP_CLASSES)
+    assert [c.shared for c in m.caches] == [False, False, True]
+    assert all(m.sources.get(path) for path in ["", "ram", *(f"caches[{i}]" for i in range(3)),
+                                                 *(f"ops.{op}" for op in OP_CLASSES)])
+    data = machines.machine_to_dict(m)
+    assert machines.validate_machine_dict(data, "roundtrip") == m
+    assert machines.validate_machine_dict(tomllib.loads(dumps_toml(data)), "toml") == m
+
+
+def test_table5_figures():
+    """Cores, clocks and per-instance cache sizes of the paper's Table 5 (EPYC: per core / per CCX)."""
+    got = {n: (m.cores, m.frequency_ghz, [c.size_bytes // 1024 for c in m.caches])
+           for n in SHIPPED for m in [machines.load_machine(n)]}
+    assert got == {"haswell-i7-5960x": (8, 3.0, [32, 256, 20 * 1024]),
+                   "broadwell-e5-2699v4": (22, 2.2, [32, 256, 55 * 1024]),
+                   "zen2-epyc-7702p": (64, 2.0, [32, 512, 16 * 1024])}
+
+
+def _base() -> dict:
+    return machines.machine_to_dict(machines.load_machine("haswell-i7-5960x"))
+
+
+def _del(path):
+    def edit(d):
+        *parents, last = path
+        for p in parents:
+            d = d[p]
+        del d[last]
+    return edit
+
+
+def _set(path, value):
+    def edit(d):
+        *parents, last = path
+        for p in parents:
+            d = d[p]
+        d[last] = value
+    return edit
+
+
+BAD = [
+    (_del(["caches", 2, "associativity"]), "caches[2].associativity: missing"),
+    (_del(["ram", "latency_ns"]), "ram.latency_ns: missing"),
+    (_del(["ops", "fp_fma"]), "ops.fp_fma: missing"),
+    (_del(["ram"]), "ram: missing"),
+    (_set(["cores"], "8"), "cores: expected an integer"),
+    (_set(["cores"], True), "cores: expected an integer"),
+    (_set(["caches", 1, "shared"], 1), "caches[1].shared: expected true or false"),
+    (_set(["frequency_ghz"], "fast"), "frequency_ghz: expected a number"),
+    (_set(["caches", 0, "size_bytes"], -32768), "caches[0].size_bytes: must be positive"),
+    (_set(["ops", "int_add", "latency"], -1), "ops.int_add.latency: must be positive"),
+    (_set(["caches", 0, "line_bytes"], 48), "caches[0].line_bytes: must be a power of two"),
+    (_set(["caches", 0, "associativity"], 7), "caches[0].associativity"),
+    (_set(["caches", 0, "size_bytes"], 1000), "caches[0].size_bytes: 1000 is not a multiple"),
+    (_set(["ops", "int_pow"], {"latency": 1, "recip_throughput": 1, "source": "x"}),
+     "ops.int_pow: unknown operation class"),
+    (_set(["caches", 1, "latncy_cycles"], 3), "caches[1].latncy_cycles: unknown field"),
+    (_set(["caches", 1, "name"], "L1"), "level name 'L1' appears more than once"),
+    (_set(["caches"], []), "caches: expected a non-empty array"),
+    (_set(["ram", "bandwidth_one_core_gbs"], 500.0), "ram.bandwidth_one_core_gbs: 500.0 exceeds"),
+    (_set(["schema_version"], 2), "schema_version: unsupported value 2"),
+    (_del(["schema_version"]), "schema_version: missing"),
+]
+
+
+@pytest.mark.parametrize("edit,message", BAD, ids=[m for _, m in BAD])
+def test_validation_error_names_field_and_source(edit, message):
+    data = copy.deepcopy(_base())
+    edit(data)
+    with pytest.raises(InputError) as exc:
+        machines.validate_machine_dict(data, "bad.toml")
+    assert message in str(exc.value)
+    assert str(exc.value).startswith("bad.toml: ")
+
+
+def test_all_errors_reported_together():
+    data = _base()
+    del data["caches"][2]["associativity"]
+    data["cores"] = -1
+    with pytest.raises(InputError) as exc:
+        machines.validate_machine_dict(data, "x")
+    assert "caches[2].associativity: missing" in str(exc.value) and "cores: must be positive" in str(exc.value)
+
+
+def test_load_bad_file_names_the_file(tmp_path):
+    data = _base()
+    del data["caches"][2]["associativity"]
+    path = tmp_path / "broken.toml"
+    path.write_text(dumps_toml(data))
+    with pytest.raises(InputError, match=r"broken\.toml: .*caches\[2\]\.associativity: missing"):
+        machines.load_machine(path)
+    with pytest.raises(InputError, match=r"broken\.toml: .*caches\[2\]\.associativity: missing"):
+        cli.run(["machines", "validate", str(path)])
+
+
+def test_syntax_error_and_unknown_name(tmp_path):
+    path = tmp_path / "syntax.toml"
+    path.write_text("cores = = 3\n")
+    with pytest.raises(InputError, match=r"syntax\.toml: not valid TOML"):
+        machines.load_machine(path)
+    with pytest.raises(InputError, match="unknown machine 'pentium'.*haswell-i7-5960x"):
+        machines.load_machine("pentium")
+    with pytest.raises(InputError, match="not found"):
+        machines.load_machine(tmp_path / "missing.toml")
+
+
+def test_cli_list_show_validate(capsys, tmp_path):
+    assert cli.run(["machines", "list"]) == 0
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in SHIPPED)
+    assert cli.run(["machines", "show", "zen2-epyc-7702p", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown == machines.machine_to_dict(machines.load_machine("zen2-epyc-7702p"))
+    assert cli.run(["machines", "show", "broadwell-e5-2699v4"]) == 0
+    assert "L3: 56320 KiB" in capsys.readouterr().out
+    good = tmp_path / "good.toml"
+    good.write_text(dumps_toml(_base()))
+    assert cli.run(["machines", "validate", str(good)]) == 0
+    assert "valid machine file" in capsys.readouterr().out

@@ -1,0 +1,88 @@
+"""Host detection: sysfs parsing against hand-made trees, and a quick real run of the microbenchmarks."""
+from __future__ import annotations
+
+import pytest
+
+import machines
+from machines import detect
+from pptmc import cli
+
+
+def test_parse_size_and_cpu_list():
+    assert detect.parse_size("48K") == 48 * 1024
+    assert detect.parse_size("491520K") == 480 * 1024 * 1024
+    assert detect.parse_size("2 MiB") == 2 * 1024 * 1024
+    assert detect.cpu_list("0-3,8,10-11") == {0, 1, 2, 3, 8, 10, 11}
+    with pytest.raises(ValueError):
+        detect.parse_size("lots")
+
+
+def _fake_cpu(root, entries, siblings="0,4"):
+    cpu = root / "cpu0"
+    (cpu / "topology").mkdir(parents=True)
+    (cpu / "topology" / "thread_siblings_list").write_text(siblings + "\n")
+    for i, (level, kind, size, ways, shared) in enumerate(entries):
+        d = cpu / "cache" / f"index{i}"
+        d.mkdir(parents=True)
+        for name, value in (("level", level), ("type", kind), ("size", size), ("coherency_line_size", 64),
+                            ("ways_of_associativity", ways), ("shared_cpu_list", shared)):
+            (d / name).write_text(f"{value}\n")
+    return cpu
+
+
+def test_sysfs_caches_skips_instruction_and_uses_sibling_sharing(tmp_path):
+    cpu = _fake_cpu(tmp_path, [(1, "Data", "32K", 8, "0,4"), (1, "Instruction", "32K", 8, "0,4"),
+                               (2, "Unified", "256K", 8, "0,4"), (3, "Unified", "20480K", 20, "0-7")])
+    got = detect.sysfs_caches(cpu)
+    assert got == [detect.SysCache(1, 32768, 64, 8, False), detect.SysCache(2, 262144, 64, 8, False),
+                   detect.SysCache(3, 20 * 1024 * 1024, 64, 20, True)]
+
+
+@pytest.fixture(scope="module")
+def detected(tmp_path_factory):
+    out = tmp_path_factory.mktemp("detect") / "host.toml"
+    assert cli.run(["machines", "detect", "--quick", "-o", str(out), "--name", "testhost"]) == 0
+    return out
+
+
+def test_detect_quick_writes_a_valid_plausible_file(detected):
+    m = machines.load_machine(detected)
+    assert m.name == "testhost"
+    sys_caches = detect.sysfs_caches()
+    assert [c.size_bytes for c in m.caches] == [c.size_bytes for c in sys_caches]
+    assert m.cores == detect.physical_cores()
+    assert m.ops["int_add"].latency == pytest.approx(1.0, abs=0.2)  # the calibration unit
+    assert 0.3 < m.frequency_ghz < 7.0
+    # A folded or vectorised chain would make these fail: division is slower than addition, a
+    # dependent chain is slower than independent ones, deeper levels are slower.
+    assert m.ops["fp_div"].latency > m.ops["fp_add"].latency
+    assert m.ops["int_div"].latency > m.ops["int_mul"].latency
+    assert m.ops["int_add"].recip_throughput < 0.9
+    assert m.ops["fp_add"].recip_throughput < m.ops["fp_add"].latency
+    assert m.caches[0].latency_cycles < m.caches[1].latency_cycles
+    assert m.caches[0].latency_cycles < m.ram.latency_ns * m.frequency_ghz
+    assert m.ram.bandwidth_one_core_gbs <= m.ram.bandwidth_all_cores_gbs
+
+
+LSCPU = """NAME ONE-SIZE ALL-SIZE WAYS TYPE        LEVEL   SETS PHY-LINE COHERENCY-SIZE
+L1d     49152    98304   12 Data            1     64        1             64
+L1i     65536   131072   16 Instruction     1     64        1             64
+L2    2097152  4194304   16 Unified         2   2048        1             64
+L3  503316480 503316480  16 Unified         3 491520        1             64
+"""
+
+
+def test_lscpu_fallback_parser():
+    assert detect.lscpu_caches(LSCPU, cores=2) == [
+        detect.SysCache(1, 49152, 64, 12, False), detect.SysCache(2, 2097152, 64, 16, False),
+        detect.SysCache(3, 503316480, 64, 16, True)]
+
+
+def test_sysfs_and_lscpu_agree_on_this_host():
+    import shutil
+    import subprocess
+
+    if not shutil.which("lscpu") or not detect.SYSFS_CPU.joinpath("cpu0", "cache").is_dir():
+        pytest.skip("needs lscpu and sysfs")
+    text = subprocess.run(["lscpu", "-C", "--bytes"], capture_output=True, text=True, check=True).stdout
+    assert detect.lscpu_caches(text, detect.physical_cores()) == detect.sysfs_caches()

@@ -1,0 +1,163 @@
+"""Runtime model: hand-computed Eq. 5-7 and T_CPU, local vs cumulative hit rates, DRAM contention."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from analysis import runtime_model as rm
+from instrument.trace_types import SCHED_DYNAMIC, SCHED_GUIDED, SCHED_MASTER, SCHED_STATIC, LoopInstance
+from machines.model import CacheLevel, Machine, OpCost, Ram
+from pptmc.errors import InputError
+
+
+def toy_machine(bw_one=8.0, bw_all=16.0, cores=8) -> Machine:
+    """1 GHz so cycles = ns; RAM 100 cycles latency, 64 B / 8 B-per-cycle = 8 cycles per line."""
+    caches = (CacheLevel("L1", 1024, 64, 2, 4, 1, False), CacheLevel("L2", 4096, 64, 4, 10, 2, False),
+              CacheLevel("L3", 16384, 64, 4, 40, 4, True))
+    ops = {op: OpCost(1.0, 1.0) for op in ("int_mul", "int_div", "fp_add", "fp_fma", "load", "store")}
+    ops.update(int_add=OpCost(1.0, 0.25), fp_mul=OpCost(5.0, 0.5), fp_div=OpCost(20.0, 8.0))
+    return Machine(name="toy", description="", cores=cores, frequency_ghz=1.0, caches=caches,
+                   ram=Ram(100.0, bw_one, bw_all), bus_width_bytes=8, simd_width_bits=256, ops=ops)
+
+
+HALF = {"L1": 0.5, "L2": 0.5, "L3": 0.5}
+OPS = rm.OpCounts(int_add=100, fp_mul=10, fp_div=5, load=750, store=250)
+
+
+def test_eq5_to_7_and_tcpu_hand_computed():
+    p = rm.predict_runtime(toy_machine(), 1, HALF, OPS, mem_accesses=1000, mem_bytes=8000,
+                           block_bytes=32, gap_bytes=16)
+    # served fractions 0.5, 0.25, 0.125, RAM 0.125
+    assert p.delta_avg_cycles == pytest.approx(0.5 * 4 + 0.25 * 10 + 0.125 * 40 + 0.125 * 100)  # 22
+    assert p.beta_avg_cycles == pytest.approx(0.5 * 1 + 0.25 * 2 + 0.125 * 4 + 0.125 * 8)      # 2.5
+    assert p.block_accesses_contiguous == 4            # 32 B / 8 B words
+    assert p.t_mem_contiguous_s == pytest.approx((22 + 3 * 2.5) / 4 * 1000 * 1e-9)
+    assert p.block_accesses_noncontiguous == 6         # 48 B: ceil(48 / 8) * 8 = 48 -> 6 words
+    assert p.t_mem_noncontiguous_s == pytest.approx((22 + 5 * 2.5) / 6 * 1000 * 1e-9)
+    assert p.t_cpu_throughput_s == pytest.approx(((1 + 99 * 0.25) + (5 + 9 * 0.5) + (20 + 4 * 8)) * 1e-9)
+    assert p.t_cpu_latency_s == pytest.approx((100 * 1 + 10 * 5 + 5 * 20) * 1e-9)
+    assert p.runtime_s == pytest.approx(p.t_mem_contiguous_s + p.t_cpu_throughput_s)
+    # DRAM: 1000 accesses * 0.125 to RAM * 64 B * (1 + 0.25 stores)
+    assert p.dram_bytes == pytest.approx(10000)
+    assert p.contention_s == 0
+
+
+def test_forms_and_layouts_select_the_total():
+    p = rm.predict_runtime(toy_machine(), 1, HALF, OPS, 1000, 8000, block_bytes=32, gap_bytes=16,
+                           layout="noncontiguous", cpu_form="latency")
+    assert p.runtime_s == pytest.approx(p.t_mem_noncontiguous_s + p.t_cpu_latency_s)
+
+
+def test_work_divides_among_cores():
+    one = rm.predict_runtime(toy_machine(bw_one=1e6, bw_all=1e6), 1, HALF, OPS, 1000, 8000)
+    four = rm.predict_runtime(toy_machine(bw_one=1e6, bw_all=1e6), 4, HALF, OPS, 1000, 8000)
+    assert four.t_mem_s == pytest.approx(one.t_mem_s / 4)
+    # throughput form: one latency per class is not divided
+    assert four.t_cpu_throughput_s == pytest.approx(((1 + 24 * 0.25) + (5 + 1.5 * 0.5) + (20 + 0.25 * 8)) * 1e-9)
+
+
+def test_cumulative_rates_are_converted_to_local():
+    rates = rm.HitRates.from_cumulative({"L1": 0.9, "L2": 0.95, "L3": 0.99}, ["L1", "L2", "L3"])
+    assert rates.local == pytest.approx((0.9, 0.5, 0.8))
+    assert rates.served() == pytest.approx([0.9, 0.05, 0.04, 0.01])
+    assert rates.cumulative() == pytest.approx([0.9, 0.95, 0.99])
+    p = rm.predict_runtime(toy_machine(), 1, dict(zip(rates.levels, rates.local)), OPS, 1000, 8000)
+    assert p.delta_avg_cycles == pytest.approx(0.9 * 4 + 0.05 * 10 + 0.04 * 40 + 0.01 * 100)
+    # The paper's plug-in of cumulative rates would send 0.1*0.05*0.01 of accesses to RAM instead of 0.01.
+    naive = rm.average_cost([0.9, 0.95, 0.99], [4, 10, 40], 100)
+    assert naive < p.delta_avg_cycles - 0.5
+    assert p.cumulative_hit_rates == pytest.approx({"L1": 0.9, "L2": 0.95, "L3": 0.99})
+
+
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=4))
+def test_local_cumulative_round_trip(local):
+    served = rm.served_fractions(local)
+    assert sum(served) == pytest.approx(1.0)
+    cum = np.cumsum(served[:-1])
+    back = rm.local_from_cumulative(list(cum))
+    reach = np.concatenate([[1.0], np.cumprod(1 - np.array(local))[:-1]])
+    for h, b, r in zip(local, back, reach):
+        if r > 1e-9:  # a level nothing reaches has no defined local rate
+            assert b == pytest.approx(h, abs=1e-6)
+
+
+def test_bad_rates_rejected():
+    with pytest.raises(InputError, match="cannot decrease"):
+        rm.local_from_cumulative([0.9, 0.8])
+    with pytest.raises(InputError, match="L3"):
+        rm.predict_runtime(toy_machine(), 1, {"L1": 0.5, "L2": 0.5}, OPS, 1000, 8000)
+    with pytest.raises(InputError, match="not a probability"):
+        rm.predict_runtime(toy_machine(), 1, {**HALF, "L2": 1.5}, OPS, 1000, 8000)
+    with pytest.raises(InputError, match="only 8 cores"):
+        rm.predict_runtime(toy_machine(), 16, HALF, OPS, 1000, 8000)
+
+
+@pytest.mark.parametrize("block,expected", [(4, 8), (8, 8), (9, 16), (48, 48), (64, 64), (100, 64)])
+def test_effective_block_piecewise(block, expected):
+    assert rm.effective_block_bytes(block, 8, 64) == expected
+
+
+def test_contention_stops_scaling_when_dram_saturates():
+    """All-DRAM streaming: 1e6 accesses, all misses -> 64 MB over at most 16 GB/s = 4 ms floor.
+
+    Per core T_mem = 1e6/p * (100 + 7 * 8) / 8 ns = 19.5 ms / p, so the floor takes over above 4 cores.
+    """
+    m = toy_machine(bw_one=8.0, bw_all=16.0, cores=16)
+    miss = {"L1": 0.0, "L2": 0.0, "L3": 0.0}
+    ops = rm.OpCounts(load=1e6)
+    preds = {p: rm.predict_runtime(m, p, miss, ops, 1e6, 8e6, block_bytes=64) for p in (1, 2, 4, 8, 16)}
+    floor = 1e6 * 64 / 16e9
+    assert preds[4].runtime_s == pytest.approx(19.5e-3 / 4) and preds[4].contention_s == 0
+    assert preds[8].runtime_s == pytest.approx(floor)          # saturated: bytes / all-core bandwidth
+    assert preds[16].runtime_s == pytest.approx(floor)         # no further speedup
+    assert preds[8].contention_s == pytest.approx(floor - 19.5e-3 / 8)
+    assert preds[16].t_mem_s + preds[16].t_cpu_s < preds[8].t_mem_s  # the paper's model keeps scaling
+    assert preds[1].dram_bandwidth_gbs == 8.0 and preds[16].dram_bandwidth_gbs == 16.0
+
+
+def test_ample_bandwidth_equals_paper_model():
+    m = toy_machine(bw_one=1e4, bw_all=1e5)
+    for p in (1, 2, 4, 8):
+        pred = rm.predict_runtime(m, p, HALF, OPS, 1e6, 8e6)
+        assert pred.contention_s == 0
+        assert pred.runtime_s == pred.t_mem_s + pred.t_cpu_s
+
+
+def test_op_counts_from_blocks():
+    table = {1: {"int_add": 2, "int_sub": 1, "fp_fma": 1, "load": 2, "load_bytes": 16, "cmp": 1},
+             2: {"fp_div": 1, "store": 1, "store_bytes": 8}}
+    ops = rm.op_counts_from_blocks(table, {1: 10, 2: 3, 99: 5})
+    assert ops == rm.OpCounts(int_add=30, fp_fma=10, fp_div=3, load=20, store=3, load_bytes=160, store_bytes=24)
+    assert ops.store_fraction == pytest.approx(3 / 23)
+
+
+def _brute_busiest(n, p, sched, chunk):
+    """Assign every iteration to a thread explicitly."""
+    if sched == SCHED_MASTER:
+        return n
+    if sched == SCHED_STATIC and chunk == 0:
+        return max(len(a) for a in np.array_split(np.arange(n), p))
+    c = max(1, chunk)
+    counts = [0] * p
+    for i in range(n):
+        counts[(i // c) % p] += 1
+    return max(counts)
+
+
+@settings(max_examples=200)
+@given(st.integers(0, 300), st.integers(1, 16), st.sampled_from([SCHED_STATIC, SCHED_DYNAMIC, SCHED_MASTER]),
+       st.integers(0, 20))
+def test_busiest_iterations_match_brute_force(n, p, sched, chunk):
+    loop = LoopInstance(instance=0, loop_id=0, trip_count=n, schedule=sched, chunk=chunk)
+    assert rm._busiest_iterations(loop, p) == _brute_busiest(n, p, sched, chunk)
+
+
+def test_busiest_share_weights_loops_by_iterations():
+    loops = [LoopInstance(0, 0, 100, SCHED_STATIC, 0), LoopInstance(1, 1, 10, SCHED_MASTER, 0),
+             LoopInstance(2, 2, 30, SCHED_GUIDED, 0)]
+    assert rm.busiest_share(loops, 4) == pytest.approx((25 + 10 + 8) / 140)
+    assert rm.busiest_share([], 4) == 0.25
+    assert math.isclose(rm.busiest_share(loops[:1], 1), 1.0)
