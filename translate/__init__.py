@@ -1,0 +1,27 @@
+"""OpenMP C to ROSE-style outlined threaded C (stage 1 of pptmc); see translate/README.md."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from pptmc.io import write_text
+from translate.model import LoopInfo, RegionInfo, TranslationResult
+
+__all__ = ["LoopInfo", "RegionInfo", "TranslationResult", "runtime_sources", "translate_file"]
+
+RUNTIME_DIR = Path(__file__).parent / "runtime"
+
+
+def runtime_sources() -> list[Path]:
+    """The XOMP runtime: [xomp.c, include dir holding xomp.h]; compile xomp.c with -fopenmp."""
+    return [RUNTIME_DIR / "xomp.c", RUNTIME_DIR]
+
+
+def translate_file(src: Path, out: Path, include_dirs=(), defines=()) -> TranslationResult:
+    """Translate one OpenMP C file into outlined threaded C written atomically to `out`."""
+    from translate.source import load
+    from translate.translator import translate_source
+    include_dirs = [Path(src).resolve().parent, *include_dirs]
+    source, _ = load(Path(src), include_dirs, defines)
+    text, regions, orphans = translate_source(source)
+    write_text(Path(out), text)
+    return TranslationResult(source=Path(src), output=Path(out), regions=regions, orphan_loops=orphans)

@@ -1,0 +1,105 @@
+"""`pptmc profile` (PRD/CRD reuse profiles) and `pptmc hitrates` (SDCM cache hit rates)."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.interleave import STRATEGIES
+from analysis.private_traces import MODES
+from pptmc.errors import InputError
+from pptmc.io import write_table
+
+
+def register(subparsers) -> None:
+    """Add the profile and hitrates subcommands."""
+    p = subparsers.add_parser("profile", help="private (PRD) and shared (CRD) reuse profiles for core counts")
+    p.add_argument("trace", help="trace file written by `pptmc trace`")
+    p.add_argument("--cores", default="1,2,4,8,16", help="comma-separated core counts (default 1,2,4,8,16)")
+    p.add_argument("--interleave", choices=STRATEGIES, default="rr", help="shared-trace interleaving")
+    p.add_argument("--seed", type=int, default=0, help="seed for --interleave random")
+    p.add_argument("--refs-per-turn", type=int, default=1, help="references each core issues per turn")
+    p.add_argument("--mode", choices=MODES, default="auto",
+                   help="iteration: per-iteration schedule (default with loop markers); paper: Algorithm 1")
+    p.add_argument("--line-size", type=int, default=64, help="cache line size in bytes")
+    p.add_argument("--paper-chunk", type=int, default=0,
+                   help="paper mode: deal block instances to cores in runs of this many (0: even contiguous split)")
+    p.add_argument("-o", "--output", required=True, help="output directory")
+    p.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    p.set_defaults(run=run_profile)
+
+    h = subparsers.add_parser("hitrates", help="predict cache hit rates from reuse profiles (SDCM)")
+    h.add_argument("profiles", help="directory written by `pptmc profile`")
+    h.add_argument("--machine", required=True, help="machine name or machine TOML file")
+    h.add_argument("--simulate", metavar="TRACE", help="also run the LRU cache simulator on this trace")
+    h.add_argument("--hierarchical", action="store_true",
+                   help="simulator: a level sees only the misses of the level above (default: every access, "
+                        "as SDCM assumes)")
+    h.add_argument("-o", "--output", required=True, help="output table; FILE.csv and FILE.parquet are both written")
+    h.add_argument("--json", action="store_true", help="print the table as JSON")
+    h.set_defaults(run=run_hitrates)
+
+
+def parse_cores(text: str) -> list[int]:
+    """'1,2,4' -> [1, 2, 4], with a clear error for anything else."""
+    try:
+        cores = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--cores {text!r}: expected comma-separated positive integers, e.g. 1,2,4,8") from None
+    if not cores or min(cores) < 1:
+        raise InputError(f"--cores {text!r}: expected comma-separated positive integers, e.g. 1,2,4,8")
+    return sorted(set(cores))
+
+
+def run_profile(args: argparse.Namespace) -> int:
+    """Compute and save a ProfileSet."""
+    from analysis.profiles import compute_profiles
+
+    if not Path(args.trace).is_file():
+        raise InputError(f"{args.trace}: trace file not found; record one with `pptmc trace`")
+    if args.paper_chunk < 0:
+        raise InputError(f"--paper-chunk {args.paper_chunk}: must be 0 (even split) or a positive chunk size")
+    ps = compute_profiles(args.trace, parse_cores(args.cores), args.mode, args.interleave, args.seed,
+                          args.refs_per_turn, args.line_size, progress=True, paper_chunk=args.paper_chunk)
+    out = ps.save(args.output)
+    summary, _ = ps.tables()
+    if args.json:
+        print(json.dumps({"output": str(out), **ps.metadata(),
+                          "profiles": summary.to_dict(orient="records")}, indent=2, default=_plain))
+    else:
+        note = "" if ps.trace_complete else "; WARNING: the trace is incomplete (the run crashed or was cut short)"
+        print(f"wrote {out} ({len(summary)} profiles, mode {ps.mode}){note}")
+    return 0
+
+
+def run_hitrates(args: argparse.Namespace) -> int:
+    """Predict (and optionally simulate) hit rates; write one table."""
+    from analysis.hitrates import predict_hit_rates
+    from analysis.profiles import ProfileSet
+    from machines import load_machine
+
+    ps = ProfileSet.load(args.profiles)
+    machine = load_machine(args.machine)
+    table = predict_hit_rates(ps, machine).assign(source="sdcm")
+    if args.simulate:
+        from analysis.cachesim import simulate_file
+
+        sim = simulate_file(args.simulate, machine, ps.cores, mode=ps.mode, interleave=ps.interleave,
+                            seed=ps.seed, refs_per_turn=ps.refs_per_turn, paper_chunk=ps.paper_chunk,
+                            hierarchical=args.hierarchical)
+        table = pd.concat([table, sim.assign(source="simulator")], ignore_index=True)
+    out = Path(args.output)
+    for target in dict.fromkeys([out, out.with_suffix(".csv"), out.with_suffix(".parquet")]):
+        write_table(table, target)
+    if args.json:
+        print(table.to_json(orient="records", indent=2))
+    else:
+        print(table.to_string(index=False))
+    return 0
+
+
+def _plain(obj):
+    """JSON fallback for numpy scalars."""
+    return obj.item() if hasattr(obj, "item") else str(obj)

@@ -1,0 +1,298 @@
+"""Shared (interleaved) trace from per-core private traces (Algorithm 2), streamed.
+
+Each turn one core contributes `refs_per_turn` references. Round-robin visits the cores
+in order; uniform random picks a core uniformly among those that still have references
+(the paper redraws when it hits a finished core, which is the same distribution). A
+finished core drops out; its last turn may be shorter. The random choice for each turn is
+a uniform draw from a seeded generator, kept until used, so the result does not depend on
+how the private streams are chunked.
+
+`Interleaver` is push-based: callers push each core's references as they appear in the
+sequential trace and drain whatever can already be interleaved. With a static schedule
+core 0's references come first and core p-1's last, so lanes can wait a long time; once
+the buffered references exceed `memory_budget` bytes, a lane's new references go to a
+zstd-compressed temporary file (in order) and are read back as the lane drains, so memory
+stays bounded whatever the trace length. `interleave_streams` is the pull-based wrapper.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+from collections import deque
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import numba
+import numpy as np
+import zstandard
+
+from pptmc.errors import InputError, PptmcError
+
+STRATEGIES = ("rr", "random")
+DEFAULT_MEMORY_BUDGET = 128 << 20  # bytes of waiting references, shared by all core counts of one pass
+_TURNS_PER_BATCH = 1 << 15
+_FRAME = struct.Struct("<QQ")  # references, compressed bytes
+
+
+@dataclass
+class Batch:
+    """A run of the shared trace: line ids in order, and each core's part of them in order."""
+
+    lines: np.ndarray
+    pieces: list[tuple[int, np.ndarray]]
+    core_pattern: np.ndarray  # core of each reference is core_pattern tiled `repeats` times
+    repeats: int = 1
+
+    @property
+    def core(self) -> np.ndarray:
+        """Core of every reference (built on demand: only the simulator needs it)."""
+        return np.tile(self.core_pattern, self.repeats) if self.repeats > 1 else self.core_pattern
+
+
+@numba.njit(cache=True, nogil=True)
+def _rounds(parts, k):
+    """Round-robin layout of equal-length per-core parts (rows), k references per turn."""
+    n_cores, n = parts.shape
+    out = np.empty(n_cores * n, dtype=parts.dtype)
+    o = 0
+    if k == 1:  # the common case: a plain transpose, without the inner loop's overhead
+        for r in range(n):
+            for c in range(n_cores):
+                out[o] = parts[c, r]
+                o += 1
+        return out
+    for start in range(0, n, k):
+        for c in range(n_cores):
+            for q in range(start, start + k):
+                out[o] = parts[c, q]
+                o += 1
+    return out
+
+
+class _Lane:
+    """One core's FIFO of references: a deque of arrays, then (if spilled) a file of frames."""
+
+    def __init__(self, spill_dir: str | None) -> None:
+        self.mem: deque[np.ndarray] = deque()
+        self.mem_items = 0
+        self.closed = False
+        self._spill_dir = spill_dir
+        self._file = None
+        self._read_at = 0
+        self._write_at = 0
+        self.disk_items = 0
+
+    def push_mem(self, lines: np.ndarray) -> None:
+        self.mem.append(lines)
+        self.mem_items += len(lines)
+
+    def push_disk(self, lines: np.ndarray) -> None:
+        """Append a compressed frame at the end of the spill file."""
+        data = zstandard.ZstdCompressor(level=1).compress(np.ascontiguousarray(lines, dtype=np.uint64).tobytes())
+        try:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile(prefix="pptmc-lane-", dir=self._spill_dir)
+            self._file.seek(self._write_at)
+            self._file.write(_FRAME.pack(len(lines), len(data)) + data)
+        except OSError as exc:
+            where = self._spill_dir or tempfile.gettempdir()
+            raise PptmcError(f"{where}: cannot spill interleaving buffers ({exc.strerror}); free disk space "
+                             f"or point TMPDIR at a larger disk") from exc
+        self._write_at = self._file.tell()
+        self.disk_items += len(lines)
+
+    def promote(self, need: int) -> None:
+        """Read frames back from disk until `need` references are in memory (or the file is read)."""
+        while self.disk_items and self.mem_items < need:
+            self._file.seek(self._read_at)
+            n, size = _FRAME.unpack(self._file.read(_FRAME.size))
+            raw = zstandard.ZstdDecompressor().decompress(self._file.read(size), max_output_size=8 * n)
+            self._read_at = self._file.tell()
+            self.disk_items -= n
+            self.push_mem(np.frombuffer(raw, dtype=np.uint64))
+        if self._file is not None and not self.disk_items:
+            self._file.close()
+            self._file, self._read_at, self._write_at = None, 0, 0
+
+    def take(self, n: int) -> np.ndarray:
+        """Pop the first n in-memory references."""
+        parts = []
+        while n:
+            head = self.mem[0]
+            if len(head) <= n:
+                parts.append(self.mem.popleft())
+                n -= len(head)
+            else:
+                parts.append(head[:n])
+                self.mem[0] = head[n:]
+                n = 0
+        out = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        self.mem_items -= len(out)
+        return out
+
+    @property
+    def exhausted(self) -> bool:
+        return self.closed and not self.mem_items and not self.disk_items
+
+
+class Interleaver:
+    """Push-based Algorithm 2 over `n_cores` lanes; `drain()` yields Batches of the shared trace."""
+
+    def __init__(self, n_cores: int, strategy: str = "rr", seed: int = 0, refs_per_turn: int = 1,
+                 memory_budget: int = DEFAULT_MEMORY_BUDGET, spill_dir: str | os.PathLike | None = None) -> None:
+        if strategy not in STRATEGIES:
+            raise InputError(f"--interleave {strategy!r}: expected one of {', '.join(STRATEGIES)}")
+        if refs_per_turn < 1:
+            raise InputError(f"--refs-per-turn {refs_per_turn}: must be at least 1")
+        self.lanes = [_Lane(None if spill_dir is None else os.fspath(spill_dir)) for _ in range(n_cores)]
+        self.strategy, self.k, self.budget = strategy, refs_per_turn, memory_budget
+        self.active = list(range(n_cores))
+        self.turn = 0  # round-robin: index into active of the core whose turn it is
+        self.rng = np.random.default_rng(seed)
+        self.draws = np.zeros(0)
+        self.blocked: int | None = None  # core whose references are needed to continue
+
+    def push(self, core: int, lines: np.ndarray) -> None:
+        """Append references of one core (in its program order)."""
+        lane = self.lanes[core]
+        if lane.disk_items or (sum(ln.mem_items for ln in self.lanes) + len(lines)) * 8 > self.budget:
+            lane.push_disk(lines)
+        else:  # own the memory: a view would pin its whole parent array (all cores' lines)
+            lane.push_mem(np.array(lines, dtype=np.uint64, copy=lines.base is not None))
+
+    def close(self, core: int) -> None:
+        """No more references will come for this core."""
+        self.lanes[core].closed = True
+
+    def close_all(self) -> None:
+        for c in range(len(self.lanes)):
+            self.close(c)
+
+    @property
+    def finished(self) -> bool:
+        return not self.active
+
+    def _avail(self) -> np.ndarray:
+        for lane in self.lanes:
+            lane.promote(self.k)
+        return np.array([lane.mem_items for lane in self.lanes], dtype=np.int64)
+
+    def drain(self) -> Iterator[Batch]:
+        """Yield everything that can be interleaved now; sets `blocked` to the core it waits for.
+
+        Each Batch also carries every core's part, so private-cache consumers need not re-split it."""
+        yield from (self._drain_rr() if self.strategy == "rr" else self._drain_random())
+
+    def _drain_rr(self) -> Iterator[Batch]:
+        """Whole rounds at once while every active core has k per round buffered; else turn by turn."""
+        k = self.k
+        while self.active:
+            avail = self._avail()
+            if self.turn == 0:
+                rounds = int(avail[self.active].min()) // k
+                if rounds:
+                    parts = [self.lanes[c].take(rounds * k) for c in self.active]
+                    pattern = np.repeat(np.asarray(self.active, dtype=np.int64), k)
+                    yield Batch(_rounds(np.stack(parts), k), list(zip(self.active, parts)), pattern, rounds)
+                    continue
+            c = self.active[self.turn]
+            lane = self.lanes[c]
+            if avail[c] < k and not lane.closed:
+                self.blocked = c
+                return
+            n = min(k, int(avail[c]))
+            if n:
+                yield _single(lane.take(n), c)
+            if lane.exhausted:
+                self.active.pop(self.turn)
+            else:
+                self.turn += 1
+            if self.turn >= len(self.active):
+                self.turn = 0
+        self.blocked = None
+
+    def _drain_random(self) -> Iterator[Batch]:
+        """Uniform random turns among the cores that still have references (seeded)."""
+        k = self.k
+        while self.active:
+            avail = self._avail()
+            n_turns = min(_TURNS_PER_BATCH, int(avail[self.active].sum()) // k + len(self.active))
+            if len(self.draws) < n_turns:
+                self.draws = np.concatenate([self.draws, self.rng.random(_TURNS_PER_BATCH)])
+            turns = np.asarray(self.active)[(self.draws[:n_turns] * len(self.active)).astype(np.int64)]
+            cut = _full_turns(turns, avail, k, self.active)
+            if cut:
+                yield self._gather(turns[:cut])
+                self.draws = self.draws[cut:]
+            if cut == len(turns):
+                continue
+            c = int(turns[cut])
+            lane = self.lanes[c]
+            if lane.disk_items:
+                lane.promote(lane.mem_items + k)
+                continue
+            if not lane.closed:
+                self.blocked = c
+                return
+            left = int(self._avail()[c])
+            if left:
+                yield _single(lane.take(left), c)
+            self.draws = self.draws[1:]
+            self.active.remove(c)
+        self.blocked = None
+
+    def _gather(self, turns: np.ndarray) -> Batch:
+        """Lay out the references of full turns in turn order."""
+        k = self.k
+        out = np.empty(len(turns) * k, dtype=np.uint64)
+        ar = np.arange(k)
+        pieces = []
+        for c in self.active:
+            idx = np.nonzero(turns == c)[0]
+            if len(idx):
+                pieces.append((c, self.lanes[c].take(len(idx) * k)))
+                out[(idx[:, None] * k + ar).ravel()] = pieces[-1][1]
+        return Batch(out, pieces, np.repeat(turns.astype(np.int64), k))
+
+
+def _single(lines: np.ndarray, core: int) -> Batch:
+    return Batch(lines, [(core, lines)], np.full(len(lines), core, dtype=np.int64))
+
+
+def _full_turns(turns: np.ndarray, avail: np.ndarray, k: int, active: list[int]) -> int:
+    """How many leading turns can each take k references from what is buffered."""
+    occ = np.zeros(len(turns), dtype=np.int64)
+    for c in active:
+        sel = turns == c
+        occ[sel] = np.arange(int(sel.sum()))
+    bad = np.nonzero((occ + 1) * k > avail[turns])[0]
+    return int(bad[0]) if len(bad) else len(turns)
+
+
+def interleave_streams(streams: Iterable[Iterator[np.ndarray]], strategy: str = "rr", seed: int = 0,
+                       refs_per_turn: int = 1) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Pull-based: interleave lazy per-core streams, pulling only the core that is waited for."""
+    its = [iter(s) for s in streams]
+    itl = Interleaver(len(its), strategy, seed, refs_per_turn)
+    while True:
+        for batch in itl.drain():
+            yield batch.lines, batch.core
+        c = itl.blocked
+        if itl.finished or c is None:
+            return
+        nxt = next(its[c], None)
+        if nxt is None:
+            itl.close(c)
+        else:
+            itl.push(c, nxt)
+
+
+def interleave_arrays(private: list[np.ndarray], strategy: str = "rr", seed: int = 0,
+                      refs_per_turn: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """In-memory convenience: the whole interleaved trace and its core ids."""
+    parts = list(interleave_streams([iter([np.asarray(a, dtype=np.uint64)]) for a in private],
+                                    strategy, seed, refs_per_turn))
+    if not parts:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])

@@ -1,0 +1,320 @@
+"""Mimicked per-core (private) traces from one sequential trace (Algorithm 1 and beyond).
+
+Two modes decide which core runs each access:
+
+* paper (Algorithm 1): a block entered fewer than p times is copied to every core; other
+  blocks have their instances split into p contiguous, even runs (instance * p // count),
+  or dealt round-robin in runs of `paper_chunk` instances. Every address except those in
+  shared-variable blocks gets a per-core offset.
+* iteration (default when the trace has loop markers): each iteration of a work-shared
+  loop goes to the core its OpenMP schedule gives it; accesses outside any work-shared
+  iteration are replicated on every core. Only thread-private stack data is offset, so
+  shared arrays keep their real address and true sharing shows up in the CRD.
+  Schedules: static (balanced contiguous blocks, as libomp/libgomp), static with chunk
+  (round-robin chunks), dynamic (modelled as static round-robin chunks of `chunk` or 1:
+  the order threads grab chunks at run time is not recorded), guided (chunk sizes
+  ceil(remaining / p), at least `chunk`, dealt round-robin), master and single (core 0).
+
+Core c's copy of an offset address is addr + c * 2^47: user-space addresses on x86-64
+and AArch64 are below 2^47, so mimicked addresses never collide with real ones. An access
+is attributed to the line of its first byte.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator
+
+import numba
+import numpy as np
+
+from analysis.interleave import DEFAULT_MEMORY_BUDGET, Batch, Interleaver
+from instrument.trace_types import NO_LOOP, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_STATIC, TraceChunk, TraceInfo
+from pptmc.errors import InputError
+
+OFFSET_BITS = 47
+MODES = ("auto", "iteration", "paper")
+ALL_CORES = -1  # core_of value of an access that every core executes
+
+
+def resolve_mode(info: TraceInfo, mode: str) -> str:
+    """auto -> iteration when the trace has loop markers, else paper."""
+    if mode not in MODES:
+        raise InputError(f"--mode {mode!r}: expected one of {', '.join(MODES)}")
+    if mode == "auto":
+        return "iteration" if info.loops else "paper"
+    if mode == "iteration" and not info.loops:
+        raise InputError(f"{info.path}: trace has no loop markers; use --mode paper or re-trace with markers")
+    return mode
+
+
+def line_shift(line_size: int) -> int:
+    """log2 of the line size, validated."""
+    if line_size < 1 or line_size & (line_size - 1):
+        raise InputError(f"--line-size {line_size}: must be a power of two (e.g. 64)")
+    return int(line_size).bit_length() - 1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _static_core(it, trip, p):
+    """OpenMP static schedule without chunk: the first trip % p cores get one extra iteration."""
+    q = trip // p
+    r = trip % p
+    big = r * (q + 1)
+    if it < big:
+        return it // (q + 1)
+    return r + (it - big) // max(q, 1)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _iteration_core(loop, it, trip, sched, chunk, gstarts, gptr, p):
+    """Core of one access in iteration mode (ALL_CORES outside work-shared loops)."""
+    if loop == NO_LOOP:
+        return ALL_CORES
+    s = sched[loop]
+    if s == SCHED_STATIC:
+        c = chunk[loop]
+        if c <= 0:
+            return _static_core(it, trip[loop], p)
+        return (it // c) % p
+    if s == SCHED_DYNAMIC:
+        return (it // max(chunk[loop], 1)) % p
+    if s == SCHED_GUIDED:  # chunk index by binary search in this loop's chunk starts
+        lo = gptr[loop]
+        hi = gptr[loop + 1]
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if gstarts[mid] <= it:
+                lo = mid
+            else:
+                hi = mid
+        return (lo - gptr[loop]) % p
+    return 0  # master, single
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _paper_core(block, inst, count, paper_chunk, p):
+    """Algorithm 1: replicate blocks entered fewer than p times, split the others' instances."""
+    n = count[block]
+    if n < p:
+        return ALL_CORES
+    if paper_chunk > 0:
+        return (inst // paper_chunk) % p
+    return min(inst * p // n, p - 1)
+
+
+@numba.njit(cache=True, nogil=True)
+def _row_cores(iteration_mode, block, inst, loop, it, count, paper_chunk, trip, sched, chunk, gstarts, gptr, p):
+    """Core of every access of a chunk."""
+    out = np.empty(block.shape[0], dtype=np.int64)
+    for i in range(block.shape[0]):
+        if iteration_mode:
+            out[i] = _iteration_core(loop[i], it[i], trip, sched, chunk, gstarts, gptr, p)
+        else:
+            out[i] = _paper_core(block[i], inst[i], count, paper_chunk, p)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _split(iteration_mode, addr, block, inst, loop, it, is_stack, count, shared_block, paper_chunk,
+           trip, sched, chunk, gstarts, gptr, p, shift, max_addr):
+    """Every core's line ids for one chunk, offsets applied: core c's are out[start[c]:start[c+1]]."""
+    n = addr.shape[0]
+    owner = np.empty(n, dtype=np.int64)
+    per_core = np.zeros(p, dtype=np.int64)
+    n_all = 0
+    last_key0 = -2
+    last_key1 = -2
+    o = -1
+    for i in range(n):
+        # consecutive accesses usually share an iteration (or block instance): reuse its core
+        k0 = loop[i] if iteration_mode else block[i]
+        k1 = it[i] if iteration_mode else inst[i]
+        if k0 != last_key0 or k1 != last_key1:
+            if p == 1:
+                o = 0
+            elif iteration_mode:
+                o = _iteration_core(k0, k1, trip, sched, chunk, gstarts, gptr, p)
+            else:
+                o = _paper_core(k0, k1, count, paper_chunk, p)
+            last_key0 = k0
+            last_key1 = k1
+        owner[i] = o
+        if o == ALL_CORES:
+            n_all += 1
+        else:
+            per_core[o] += 1
+    start = np.zeros(p + 1, dtype=np.int64)
+    for c in range(p):
+        start[c + 1] = start[c] + per_core[c] + n_all
+    fill = start[:p].copy()
+    out = np.empty(start[p], dtype=np.uint64)
+    top = np.uint64(0)
+    for i in range(n):
+        a = addr[i]
+        if a > top:
+            top = a
+        line = a >> np.uint64(shift)
+        offset = is_stack[i] if iteration_mode else not shared_block[block[i]]
+        o = owner[i]
+        lo = o if o != ALL_CORES else 0
+        hi = o + 1 if o != ALL_CORES else p
+        for c in range(lo, hi):
+            out[fill[c]] = line + (np.uint64(c) << np.uint64(OFFSET_BITS - shift)) if offset else line
+            fill[c] += 1
+    max_addr[0] = top
+    return out, start
+
+
+class CoreMap:
+    """Per-trace lookup tables that map each access of a chunk to its core for p cores."""
+
+    def __init__(self, info: TraceInfo, cores: int, mode: str, paper_chunk: int = 0) -> None:
+        self.cores = cores
+        self.mode = mode
+        self.paper_chunk = paper_chunk
+        n_blocks = max(list(info.blocks) + list(info.block_counts) + [-1]) + 1
+        self.block_count = np.zeros(n_blocks, dtype=np.int64)
+        self.shared_block = np.zeros(n_blocks, dtype=np.bool_)
+        for b, n in info.block_counts.items():
+            self.block_count[b] = n
+        for b, blk in info.blocks.items():
+            self.shared_block[b] = blk.is_shared_var_block
+        loops = sorted(info.loops, key=lambda lp: lp.instance)
+        n_loops = (loops[-1].instance + 1) if loops else 0
+        self.trip = np.zeros(n_loops, dtype=np.int64)
+        self.sched = np.full(n_loops, SCHED_STATIC, dtype=np.int64)
+        self.chunk = np.zeros(n_loops, dtype=np.int64)
+        for lp in loops:
+            self.trip[lp.instance], self.sched[lp.instance], self.chunk[lp.instance] = \
+                lp.trip_count, lp.schedule, lp.chunk
+        self.gstarts, self.gptr = self._guided_tables()
+        self.path = info.path
+
+    def _guided_tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """Chunk starts of every guided loop, flattened; loop l's are gstarts[gptr[l]:gptr[l+1]]."""
+        parts, ptr = [], [0]
+        for lp in range(len(self.trip)):
+            starts = guided_starts(int(self.trip[lp]), self.cores, int(self.chunk[lp])) \
+                if self.sched[lp] == SCHED_GUIDED else np.zeros(0, dtype=np.int64)
+            parts.append(starts)
+            ptr.append(ptr[-1] + len(starts))
+        flat = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        return flat.astype(np.int64), np.asarray(ptr, dtype=np.int64)
+
+    def _check(self, ch: TraceChunk) -> None:
+        """Block and loop ids must be in the header's tables, or the lookups would be wrong."""
+        if not len(ch):
+            return
+        if int(ch.block.min()) < 0 or int(ch.block.max()) >= len(self.block_count):
+            raise InputError(f"{self.path}: access in block {int(ch.block.max())} that the trace header does "
+                             f"not list; the trace is corrupt, re-record it")
+        if self.mode == "iteration" and int(ch.loop.max()) >= len(self.trip):
+            raise InputError(f"{self.path}: access in loop instance {int(ch.loop.max())} missing from the "
+                             f"trace's loop table; the trace is corrupt, re-record it")
+
+    def _tables(self):
+        return (self.block_count, self.paper_chunk, self.trip, self.sched, self.chunk, self.gstarts,
+                self.gptr, self.cores)
+
+    def core_of(self, ch: TraceChunk) -> np.ndarray:
+        """Core that runs each access, or ALL_CORES when every core runs it."""
+        self._check(ch)
+        if self.cores == 1:
+            return np.zeros(len(ch), dtype=np.int64)
+        return _row_cores(self.mode == "iteration", ch.block, ch.block_instance, ch.loop, ch.iteration,
+                          *self._tables())
+
+    def split(self, ch: TraceChunk, shift: int) -> list[np.ndarray]:
+        """Line ids (uint64, program order) of every core's accesses in this chunk, offsets applied."""
+        self._check(ch)
+        top = np.zeros(1, dtype=np.uint64)
+        (count, paper_chunk, trip, sched, chunk, gstarts, gptr, p) = self._tables()
+        out, start = _split(self.mode == "iteration", ch.addr, ch.block, ch.block_instance, ch.loop, ch.iteration,
+                            ch.is_stack, count, self.shared_block, paper_chunk, trip, sched, chunk, gstarts,
+                            gptr, p, shift, top)
+        if int(top[0]) >> OFFSET_BITS:
+            raise InputError(f"{self.path}: address {int(top[0]):#x} is above 2^{OFFSET_BITS}; "
+                             f"per-core offsets would collide (unsupported address space)")
+        return [out[start[c]:start[c + 1]] for c in range(p)]
+
+
+def guided_starts(n: int, p: int, chunk: int) -> np.ndarray:
+    """First iteration of each guided chunk: size max(chunk, ceil(remaining / p))."""
+    c = max(chunk, 1)
+    starts, pos = [], 0
+    while pos < n:
+        starts.append(pos)
+        pos += max(c, -(-(n - pos) // p))
+    return np.asarray(starts or [0], dtype=np.int64)
+
+
+@numba.njit(cache=True)
+def _static_cores(it, trip, p):
+    out = np.empty(it.shape[0], dtype=np.int64)
+    for i in range(it.shape[0]):
+        out[i] = _static_core(it[i], trip[i], p)
+    return out
+
+
+def static_block_core(it: np.ndarray, trip: np.ndarray, p: int) -> np.ndarray:
+    """Vectorised _static_core (the kernels' own formula), for callers and tests."""
+    return _static_cores(np.asarray(it, dtype=np.int64), np.asarray(trip, dtype=np.int64), int(p))
+
+
+def core_lines(ch: TraceChunk, cmap: CoreMap, core: int, shift: int) -> np.ndarray:
+    """Line ids (uint64, program order) that `core` accesses in this chunk, offsets applied."""
+    return cmap.split(ch, shift)[core].copy()
+
+
+def core_stream(info: TraceInfo, chunks: Callable[[], Iterable[TraceChunk]], cores: int, core: int,
+                mode: str, line_size: int = 64, paper_chunk: int = 0) -> Iterator[np.ndarray]:
+    """One core's private trace as a lazy stream of line-id arrays (its own pass over the trace)."""
+    cmap = CoreMap(info, cores, resolve_mode(info, mode), paper_chunk)
+    shift = line_shift(line_size)
+    for ch in chunks():
+        lines = core_lines(ch, cmap, core, shift)
+        if len(lines):
+            yield lines
+
+
+def core_streams(info: TraceInfo, chunks: Callable[[], Iterable[TraceChunk]], cores: int, mode: str,
+                 line_size: int = 64, paper_chunk: int = 0) -> list[Iterator[np.ndarray]]:
+    """Every core's private trace, each an independent lazy reader over the same trace."""
+    return [core_stream(info, chunks, cores, c, mode, line_size, paper_chunk) for c in range(cores)]
+
+
+@dataclass(frozen=True)
+class InterleaveSpec:
+    """How the shared trace of one core count is built."""
+
+    cores: int
+    strategy: str = "rr"
+    seed: int = 0
+    refs_per_turn: int = 1
+
+
+def mimic(info: TraceInfo, chunks: Callable[[], Iterable[TraceChunk]], specs: list[InterleaveSpec], mode: str,
+          line_size: int = 64, paper_chunk: int = 0, memory_budget: int = DEFAULT_MEMORY_BUDGET,
+          spill_dir: str | None = None) -> Iterator[tuple[int, Batch]]:
+    """One pass over the trace: yield (spec index, Interleaver batch) of every shared trace, in order.
+
+    Each core's references are pushed into that spec's Interleaver as the sequential trace
+    is read; what waits for slower cores is bounded by `memory_budget` bytes (shared evenly
+    by the specs) and spilled to compressed temporary files beyond it.
+    """
+    resolved = resolve_mode(info, mode)
+    shift = line_shift(line_size)
+    maps = [CoreMap(info, s.cores, resolved, paper_chunk) for s in specs]
+    budget = memory_budget // max(len(specs), 1)
+    itls = [Interleaver(s.cores, s.strategy, s.seed, s.refs_per_turn, budget, spill_dir) for s in specs]
+    for ch in chunks():
+        for i, (cmap, itl) in enumerate(zip(maps, itls)):
+            for core, lines in enumerate(cmap.split(ch, shift)):
+                if len(lines):
+                    itl.push(core, lines)
+            for batch in itl.drain():
+                yield i, batch
+    for i, itl in enumerate(itls):
+        itl.close_all()
+        for batch in itl.drain():
+            yield i, batch

@@ -1,0 +1,132 @@
+"""Run an instrumented binary once: `pptmc trace` (memory trace) and `pptmc count` (counters only)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from instrument.build import load_block_table, side_paths
+from instrument.trace_types import TraceInfo
+from instrument.tracefile import FORMAT_VERSION, mark_incomplete, open_trace
+from pptmc.errors import InputError, RunError
+from pptmc.io import atomic_path
+
+
+@dataclass
+class CountResult:
+    """Block and edge execution counts of one count-mode run."""
+
+    block_counts: dict[int, int]
+    edge_counts: dict[tuple[int, int], int]
+    n_threads: int = 1
+
+
+def _check_binary(binary: Path, mode: str):
+    """The binary must exist and have been built in `mode`; returns its block table."""
+    binary = Path(binary)
+    if not binary.is_file():
+        raise InputError(f"{binary}: no such binary; build it with pptmc instrument")
+    table = load_block_table(binary)
+    if table.mode != mode:
+        raise InputError(f"{binary}: built in {table.mode!r} mode, this needs {mode!r}; rebuild with "
+                         f"pptmc instrument --mode {mode}")
+    return table
+
+
+def _describe(code: int) -> str:
+    """'exited with status 3' or 'was killed by SIGSEGV'."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+def _env(threads: int, env: dict | None) -> dict:
+    if threads < 1:
+        raise InputError(f"threads={threads}: must be at least 1")
+    out = dict(os.environ if env is None else env)
+    out["OMP_NUM_THREADS"] = str(threads)
+    return out
+
+
+def run_trace(binary: Path, args: list[str], output: Path, threads: int = 1, env=None) -> TraceInfo:
+    """Run `binary args` once and write its trace to `output`; RunError if the program failed."""
+    binary, output = Path(binary), Path(output)
+    table = _check_binary(binary, "trace")
+    header = {"format_version": FORMAT_VERSION, "program": str(binary), "args": list(args),
+              "block_table_hash": table.table_hash, "threads_requested": threads,
+              "blocks": [{"id": b.block_id, "function": b.function, "label": b.label,
+                          "is_shared_var_block": b.is_shared_var_block, "host_block": b.host_block}
+                         for b in table.blocks.values()],
+              "sites": table.sites}
+    run_env = _env(threads, env)
+    with tempfile.TemporaryDirectory(prefix="pptmc-trace-") as tmp, atomic_path(output) as part:
+        hdr_file = Path(tmp) / "header.json"
+        hdr_file.write_text(json.dumps(header))
+        run_env.update(PPTMC_TRACE_OUT=str(part), PPTMC_TRACE_HEADER=str(hdr_file))
+        start = time.perf_counter()
+        proc = subprocess.run([str(binary.resolve()), *map(str, args)], env=run_env, check=False)
+        elapsed = time.perf_counter() - start
+        if part.stat().st_size == 0:
+            raise RunError(f"{binary}: {_describe(proc.returncode)} before the trace runtime started; "
+                           f"no trace written")
+        failure = None
+        if proc.returncode != 0:
+            failure = f"the program {_describe(proc.returncode)}"
+        elif not _has_footer(part):
+            failure = "the trace runtime did not write its footer"
+        if failure:
+            try:
+                mark_incomplete(part, failure, proc.returncode)
+            except InputError as exc:
+                raise RunError(f"{binary}: {failure}, and no usable trace was left ({exc})") from exc
+    if failure:
+        raise RunError(f"{binary} {' '.join(map(str, args))}: {failure}; the partial trace {output} is "
+                       f"marked incomplete (fix the program or its arguments and re-run pptmc trace)")
+    info = open_trace(output).info
+    info.extra["elapsed_s"] = elapsed
+    return info
+
+
+def _has_footer(path: Path) -> bool:
+    """Whether the runtime finished the file (its trailer is present)."""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell() < 16:
+            return False
+        f.seek(-8, os.SEEK_END)
+        return f.read(8) == b"PPTMCEND"
+
+
+def run_counts(binary: Path, args, threads: int = 1, env=None) -> CountResult:
+    """Run a count-mode binary once and return its block and edge counts."""
+    binary = Path(binary)
+    table = _check_binary(binary, "count")
+    run_env = _env(threads, env)
+    with tempfile.TemporaryDirectory(prefix="pptmc-count-") as tmp:
+        out = Path(tmp) / "counts.json"
+        run_env["PPTMC_COUNTS_OUT"] = str(out)
+        proc = subprocess.run([str(binary.resolve()), *map(str, args)], env=run_env, check=False)
+        if proc.returncode != 0:
+            raise RunError(f"{binary} {' '.join(map(str, args))}: the program {_describe(proc.returncode)}; "
+                           f"no counts written")
+        if not out.is_file():
+            raise RunError(f"{binary}: the count runtime wrote no counts; rebuild with pptmc instrument --mode count")
+        data = json.loads(out.read_text())
+    if data["table_hash"] != table.table_hash:
+        raise InputError(f"{side_paths(binary)['blocks']}: does not match {binary}; rebuild it")
+    blocks = {i: int(c) for i, c in enumerate(data["block_counts"])}
+    for b in table.blocks.values():
+        if b.is_shared_var_block:
+            blocks[b.block_id] = blocks.get(b.host_block, 0)
+    edges: dict[tuple[int, int], int] = {}
+    for a, b, n in data["edge_counts"]:
+        edges[(int(a), int(b))] = edges.get((int(a), int(b)), 0) + int(n)
+    return CountResult(blocks, edges, int(data.get("n_threads", 1)))

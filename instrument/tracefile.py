@@ -1,0 +1,548 @@
+"""Read pptmc trace files (layout in instrument/FORMAT.md) as a stream of TraceChunk batches.
+
+The reader never holds more than one decompressed chunk: each disk chunk is checked (header
+CRC, payload CRC, zstd frame checksum), decompressed and decoded by a numba kernel, then
+sliced into batches of at most `max_rows` accesses.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numba
+import numpy as np
+import zstandard
+
+from instrument.trace_types import CHUNK_DTYPES, BlockInfo, LoopInstance, TraceChunk, TraceInfo
+from pptmc.errors import InputError
+
+FORMAT_VERSION = 1
+FILE_MAGIC = b"PPTMCTR\0"
+CHUNK_MAGIC = b"PCHK"
+FOOTER_MAGIC = b"PFTR"
+END_MAGIC = b"PPTMCEND"
+CHUNK_HEADER = struct.Struct("<4sIQQQqqqQQQII")   # 88 bytes, see FORMAT.md
+TRAILER = struct.Struct("<Q8s")
+
+TAG_MEM, TAG_BLOCK, TAG_MEMN, TAG_CTRL = 0, 1, 2, 3
+C_REGION_BEGIN, C_REGION_END, C_LOOP_BEGIN, C_ITER, C_LOOP_END = 0, 1, 2, 3, 4
+
+
+@dataclass(frozen=True)
+class ChunkHeader:
+    """The fixed header in front of every compressed chunk."""
+
+    offset: int
+    thread: int
+    comp_len: int
+    raw_len: int
+    n_events: int           # miss and sized events in the chunk
+    region: int
+    loop: int
+    iteration: int
+    stack_lo: int
+    stack_hi: int
+    region_top: int
+    payload_crc: int
+
+
+@dataclass
+class _Tables:
+    """Per-site and per-block arrays the decoder indexes."""
+
+    site_block: np.ndarray
+    site_size: np.ndarray
+    site_store: np.ndarray
+    site_explicit: np.ndarray  # sized sites (memcpy/memset) always have an event
+    bs_off: np.ndarray       # sites of real block b (program order): bs[bs_off[b]:bs_off[b+1]]
+    bs: np.ndarray
+    virt_of: np.ndarray      # real block -> its shared-var pseudo-block, or -1
+    n_blocks: int
+
+    def n_accesses(self, block_counts: dict[int, int]) -> int:
+        """Accesses implied by block entry counts (each entry runs each of its sites once)."""
+        per = np.diff(self.bs_off)
+        return int(sum(int(c) * int(per[b]) for b, c in block_counts.items() if b < per.shape[0]))
+
+
+@numba.njit(cache=True)
+def _varint(buf, pos):
+    """Decode one LEB128 varint; returns (value, next position)."""
+    v = np.uint64(0)
+    shift = np.uint64(0)
+    while True:
+        b = np.uint64(buf[pos])
+        pos += 1
+        v |= (b & np.uint64(0x7F)) << shift
+        if b < np.uint64(0x80):
+            return v, pos
+        shift += np.uint64(7)
+
+
+@numba.njit(cache=True)
+def _unzig(v):
+    return np.int64(v >> np.uint64(1)) ^ -np.int64(v & np.uint64(1))
+
+
+SIZED_KINDS = ("memcpy", "memmove", "memset")  # sites the runtime always records, with their length
+MAX_DEPTH = 256  # nesting of instrumented calls the decoder follows
+
+
+@numba.njit(cache=True)
+def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off, bs, virt_of, counts,
+            last_inst, enc_last, pred_last, pred_stride, fb, fc, st, loops_out, stack_lo, stack_hi, out_addr,
+            out_size, out_store, out_block, out_inst, out_region, out_loop, out_iter, out_stack):
+    """Replay a chunk's events from byte `start`; returns (status, rows, loop begins, next byte).
+
+    status 0 = chunk done, 1 = paused because the output (or loops_out) is full: call again
+    from the returned byte, -1 = invalid events. `st` = [depth, region, loop, iteration,
+    region_top] and the frame arrays fb (block) / fc (site cursor) carry the thread's state.
+    A block entry implies that each of its sites ran once: sites without an explicit event
+    take their predictor's address (last + stride), as the runtime did when it wrote nothing.
+    """
+    n_sites = site_block.shape[0]
+    cap = out_addr.shape[0]
+    d, reg, lp, it, top = st[0], st[1], st[2], st[3], st[4]
+    pos, k, n_loops = start, 0, 0
+    end = buf.shape[0]
+    while pos < end:
+        ev = pos
+        h, pos = _varint(buf, pos)
+        tag = np.int64(h & np.uint64(3))
+        val = np.int64(h >> np.uint64(2))
+        stop_site, stop_k, finish, arg = -1, -1, False, np.uint64(0)
+        if tag == 0 or tag == 2:
+            if val >= n_sites:
+                return -1, k, n_loops, ev
+            stop_site = val
+        elif tag == 1:
+            if val >= counts.shape[0]:
+                return -1, k, n_loops, ev
+            finish = True
+        else:
+            if val == 5:
+                arg, pos = _varint(buf, pos)
+                stop_k = np.int64(arg)
+            elif val == 1 or val == 7:
+                finish = True
+        b = fb[d]
+        if b >= 0 and (finish or stop_site >= 0 or stop_k >= 0):
+            c = fc[d]
+            o = bs_off[b]
+            n = bs_off[b + 1] - o
+            while c < n:
+                s = bs[o + c]
+                if s == stop_site or (stop_k >= 0 and c >= stop_k):
+                    break
+                if not site_explicit[s]:
+                    if k >= cap:
+                        fc[d] = c
+                        st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
+                        return 1, k, n_loops, ev
+                    a = pred_last[s] + pred_stride[s]
+                    pred_last[s] = a
+                    blk = site_block[s]
+                    out_addr[k] = np.uint64(a)
+                    out_size[k] = site_size[s]
+                    out_store[k] = site_store[s]
+                    out_block[k] = blk
+                    out_inst[k] = last_inst[blk]
+                    out_region[k] = reg
+                    out_loop[k] = lp
+                    out_iter[k] = it
+                    hi = top if reg >= 0 and top > 0 else stack_hi
+                    out_stack[k] = a >= stack_lo and a < hi
+                    k += 1
+                c += 1
+            fc[d] = c
+            if stop_site >= 0 and c >= n:
+                return -1, k, n_loops, ev
+        elif stop_site >= 0:
+            return -1, k, n_loops, ev
+        if tag == 1:
+            fb[d] = val
+            fc[d] = 0
+            last_inst[val] = counts[val]
+            counts[val] += 1
+            v = virt_of[val]
+            if v >= 0:
+                last_inst[v] = counts[v]
+                counts[v] += 1
+        elif tag == 0 or tag == 2:
+            if k >= cap:
+                st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
+                return 1, k, n_loops, ev
+            dv, pos = _varint(buf, pos)
+            s = stop_site
+            sz = site_size[s]
+            if tag == 0:
+                a = pred_last[s] + pred_stride[s] + _unzig(dv)
+                pred_stride[s] = a - pred_last[s]
+                pred_last[s] = a
+            else:
+                a = enc_last[s] + _unzig(dv)
+                enc_last[s] = a
+                nb, pos = _varint(buf, pos)
+                sz = np.uint32(nb)
+            blk = site_block[s]
+            out_addr[k] = np.uint64(a)
+            out_size[k] = sz
+            out_store[k] = site_store[s]
+            out_block[k] = blk
+            out_inst[k] = last_inst[blk]
+            out_region[k] = reg
+            out_loop[k] = lp
+            out_iter[k] = it
+            hi = top if reg >= 0 and top > 0 else stack_hi
+            out_stack[k] = a >= stack_lo and a < hi
+            k += 1
+            fc[d] += 1
+        elif tag == 3:
+            if val == 0:
+                fn, pos = _varint(buf, pos)
+                r, pos = _varint(buf, pos)
+                t, pos = _varint(buf, pos)
+                reg = np.int64(r)
+                top = np.int64(t)
+                fb[d] = -1
+            elif val == 1:
+                fn, pos = _varint(buf, pos)
+                fb[d] = -1
+                reg = -1
+                top = 0
+            elif val == 2:
+                if n_loops >= loops_out.shape[0]:
+                    st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
+                    return 1, k, n_loops, ev
+                lid, pos = _varint(buf, pos)
+                inst, pos = _varint(buf, pos)
+                trip, pos = _varint(buf, pos)
+                sched, pos = _varint(buf, pos)
+                chunk, pos = _varint(buf, pos)
+                loops_out[n_loops, 0] = np.int64(inst)
+                loops_out[n_loops, 1] = np.int64(lid)
+                loops_out[n_loops, 2] = _unzig(trip)
+                loops_out[n_loops, 3] = np.int64(sched)
+                loops_out[n_loops, 4] = _unzig(chunk)
+                n_loops += 1
+                lp = np.int64(inst)
+                it = -1
+            elif val == 3:
+                dv, pos = _varint(buf, pos)
+                it = it + 1 + _unzig(dv)
+            elif val == 4:
+                lid, pos = _varint(buf, pos)
+                lp = -1
+                it = -1
+            elif val == 6:
+                fn, pos = _varint(buf, pos)
+                if d + 1 >= fb.shape[0]:
+                    return -1, k, n_loops, ev
+                d += 1
+                fb[d] = -1
+                fc[d] = 0
+            elif val == 7:
+                fn, pos = _varint(buf, pos)
+                if d == 0:
+                    return -1, k, n_loops, ev
+                d -= 1
+            elif val != 5:
+                return -1, k, n_loops, ev
+    if pos != end:
+        return -1, k, n_loops, pos
+    st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
+    return 0, k, n_loops, pos
+
+
+def _tables(header: dict, path: Path) -> _Tables:
+    """Decoder arrays from the block and site tables embedded in the trace header."""
+    sites = header["sites"]
+    if any("host_block" not in s for s in sites):
+        raise InputError(f"{path}: the trace's site table predates host blocks; rebuild the binary with "
+                         f"pptmc instrument and re-record the trace")
+    n_blocks = max([b["id"] for b in header["blocks"]], default=-1) + 1
+    virt = np.full(n_blocks, -1, np.int64)
+    for b in header["blocks"]:
+        if b["is_shared_var_block"]:
+            virt[b["host_block"]] = b["id"]
+    per_host: list[list[int]] = [[] for _ in range(n_blocks)]
+    for s in sites:  # site ids follow program order inside a block
+        per_host[s["host_block"]].append(s["site"])
+    off = np.zeros(n_blocks + 1, np.int64)
+    off[1:] = np.cumsum([len(x) for x in per_host])
+    flat = np.array([x for lst in per_host for x in lst], np.int64)
+    return _Tables(np.array([s["block"] for s in sites], np.int32),
+                   np.array([s["size"] for s in sites], np.uint32),
+                   np.array([s["is_store"] for s in sites], np.bool_),
+                   np.array([s["kind"].startswith(SIZED_KINDS) for s in sites], np.bool_), off, flat, virt,
+                   n_blocks)
+
+
+def read_header(f, path: Path) -> tuple[dict, int]:
+    """Parse the file header; returns (header JSON, offset of the first chunk)."""
+    head = f.read(16)
+    if len(head) < 16 or head[:8] != FILE_MAGIC:
+        raise InputError(f"{path}: not a pptmc trace (bad magic); produce one with pptmc trace")
+    version, hlen = struct.unpack("<II", head[8:])
+    if version != FORMAT_VERSION:
+        raise InputError(f"{path}: trace format version {version}, this pptmc reads {FORMAT_VERSION}; "
+                         f"re-record the trace")
+    body = f.read(hlen)
+    raw_hl = f.read(4)
+    if len(body) < hlen or len(raw_hl) < 4:
+        raise InputError(f"{path}: truncated inside the header; re-record the trace")
+    (hl,) = struct.unpack("<I", raw_hl)
+    binary_hash = f.read(hl).decode()
+    try:
+        header = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: header JSON is corrupt ({exc}); re-record the trace") from exc
+    if header.get("block_table_hash") != binary_hash:
+        raise InputError(f"{path}: block table hash {header.get('block_table_hash')} does not match the "
+                         f"binary's {binary_hash}: the side files are from another build; rebuild and re-trace")
+    return header, 16 + hlen + 4 + hl
+
+
+def read_footer(f, path: Path, size: int) -> tuple[dict, int]:
+    """Parse the footer; a missing trailer means the file was cut short."""
+    if size < TRAILER.size:
+        raise InputError(f"{path}: truncated (no footer); the trace was cut short, re-record it")
+    f.seek(size - TRAILER.size)
+    start, magic = TRAILER.unpack(f.read(TRAILER.size))
+    if magic != END_MAGIC or start > size - TRAILER.size - 8:
+        raise InputError(f"{path}: truncated (the footer is missing); the trace was cut short or the "
+                         f"recording process was killed; re-record it")
+    f.seek(start)
+    fmagic, flen = struct.unpack("<4sI", f.read(8))
+    body = f.read(flen)
+    if fmagic != FOOTER_MAGIC or start + 8 + flen != size - TRAILER.size:
+        raise InputError(f"{path}: corrupt footer at byte {start}; re-record the trace")
+    try:
+        return json.loads(body), start
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: corrupt footer JSON at byte {start}; re-record the trace") from exc
+
+
+def iter_chunk_headers(f, path: Path, start: int, stop: int) -> Iterator[tuple[ChunkHeader, bytes]]:
+    """Yield (header, compressed payload) of every chunk in [start, stop), checking both CRCs."""
+    pos = start
+    index = 0
+    while pos < stop:
+        f.seek(pos)
+        raw = f.read(CHUNK_HEADER.size)
+        if len(raw) < CHUNK_HEADER.size:
+            raise InputError(f"{path}: chunk {index} at byte {pos} is truncated; re-record the trace")
+        fields = CHUNK_HEADER.unpack(raw)
+        if fields[0] != CHUNK_MAGIC or zlib.crc32(raw[:84]) != fields[12]:
+            raise InputError(f"{path}: chunk {index} at byte {pos} has a corrupt header; re-record the trace")
+        hdr = ChunkHeader(pos, *fields[1:12])
+        payload = f.read(hdr.comp_len)
+        if len(payload) < hdr.comp_len or pos + CHUNK_HEADER.size + hdr.comp_len > stop:
+            raise InputError(f"{path}: chunk {index} at byte {pos} is truncated; re-record the trace")
+        if zlib.crc32(payload) != hdr.payload_crc:
+            raise InputError(f"{path}: chunk {index} at byte {pos} is corrupt (payload checksum mismatch); "
+                             f"re-record the trace")
+        yield hdr, payload
+        pos += CHUNK_HEADER.size + hdr.comp_len
+        index += 1
+
+
+def _header_bytes(f, hdr: ChunkHeader) -> bytes:
+    """The raw 80 header bytes of a chunk (for the whole-file checksum)."""
+    here = f.tell()
+    f.seek(hdr.offset)
+    raw = f.read(CHUNK_HEADER.size)
+    f.seek(here)
+    return raw
+
+
+class TraceReader:
+    """An open trace: `.info` from header and footer, `.chunks()` streams accesses from the start."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise InputError(f"{self.path}: trace file not found")
+        size = self.path.stat().st_size
+        with open(self.path, "rb") as f:
+            self.header, self.data_start = read_header(f, self.path)
+            self.footer, self.data_stop = read_footer(f, self.path, size)
+        self.tables = _tables(self.header, self.path)
+        self.info = self._info()
+
+    def _info(self) -> TraceInfo:
+        """TraceInfo from the embedded tables and the footer's totals."""
+        blocks = {b["id"]: BlockInfo(b["id"], b["function"], b["label"], b["is_shared_var_block"])
+                  for b in self.header["blocks"]}
+        counts = {i: int(c) for i, c in enumerate(self.footer.get("block_counts", []))}
+        # complete traces: every entered block ran each of its sites once; incomplete ones
+        # carry the number of accesses actually decoded
+        n_acc = int(self.footer["n_accesses"]) if "n_accesses" in self.footer else self.tables.n_accesses(counts)
+        for b in self.header["blocks"]:
+            if b["is_shared_var_block"]:
+                counts[b["id"]] = counts.get(b["host_block"], 0)
+        edges = {(int(a), int(b)): int(n) for a, b, n in self.footer.get("edge_counts", [])}
+        loops = [LoopInstance(i, int(l[0]), int(l[1]), int(l[2]), int(l[3]))
+                 for i, l in enumerate(self.footer.get("loops", []))]
+        extra = {k: self.footer[k] for k in ("n_chunks", "reason", "exit_status", "elapsed_s")
+                 if k in self.footer}
+        extra.update({k: self.header[k] for k in ("threads_requested", "block_table_hash") if k in self.header})
+        return TraceInfo(path=str(self.path), format_version=FORMAT_VERSION,
+                         program=self.header.get("program", ""), args=list(self.header.get("args", [])),
+                         complete=bool(self.footer.get("complete")), n_accesses=n_acc,
+                         blocks=blocks, block_counts=counts, edge_counts=edges, loops=loops,
+                         n_threads=int(self.footer.get("n_threads", 1)), extra=extra)
+
+    def disk_chunks(self) -> Iterator[tuple[ChunkHeader, bytes]]:
+        """Compressed chunks in file order, each verified."""
+        crc = 0
+        with open(self.path, "rb") as f:
+            for hdr, payload in iter_chunk_headers(f, self.path, self.data_start, self.data_stop):
+                crc = zlib.crc32(payload, zlib.crc32(_header_bytes(f, hdr), crc))
+                yield hdr, payload
+        expected = self.footer.get("crc32")
+        if expected is not None and crc != int(expected):
+            raise InputError(f"{self.path}: whole-file checksum mismatch (footer {expected}, data {crc}); "
+                             f"the trace is corrupt, re-record it")
+
+    def chunks(self, max_rows: int = 1 << 20) -> Iterator[TraceChunk]:
+        """Stream every access from the start, in batches of at most `max_rows`."""
+        if max_rows < 1:
+            raise InputError(f"max_rows={max_rows}: must be at least 1")
+        decoder = ChunkDecoder(self.tables, self.path)
+        for hdr, payload in self.disk_chunks():
+            yield from decoder.decode(hdr, payload, max_rows)
+
+
+class _ThreadState:
+    """Decoder state of one recording thread, carried from chunk to chunk."""
+
+    def __init__(self, n_sites: int, hdr: "ChunkHeader"):
+        self.pred_last = np.zeros(n_sites, np.int64)
+        self.pred_stride = np.zeros(n_sites, np.int64)
+        self.fb = np.full(MAX_DEPTH, -1, np.int64)
+        self.fc = np.zeros(MAX_DEPTH, np.int64)
+        self.st = np.array([0, hdr.region, hdr.loop, hdr.iteration, hdr.region_top], np.int64)
+
+
+class ChunkDecoder:
+    """Decodes verified chunks in file order, carrying per-thread and block-instance state."""
+
+    def __init__(self, tables: _Tables, path: Path):
+        self.t, self.path = tables, path
+        self.counts = np.zeros(tables.n_blocks, np.int64)
+        self.last_inst = np.zeros(tables.n_blocks, np.int64)
+        self.threads: dict[int, _ThreadState] = {}
+        self.dctx = zstandard.ZstdDecompressor()
+        self.loops: list[tuple[int, int, int, int, int]] = []
+        self.index = 0
+
+    def decode(self, hdr: ChunkHeader, payload: bytes, max_rows: int = 1 << 20) -> Iterator[TraceChunk]:
+        """The accesses one disk chunk completes, in batches of at most `max_rows`.
+
+        Predicted accesses expand without bound relative to the chunk's bytes, so the kernel
+        pauses whenever its output is full instead of materialising the whole chunk.
+        """
+        buf = np.frombuffer(self._decompress(hdr, payload), np.uint8)
+        th = self.threads.setdefault(hdr.thread, _ThreadState(len(self.t.site_block), hdr))
+        enc_last = np.zeros(len(self.t.site_block), np.int64)
+        loops_out = np.zeros((4096, 5), np.int64)
+        pos, status = 0, 1
+        while status == 1:
+            out = TraceChunk(*(np.empty(max_rows, dtype=dt) for dt in CHUNK_DTYPES.values()))
+            status, k, n_loops, pos = _decode(
+                buf, pos, self.t.site_block, self.t.site_size, self.t.site_store, self.t.site_explicit,
+                self.t.bs_off, self.t.bs, self.t.virt_of, self.counts, self.last_inst, enc_last, th.pred_last,
+                th.pred_stride, th.fb, th.fc, th.st, loops_out, np.int64(hdr.stack_lo), np.int64(hdr.stack_hi),
+                out.addr, out.size, out.is_store, out.block, out.block_instance, out.region, out.loop,
+                out.iteration, out.is_stack)
+            if status < 0:
+                raise InputError(f"{self.path}: chunk {self.index} at byte {hdr.offset} holds invalid events "
+                                 f"(an id out of range or an access outside its block, event at byte {pos} of "
+                                 f"the decompressed payload); the trace is corrupt, re-record it")
+            self.loops.extend(tuple(int(x) for x in row) for row in loops_out[:n_loops])
+            if k:
+                out = _slice(out, 0, k)
+                out.thread[:] = hdr.thread
+                yield out
+        self.index += 1
+
+    def _decompress(self, hdr: ChunkHeader, payload: bytes) -> bytes:
+        try:
+            raw = self.dctx.decompress(payload, max_output_size=hdr.raw_len)
+        except zstandard.ZstdError as exc:
+            raise InputError(f"{self.path}: chunk {self.index} at byte {hdr.offset} does not decompress "
+                             f"({exc}); re-record the trace") from exc
+        if len(raw) != hdr.raw_len:
+            raise InputError(f"{self.path}: chunk {self.index} at byte {hdr.offset}: decompressed size "
+                             f"{len(raw)} != {hdr.raw_len}; re-record the trace")
+        return raw
+
+
+def _slice(chunk: TraceChunk, a: int, b: int) -> TraceChunk:
+    """Rows [a, b) of a chunk (views, no copies)."""
+    if a == 0 and b >= len(chunk):
+        return chunk
+    return TraceChunk(**{k: getattr(chunk, k)[a:b] for k in chunk.__dataclass_fields__})
+
+
+def open_trace(path: Path) -> TraceReader:
+    """Open a trace file; truncation or a foreign file is an InputError naming the file."""
+    return TraceReader(Path(path))
+
+
+def mark_incomplete(path: Path, reason: str, exit_status: int | None) -> None:
+    """Cut a trace after its last intact chunk and give it a footer with `complete: false`.
+
+    When the runtime still wrote its footer (the program exited non-zero), its counts are kept;
+    otherwise counts and loops are rebuilt by decoding the intact chunks (no edge counts).
+    """
+    path = Path(path)
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        header, start = read_header(f, path)
+        try:
+            old, old_start = read_footer(f, path, size)
+        except InputError:
+            old = None
+        if old is not None:
+            _rewrite_footer(path, old_start, {**old, "complete": False, "reason": reason,
+                                              "exit_status": exit_status})
+            return
+        tables = _tables(header, path)
+        decoder = ChunkDecoder(tables, path)
+        stop, n_acc, n_chunks, threads = start, 0, 0, set()
+        try:
+            for hdr, payload in iter_chunk_headers(f, path, start, size):
+                n_acc += sum(len(c) for c in decoder.decode(hdr, payload))
+                stop = hdr.offset + CHUNK_HEADER.size + hdr.comp_len
+                n_chunks += 1
+                threads.add(hdr.thread)
+        except InputError:
+            pass  # everything after the last intact chunk is dropped
+    footer = {"complete": False, "reason": reason, "exit_status": exit_status, "n_chunks": n_chunks,
+              "n_accesses": n_acc, "n_threads": max(len(threads), 1),
+              "block_counts": [int(c) for c in decoder.counts[:_n_real(header)]],
+              "edge_counts": [], "loops": [list(l[1:]) for l in sorted(decoder.loops)]}
+    _rewrite_footer(path, stop, footer)
+
+
+def _rewrite_footer(path: Path, stop: int, footer: dict) -> None:
+    """Replace everything from byte `stop` with `footer` and the trailer."""
+    body = json.dumps(footer).encode()
+    with open(path, "r+b") as f:
+        f.truncate(stop)
+        f.seek(stop)
+        f.write(struct.pack("<4sI", FOOTER_MAGIC, len(body)) + body + TRAILER.pack(stop, END_MAGIC))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _n_real(header: dict) -> int:
+    """Number of block ids the runtime counts (all ids; pseudo-blocks stay 0 there)."""
+    return max([b["id"] for b in header["blocks"]], default=-1) + 1

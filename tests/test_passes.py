@@ -1,0 +1,156 @@
+"""Unit tests of the IR instrumentation pass on small hand-written LLVM IR."""
+from __future__ import annotations
+
+import re
+
+import llvmlite.binding as llvm
+import pytest
+
+from instrument.build import _mark_noinline
+from passes.irpass import instrument_ir, operand_value, split_top
+from pptmc.errors import InputError
+
+IR = r"""
+target datalayout = "e-m:e-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:16:32:64-S128"
+target triple = "x86_64-pc-linux-gnu"
+
+@G = global [16 x i32] zeroinitializer, align 16
+@xomp_trace_enabled = global i32 0, align 4
+
+define void @OUT__1__1__(ptr %0) {
+  %a_p = load ptr, ptr %0, align 8
+  %n_pp = getelementptr inbounds i8, ptr %0, i64 8
+  %n_p = load ptr, ptr %n_pp, align 8
+  %n = load i32, ptr %n_p, align 4
+  %flag = load i32, ptr @xomp_trace_enabled, align 4
+  %c = icmp sgt i32 %n, 0
+  br i1 %c, label %loop, label %3
+
+loop:
+  %i = phi i64 [ 0, %1 ], [ %inext, %latch ]
+  %p = getelementptr inbounds double, ptr %a_p, i64 %i
+  %wide.load = load <2 x double>, ptr %p, align 8
+  %w = fadd <2 x double> %wide.load, %wide.load
+  store <2 x double> %w, ptr %p, align 8
+  %g = load i32, ptr getelementptr inbounds (i8, ptr @G, i64 8), align 4
+  %sel = and i32 %g, 3
+  switch i32 %sel, label %latch [
+    i32 0, label %2
+    i32 1, label %3
+  ]
+
+2:
+  %old = atomicrmw add ptr @G, i32 1 seq_cst, align 4
+  call void @ext()
+  call void @llvm.memcpy.p0.p0.i64(ptr align 8 %a_p, ptr align 4 @G, i64 24, i1 false)
+  br label %latch
+
+latch:
+  %inext = add nuw i64 %i, 1
+  %done = icmp eq i64 %inext, 4
+  br i1 %done, label %3, label %loop
+
+3:
+  ret void
+}
+
+define void @XOMP_helper__OUT__(ptr %p) {
+  store i32 1, ptr %p, align 4
+  ret void
+}
+
+define void @unrelated(ptr %p) {
+  store i32 2, ptr %p, align 4
+  ret void
+}
+
+declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+declare void @ext()
+"""
+
+
+def test_operand_parsing():
+    assert split_top("i32 %a, ptr getelementptr (i8, ptr @G, i64 8), align 4") == [
+        "i32 %a", "ptr getelementptr (i8, ptr @G, i64 8)", "align 4"]
+    assert split_top("<2 x double> %w, ptr %p") == ["<2 x double> %w", "ptr %p"]
+    assert operand_value("ptr noundef nonnull align 16 dereferenceable(64) %a") == "%a"
+    assert operand_value("ptr align 8 %0") == "%0"
+    assert operand_value("i64 24") == "24"
+    assert operand_value("ptr getelementptr inbounds (i8, ptr @G, i64 8)") == "getelementptr inbounds (i8, ptr @G, i64 8)"
+    assert operand_value("ptr addrspace(1) %x") is None
+
+
+@pytest.fixture(scope="module")
+def result():
+    return instrument_ir(IR, r"OUT__", "trace", "test.ll", {"OUT__1__1__": "shared_var_trace1"})
+
+
+def test_blocks_labels_and_cfg(result):
+    names = [(b.block_id, b.label) for b in result.blocks]
+    assert names == [(0, "bb.0"), (1, "loop"), (2, "bb.2"), (3, "latch"), (4, "bb.4"), (5, "shared_var_trace1")]
+    succ = {b.label: b.successors for b in result.blocks}
+    assert succ == {"bb.0": [1, 4], "loop": [3, 2, 4], "bb.2": [3], "latch": [4, 1], "bb.4": [],
+                    "shared_var_trace1": []}
+    assert [b.is_shared_var_block for b in result.blocks] == [False] * 5 + [True]
+    assert result.blocks[5].host_block == 0
+    assert list(result.functions) == ["OUT__1__1__"]  # XOMP_* and non-matching functions are skipped
+
+
+def test_sites_and_mix(result):
+    kinds = [(s.block_id, s.kind, s.size, s.is_store) for s in result.sites]
+    assert kinds == [
+        (5, "load", 8, False), (5, "load", 8, False),        # shared-variable unpacking via the argument
+        (0, "load", 4, False),                               # *n_p: through a loaded pointer, not shared
+        (1, "load", 16, False), (1, "store", 16, True), (1, "load", 4, False),
+        (2, "atomicrmw", 4, True), (2, "memcpy.src", 24, False), (2, "memcpy.dst", 24, True)]
+    loop = result.blocks[1].ops
+    assert (loop["load"], loop["store"], loop["fp_add"], loop["vector_width"], loop["branch"]) == (2, 1, 1, 2, 1)
+    assert (loop["load_bytes"], loop["store_bytes"]) == (20, 16)
+    assert result.blocks[3].ops["int_add"] == 1 and result.blocks[3].ops["cmp"] == 1
+
+
+def test_instrumented_text(result):
+    text = result.ir_text
+    llvm.parse_assembly(text).verify()
+    body = text.split("define void @OUT__1__1__", 1)[1].split("\n}\n", 1)[0]
+    loop = body.split("\nloop:", 1)[1]
+    lines = [ln.strip() for ln in loop.splitlines() if ln.strip()]
+    assert lines[0].startswith("%i = phi")  # hooks go after the phis
+    assert lines[1] == "call void @__pptmc_bb(i32 1, ptr %__pptmc_prev)"
+    assert "call void @__pptmc_mem(i32 5, ptr getelementptr inbounds (i8, ptr @G, i64 8))" in body
+    assert "call void @__pptmc_memn(i32 7, ptr @G, i64 24)" in body
+    assert "ptr @xomp_trace_enabled)" not in body  # the marker flag is never logged
+    assert body.count("__pptmc_fn_exit") == 1
+    # a real call is preceded by a sync carrying how many of the block's sites ran before it;
+    # intrinsics (memcpy) get none
+    assert "call void @__pptmc_sync(i32 1)\n  call void @ext()" in body
+    assert body.count("__pptmc_sync") == 1
+    helper = text.split("define void @XOMP_helper__OUT__", 1)[1].split("}", 1)[0]
+    assert "__pptmc" not in helper
+
+
+def test_count_mode_has_same_tables(result):
+    count = instrument_ir(IR, r"OUT__", "count", "test.ll", {"OUT__1__1__": "shared_var_trace1"})
+    assert count.table_hash == result.table_hash
+    assert "__pptmc_mem" not in count.ir_text.split("declare void @__pptmc_bb", 1)[0]
+    assert "__pptmc_cbb(i32 3" in count.ir_text
+
+
+def test_errors():
+    with pytest.raises(InputError, match="no defined function matches"):
+        instrument_ir(IR, r"^nope$")
+    with pytest.raises(InputError, match="not a valid regular expression"):
+        instrument_ir(IR, r"(")
+    with pytest.raises(InputError, match="bad.ll: LLVM IR does not parse"):
+        instrument_ir("define void @f( {", r"f", origin="bad.ll")
+
+
+def test_mark_noinline_drops_alwaysinline():
+    ir = ("define internal void @f.omp_outlined(ptr %0) #0 {\n  ret void\n}\n"
+          "define void @g() #0 {\n  ret void\n}\n"
+          "attributes #0 = { alwaysinline nounwind }\n")
+    out = _mark_noinline(ir, r"omp_outlined")
+    assert re.search(r"@f\.omp_outlined\(ptr %0\) #1 \{", out)
+    assert "define void @g() #0 {" in out
+    assert "attributes #1 = { noinline nounwind }" in out
+    llvm.parse_assembly(out).verify()

@@ -1,0 +1,182 @@
+"""Private-trace mimicking (Algorithm 1 and iteration mode) on hand-built traces."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from analysis.private_traces import (OFFSET_BITS, CoreMap, core_stream, core_streams, guided_starts,
+                                     resolve_mode, static_block_core)
+from instrument.trace_types import (CHUNK_DTYPES, NO_LOOP, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_MASTER,
+                                    SCHED_STATIC, BlockInfo, LoopInstance, TraceChunk, TraceInfo)
+from pptmc.errors import InputError
+
+STACK = 0x7FF000000000
+HEAP = 0x100000
+SHARED = 0x200000
+
+
+def rows_to_trace(rows: list[tuple], blocks: dict[int, BlockInfo], loops: list[LoopInstance]):
+    """(info, chunk) from rows (addr, block, loop, iteration, is_stack); instances counted here."""
+    inst: dict[int, int] = {}
+    full = []
+    prev_key = None
+    for addr, block, loop, it, stack in rows:
+        key = (block, loop, it)
+        if key != prev_key:  # a new entry into the block
+            inst[block] = inst.get(block, -1) + 1
+            prev_key = key
+        full.append((addr, 8, False, block, inst[block], 0, 0, loop, it, stack))
+    cols = list(zip(*full))
+    chunk = TraceChunk(*(np.array(c, dtype=d) for c, d in zip(cols, CHUNK_DTYPES.values())))
+    counts = {b: n + 1 for b, n in inst.items()}
+    info = TraceInfo("synthetic.trace", 1, "prog", [], True, len(chunk), blocks, counts, loops=loops)
+    return info, chunk
+
+
+def make_trace(trip: int = 10, schedule: int = SCHED_STATIC, chunk: int = 0, n_loops: int = 1, seed: int = 0):
+    """A region: entry block (stack), a shared-var block, then a work-shared loop touching heap data."""
+    rng = np.random.default_rng(seed)
+    blocks = {0: BlockInfo(0, "OUT__1", "entry", False), 1: BlockInfo(1, "OUT__1", "shared_var_trace1", True),
+              2: BlockInfo(2, "OUT__1", "for.body", False)}
+    rows, loops = [], []
+    for lp in range(n_loops):
+        rows += [(STACK, 0, NO_LOOP, -1, True), (SHARED, 1, NO_LOOP, -1, False)]
+        loops.append(LoopInstance(lp, 0, trip, schedule, chunk))
+        for it in range(trip):
+            rows.append((HEAP + 64 * it, 2, lp, it, False))
+            rows.append((STACK - 64, 2, lp, it, True))
+            rows.append((SHARED + 64 * (1 + int(rng.integers(0, 64))), 2, lp, it, False))
+    return rows_to_trace(rows, blocks, loops)
+
+
+def chunker(chunk: TraceChunk, size: int):
+    """A re-streamable factory cutting one chunk into pieces of `size` rows."""
+    def factory():
+        for i in range(0, len(chunk), size):
+            yield TraceChunk(*(getattr(chunk, k)[i:i + size] for k in CHUNK_DTYPES))
+    return factory
+
+
+def stream(info, chunk, cores, core, mode, size=7, line=64):
+    parts = list(core_stream(info, chunker(chunk, size), cores, core, mode, line))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
+
+
+def off(core: int, line: int = 64) -> int:
+    return core << (OFFSET_BITS - 6)
+
+
+def test_iteration_mode_static_split_replication_and_offsets():
+    info, ch = make_trace(trip=10)
+    c0, c1 = stream(info, ch, 2, 0, "iteration"), stream(info, ch, 2, 1, "iteration")
+    # expected by hand: both cores run the two NO_LOOP accesses; core 0 iterations 0-4, core 1 5-9
+    shared_lines = [int(a) >> 6 for a in ch.addr[4::3]]  # third access of each iteration
+    exp0 = [STACK >> 6, SHARED >> 6]
+    exp1 = [(STACK >> 6) + off(1), SHARED >> 6]
+    for it in range(10):
+        row = [(HEAP >> 6) + it, ((STACK - 64) >> 6), shared_lines[it]]
+        if it < 5:
+            exp0 += row
+        else:
+            exp1 += [row[0], row[1] + off(1), row[2]]  # only the stack address is offset
+    assert c0.tolist() == exp0
+    assert c1.tolist() == exp1
+
+
+def test_one_core_is_the_sequential_trace():
+    info, ch = make_trace(trip=13, schedule=SCHED_GUIDED)
+    for mode in ("iteration", "paper"):
+        assert stream(info, ch, 1, 0, mode).tolist() == (ch.addr >> np.uint64(6)).tolist()
+
+
+@pytest.mark.parametrize("n,p", [(10, 4), (3, 8), (16, 4), (17, 16), (1, 2), (100, 7)])
+def test_static_block_core_matches_openmp_balanced_split(n, p):
+    # oracle: libgomp/libomp static without chunk: thread t gets q+1 iterations if t < n % p, else q
+    expect = []
+    for t in range(p):
+        expect += [t] * (n // p + (1 if t < n % p else 0))
+    got = static_block_core(np.arange(n), np.full(n, n), p)
+    assert got.tolist() == expect
+
+
+def core_of_iterations(schedule, chunk, trip, p):
+    info, ch = make_trace(trip=trip, schedule=schedule, chunk=chunk)
+    cmap = CoreMap(info, p, "iteration")
+    owner = cmap.core_of(ch)
+    return owner[2::3], cmap
+
+
+def test_static_chunk_and_dynamic_are_round_robin_chunks():
+    owner, _ = core_of_iterations(SCHED_STATIC, 3, 20, 4)
+    assert owner.tolist() == [(i // 3) % 4 for i in range(20)]
+    owner, _ = core_of_iterations(SCHED_DYNAMIC, 0, 9, 4)
+    assert owner.tolist() == [i % 4 for i in range(9)]
+
+
+def test_guided_chunks_shrink_and_cover_every_iteration_once():
+    owner, cmap = core_of_iterations(SCHED_GUIDED, 2, 100, 4)
+    starts = guided_starts(100, 4, 2)
+    sizes = np.diff(np.append(starts, 100))
+    assert sizes.tolist()[:3] == [25, 19, 14]  # ceil(100/4), ceil(75/4), ceil(56/4)
+    assert (np.diff(sizes) <= 0).all() and sizes[:-1].min() >= 2 and sizes.sum() == 100
+    assert owner.tolist() == [int(np.searchsorted(starts, i, side="right") - 1) % 4 for i in range(100)]
+
+
+def test_master_goes_to_core_zero():
+    owner, _ = core_of_iterations(SCHED_MASTER, 0, 1, 4)
+    assert owner.tolist() == [0]
+
+
+def test_paper_mode_algorithm1():
+    info, ch = make_trace(trip=8)
+    # blocks 0 and 1 run once (< 2 cores): copied; block 2 runs 8 times: instances 0-3 core 0, 4-7 core 1
+    c1 = stream(info, ch, 2, 1, "paper")
+    expect = [(STACK >> 6) + off(1), SHARED >> 6]  # shared-variable block keeps its address
+    for it in range(4, 8):
+        expect += [int(a >> np.uint64(6)) + off(1) for a in ch.addr[2 + 3 * it:5 + 3 * it]]
+    assert c1.tolist() == expect
+    c0 = stream(info, ch, 2, 0, "paper")
+    assert c0.tolist() == (ch.addr[:2 + 12] >> np.uint64(6)).tolist()  # master: no offset
+
+
+def test_paper_mode_uneven_split_keeps_every_instance():
+    info, ch = make_trace(trip=10)
+    total = sum(len(stream(info, ch, 4, c, "paper")) for c in range(4))
+    assert total == 4 * 2 + 30  # 2 replicated accesses per core + every loop access once
+
+
+def test_chunking_does_not_change_streams():
+    info, ch = make_trace(trip=50, schedule=SCHED_GUIDED, n_loops=3)
+    for size in (1, 5, 1000):
+        assert stream(info, ch, 4, 3, "iteration", size).tolist() == stream(info, ch, 4, 3, "iteration", 64).tolist()
+
+
+def test_streams_partition_loop_accesses():
+    info, ch = make_trace(trip=37, n_loops=2)
+    lens = [sum(len(a) for a in s) for s in core_streams(info, chunker(ch, 9), 8, "iteration")]
+    assert sum(lens) == 8 * 4 + 2 * 37 * 3
+
+
+def test_modes_and_errors():
+    info, ch = make_trace()
+    assert resolve_mode(info, "auto") == "iteration"
+    info.loops = []
+    assert resolve_mode(info, "auto") == "paper"
+    with pytest.raises(InputError, match="no loop markers"):
+        resolve_mode(info, "iteration")
+    with pytest.raises(InputError, match="--mode"):
+        resolve_mode(info, "fast")
+    info, ch = make_trace()
+    ch.addr[0] = np.uint64(1) << np.uint64(50)
+    with pytest.raises(InputError, match="2\\^47"):
+        stream(info, ch, 2, 1, "iteration")
+    with pytest.raises(InputError, match="line-size"):
+        stream(info, ch, 2, 1, "iteration", line=48)
+
+
+def test_paper_mode_with_chunk_size_deals_instances_round_robin():
+    info, ch = make_trace(trip=12)
+    cmap = CoreMap(info, 3, "paper", paper_chunk=2)
+    owner = cmap.core_of(ch)
+    assert owner[:2].tolist() == [-1, -1]  # single-instance blocks: every core
+    assert owner[2::3].tolist() == [(i // 2) % 3 for i in range(12)]

@@ -1,0 +1,132 @@
+"""ProfileSet: PRD/CRD against brute force on the mimicked traces, storage, hit rates, CLI."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import instrument
+import machines
+from analysis.hitrates import predict_hit_rates
+from analysis.interleave import interleave_arrays
+from analysis.private_traces import core_streams
+from analysis.profiles import ProfileSet, ReuseProfile, compute_profiles_from
+from instrument.trace_types import SCHED_STATIC
+from machines.model import CacheLevel, Machine, Ram
+from pptmc.cli import run
+from pptmc.errors import InputError
+from test_private_traces import chunker, make_trace
+from test_reuse import brute_distances
+
+
+def exact(lines) -> ReuseProfile:
+    return ReuseProfile.from_distances(np.array(brute_distances(lines), dtype=np.int64))
+
+
+def same(a: ReuseProfile, b: ReuseProfile) -> bool:
+    return (a.cold, a.total) == (b.cold, b.total) and a.lower.tolist() == b.lower.tolist() \
+        and a.count.tolist() == b.count.tolist() and a.dist_sum.tolist() == b.dist_sum.tolist()
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return make_trace(trip=60, schedule=SCHED_STATIC, n_loops=2, seed=11)
+
+
+def test_profiles_match_brute_force_on_mimicked_traces(trace):
+    info, ch = trace
+    ps = compute_profiles_from(info, chunker(ch, 13), [1, 3], "iteration", "random", seed=5, refs_per_turn=2)
+    assert same(ps.crd[1], exact(ch.addr >> np.uint64(6)))
+    private = [np.concatenate(list(s)) for s in core_streams(info, chunker(ch, 50), 3, "iteration")]
+    for c in range(3):
+        assert same(ps.prd[(3, c)], exact(private[c]))
+    shared, _ = interleave_arrays(private, "random", seed=5, refs_per_turn=2)
+    assert same(ps.crd[3], exact(shared))
+    assert ps.crd[3].total == sum(p.total for c, p in ps.prd.items() if c[0] == 3)
+
+
+def test_save_load_roundtrip(trace, tmp_path):
+    info, ch = trace
+    ps = compute_profiles_from(info, chunker(ch, 64), [1, 2, 4], "paper")
+    ps.save(tmp_path)
+    for name in ("summary.csv", "summary.parquet", "bins.csv", "bins.parquet", "profiles.json"):
+        assert (tmp_path / name).is_file()
+    back = ProfileSet.load(tmp_path)
+    assert back.metadata() == ps.metadata() and back.mode == "paper"
+    assert set(back.prd) == set(ps.prd) and all(same(back.prd[k], ps.prd[k]) for k in ps.prd)
+    assert all(same(back.crd[k], ps.crd[k]) for k in ps.crd)
+    (tmp_path / "bins.parquet").unlink()  # CSV fallback reads the same numbers
+    assert all(same(ProfileSet.load(tmp_path).crd[k], ps.crd[k]) for k in ps.crd)
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(InputError, match="profiles.json"):
+        ProfileSet.load(tmp_path)
+
+
+def lv(name, lines, ways=0, shared=False, line=64):
+    return CacheLevel(name, lines * line, line, ways, 4.0, 1.0, shared)
+
+
+def mach(*levels):
+    return Machine("m", "", 8, 2.0, tuple(levels), Ram(80.0, 10.0, 40.0), 8, 256, {})
+
+
+def test_hit_rates_hand_computed():
+    ps = ProfileSet(64, "iteration", "rr", 0, 1, "t")
+    # core 0: distances 0,1,5 + 1 cold; core 1: distance 0 x 6, 2 cold; CRD: 2,9 + 2 cold
+    ps.prd[(2, 0)] = ReuseProfile.from_distances(np.array([0, 1, 5, -1]))
+    ps.prd[(2, 1)] = ReuseProfile.from_distances(np.array([0] * 6 + [-1, -1]))
+    ps.crd[2] = ReuseProfile.from_distances(np.array([2, 9, -1, -1]))
+    table = predict_hit_rates(ps, mach(lv("L1", 2), lv("L2", 8), lv("L3", 16, shared=True)))
+    l1, l2, l3 = table.to_dict(orient="records")
+    assert l1["cumulative_hit_rate"] == pytest.approx(8 / 12)  # weighted by accesses, not averaged
+    assert l2["cumulative_hit_rate"] == pytest.approx(9 / 12)
+    assert l2["local_hit_rate"] == pytest.approx((9 / 12 - 8 / 12) / (4 / 12))
+    assert l3["cumulative_hit_rate"] == pytest.approx(2 / 4)
+    assert l3["local_hit_rate"] == pytest.approx((0.5 - 0.75) / 0.25)  # CRD dilation: reported as is
+    assert list(table.columns[:4]) == ["cores", "level", "cumulative_hit_rate", "local_hit_rate"]
+
+
+def test_line_size_mismatch_is_an_error():
+    ps = ProfileSet(64, "paper", "rr", 0, 1, "t", crd={1: ReuseProfile.empty()},
+                    prd={(1, 0): ReuseProfile.empty()})
+    with pytest.raises(InputError, match="--line-size 128"):
+        predict_hit_rates(ps, mach(lv("L1", 8, line=128)))
+
+
+class FakeReader:
+    def __init__(self, info, chunk):
+        self.info, self._chunk = info, chunk
+
+    def chunks(self, max_rows):
+        return chunker(self._chunk, min(max_rows, 17))()
+
+
+def test_cli_profile_and_hitrates(trace, tmp_path, monkeypatch, capsys):
+    info, ch = trace
+    path = tmp_path / "prog.trace"
+    path.write_bytes(b"fake")
+    monkeypatch.setattr(instrument, "open_trace", lambda p: FakeReader(info, ch), raising=False)
+    m = mach(lv("L1", 8, 2), lv("L2", 32, 4), lv("L3", 64, 8, shared=True))
+    monkeypatch.setattr(machines, "load_machine", lambda name: m)
+    out = tmp_path / "prof"
+    assert run(["profile", str(path), "--cores", "4,1,2", "-o", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["cores"] == [1, 2, 4] and summary["mode"] == "iteration"
+    table = tmp_path / "rates.csv"
+    assert run(["hitrates", str(out), "--machine", "m", "--simulate", str(path), "-o", str(table), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    df = pd.read_parquet(tmp_path / "rates.parquet")
+    assert len(rows) == len(df) == 2 * 3 * 3 and set(df["source"]) == {"sdcm", "simulator"}
+    assert df["cumulative_hit_rate"].between(-1, 1).all()
+
+
+def test_cli_errors(tmp_path):
+    with pytest.raises(InputError, match="not found"):
+        run(["profile", str(tmp_path / "missing.trace"), "-o", str(tmp_path / "o")])
+    (tmp_path / "t").write_bytes(b"")
+    with pytest.raises(InputError, match="--cores"):
+        run(["profile", str(tmp_path / "t"), "--cores", "2,x", "-o", str(tmp_path / "o")])

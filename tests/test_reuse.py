@@ -1,0 +1,119 @@
+"""Exact stack distances against a brute-force O(N*M) reference."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analysis.profiles import ReuseProfile
+from analysis.reuse import EXACT_LIMIT, ReuseEngine, reuse_distances
+
+
+def brute_distances(lines) -> list[int]:
+    """Definition: distinct lines touched since the previous access to the same line."""
+    last: dict[int, int] = {}
+    out = []
+    for t, x in enumerate(int(v) for v in lines):
+        if x in last:
+            out.append(sum(1 for lt in last.values() if lt > last[x]))
+        else:
+            out.append(-1)
+        last[x] = t
+    return out
+
+
+def fed_in_pieces(lines: np.ndarray, cuts: list[int], initial: int = 16) -> np.ndarray:
+    """Distances from the streaming engine fed in arbitrary pieces."""
+    engine = ReuseEngine(initial_lines=initial)
+    edges = [0] + sorted(set(c % (len(lines) + 1) for c in cuts)) + [len(lines)]
+    parts = [engine.feed_distances(lines[a:b]) for a, b in zip(edges, edges[1:])]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def test_paper_table1_and_table2():
+    w, x, y, z = 1, 2, 3, 4
+    trace = np.array([w, x, w, y, x, z, z, w], dtype=np.uint64)
+    assert reuse_distances(trace).tolist() == [-1, -1, 1, -1, 2, -1, 0, 3]
+    engine = ReuseEngine()
+    engine.feed(trace)
+    prof = engine.histogram()
+    assert prof.lower.tolist() == [0, 1, 2, 3] and prof.count.tolist() == [1, 1, 1, 1]
+    assert (prof.cold, prof.total) == (4, 8)
+    probs, p_inf = prof.probabilities()
+    assert probs.tolist() == [1 / 8] * 4 and p_inf == 4 / 8
+
+
+def test_paper_table3_concurrent_distances():
+    u, v, w, x, y = 1, 2, 3, 4, 5
+    shared = np.array([u, w, v, u, y, x, v, x, u, v], dtype=np.uint64)
+    d = reuse_distances(shared)
+    assert d[3] == 2 and d[8] == 3 and d[9] == 2  # dilation, overlap, shared reuse (Sec. 2.4)
+    core1 = np.array([u, v, u, y, x, u, v], dtype=np.uint64)
+    assert reuse_distances(core1)[2] == 1  # u's PRD at time 4
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 40), max_size=300), st.lists(st.integers(0, 400), max_size=5))
+def test_random_traces_match_brute_force(values, cuts):
+    lines = np.array(values, dtype=np.uint64)
+    assert fed_in_pieces(lines, cuts).tolist() == brute_distances(values)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 2**63), min_size=1, max_size=60), st.integers(1, 8))
+def test_huge_line_ids_and_repeats(ids, reps):
+    lines = np.array(ids * reps, dtype=np.uint64)
+    assert reuse_distances(lines).tolist() == brute_distances(lines)
+
+
+@pytest.mark.parametrize("name", ["strided", "reverse_sweep", "growing", "few_lines_long"])
+def test_adversarial_traces(name):
+    rng = np.random.default_rng(3)
+    if name == "strided":
+        lines = np.concatenate([np.arange(0, 3000, 7), np.arange(0, 3000, 7)] * 3)
+    elif name == "reverse_sweep":  # every reuse at the maximum distance
+        a = np.arange(2500)
+        lines = np.concatenate([a, a[::-1], a, a[::-1]])
+    elif name == "growing":  # forces several hash-table growths mid-chunk
+        lines = np.concatenate([np.arange(n) for n in (10, 100, 1000, 3000)])
+    else:  # 6 lines over a long trace: the time axis is compacted many times
+        lines = rng.integers(0, 6, 40000)
+    lines = lines.astype(np.uint64) * np.uint64(977)
+    assert fed_in_pieces(lines, [123, 4567], initial=16).tolist() == brute_distances(lines)
+
+
+def test_histogram_bins_match_brute_force():
+    rng = np.random.default_rng(7)
+    lines = np.concatenate([rng.integers(0, 30000, 60000), np.arange(20000), np.arange(20000)]).astype(np.uint64)
+    d = reuse_distances(lines)
+    engine = ReuseEngine()
+    for piece in np.array_split(lines, 7):
+        engine.feed(piece)
+    prof = engine.histogram()
+    assert prof.total == len(lines) and prof.cold == int((d < 0).sum())
+    warm = d[d >= 0]
+    for lo, hi, n, s in zip(prof.lower, prof.upper, prof.count, prof.dist_sum):
+        inside = warm[(warm >= lo) & (warm < hi)]
+        assert len(inside) == n and inside.sum() == s
+    assert prof.count.sum() == len(warm)
+    big = prof.lower >= EXACT_LIMIT
+    assert big.any() and ((prof.upper - prof.lower)[~big] == 1).all()
+    # log bins: 64 per power of two, so an edge at every cache size m * 2^j with m < 64
+    assert all(((hi - lo) * 64) == (1 << int(lo).bit_length() - 1) for lo, hi in zip(prof.lower[big], prof.upper[big]))
+
+
+def test_memory_is_per_distinct_line_not_per_access():
+    rng = np.random.default_rng(1)
+    engine = ReuseEngine()
+    distinct = 200_000
+    for _ in range(5):
+        engine.feed(rng.permutation(distinct).astype(np.uint64) + np.uint64(1 << 40))
+    assert engine.distinct_lines == distinct
+    assert engine.nbytes / distinct <= 64
+
+
+def test_profile_from_distances_is_exact():
+    prof = ReuseProfile.from_distances(np.array([-1, 0, 3, 3, -1, 7]))
+    assert prof.lower.tolist() == [0, 3, 7] and prof.count.tolist() == [1, 2, 1]
+    assert (prof.cold, prof.total) == (2, 6)

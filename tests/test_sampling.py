@@ -1,0 +1,223 @@
+"""Sampled per-block reuse profiles against a brute-force reuse-distance oracle."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from analysis import sampling as S
+from analysis.profiles import ReuseProfile
+from instrument.trace_types import TraceChunk, TraceInfo
+from pptmc.errors import InputError
+
+
+def brute_distances(lines, window=None):
+    """Distinct lines since the previous use of the same line (-1: none, or none within `window`)."""
+    out = []
+    for t, x in enumerate(lines):
+        seen = set()
+        d = -1
+        lo = 0 if window is None else max(0, t - window)
+        for u in range(t - 1, lo - 1, -1):
+            if lines[u] == x:
+                d = len(seen)
+                break
+            seen.add(lines[u])
+        out.append(d)
+    return np.array(out, dtype=np.int64)
+
+
+def make_trace(rng, n_instances=400, line_size=64):
+    """Random blocks; each instance makes its block's fixed number of accesses into a few arrays."""
+    per = {1: 1, 2: 3, 5: 2}
+    blocks, addrs, inst = [], [], []
+    seen = dict.fromkeys(per, 0)
+    for _ in range(n_instances):
+        b = int(rng.choice(list(per)))
+        for _ in range(per[b]):
+            blocks.append(b)
+            addrs.append(int(rng.integers(0, 60)) * line_size + int(rng.integers(0, line_size)) + (b << 20))
+            inst.append(seen[b])
+        seen[b] += 1
+    info = TraceInfo("mem", 1, "p", [], True, len(addrs), {}, {b: c for b, c in seen.items()})
+    return info, np.array(addrs, np.uint64), np.array(blocks, np.int32), np.array(inst, np.int64)
+
+
+def chunks_of(addr, block, inst, rows):
+    """Split arrays into TraceChunks of at most `rows` rows."""
+    out = []
+    for s in range(0, len(addr), rows):
+        e = min(len(addr), s + rows)
+        z = e - s
+        out.append(TraceChunk(addr[s:e], np.full(z, 8, np.uint32), np.zeros(z, bool), block[s:e], inst[s:e],
+                              np.zeros(z, np.uint16), np.zeros(z, np.int32), np.full(z, -1, np.int32),
+                              np.full(z, -1, np.int64), np.zeros(z, bool)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return make_trace(np.random.default_rng(3))
+
+
+def _as_dict(p: ReuseProfile) -> dict:
+    return {"cold": p.cold, "total": p.total, **dict(zip(p.lower.tolist(), p.count.tolist()))}
+
+
+@pytest.mark.parametrize("rows", [7, 1000])
+def test_full_rate_instance_matches_brute_force_per_block(trace, rows):
+    """Rate 1 with an unbounded window gives every block's exact distances, whatever the chunking."""
+    info, addr, block, inst = trace
+    lines = (addr >> np.uint64(6)).tolist()
+    ref = brute_distances(lines)
+    sp = S.sample_profile(info, chunks_of(addr, block, inst, rows), 1.0, window=10**6, seed=0, method="instance")
+    for b in (1, 2, 5):
+        assert _as_dict(sp.per_block[b]) == _as_dict(ReuseProfile.from_distances(ref[block == b]))
+    assert sp.accesses_per_instance == {1: 1.0, 2: 3.0, 5: 2.0}
+    mixed = sp.combined()  # Eq. 2 with the trace's own counts rebuilds the whole-trace histogram
+    assert _as_dict(mixed) == _as_dict(ReuseProfile.from_distances(ref))
+
+
+@pytest.mark.parametrize("rows", [11, 60])
+def test_window_bias_marks_far_reuse_beyond_window(trace, rows):
+    """A previous use more than `window` accesses back is binned as cold (-1), across chunk borders."""
+    info, addr, block, inst = trace
+    ref = brute_distances((addr >> np.uint64(6)).tolist(), window=25)
+    sp = S.sample_profile(info, chunks_of(addr, block, inst, rows), 1.0, window=25, seed=0, method="instance")
+    for b in (1, 2, 5):
+        assert _as_dict(sp.per_block[b]) == _as_dict(ReuseProfile.from_distances(ref[block == b]))
+
+
+def test_sampling_is_seeded_and_samples_whole_instances(trace):
+    """Same seed, same sample; the sample is whole instances at about the requested rate."""
+    info, addr, block, inst = trace
+    ch = chunks_of(addr, block, inst, 50)
+    a, b, c = (S.sample_profile(info, ch, 0.3, window=10**6, seed=s, method="instance") for s in (5, 5, 6))
+    assert {k: _as_dict(v) for k, v in a.per_block.items()} == {k: _as_dict(v) for k, v in b.per_block.items()}
+    assert {k: _as_dict(v) for k, v in a.per_block.items()} != {k: _as_dict(v) for k, v in c.per_block.items()}
+    assert a.per_block[2].total % 3 == 0 and a.per_block[5].total % 2 == 0
+    assert 0.2 * len(addr) < a.n_sampled < 0.4 * len(addr)
+
+
+def test_sample_size_caps_instances(trace):
+    """At most sample_size instances per block are measured."""
+    info, addr, block, inst = trace
+    sp = S.sample_profile(info, chunks_of(addr, block, inst, 64), 1.0, window=100, sample_size=4, method="instance")
+    assert sp.per_block[2].total == 4 * 3 and sp.per_block[1].total == 4
+
+
+def test_line_granularity():
+    """Two addresses in one 64-byte line reuse at distance 0; with 32-byte lines they are distinct."""
+    addr = np.array([0, 40, 0, 40], np.uint64)
+    block = np.zeros(4, np.int32)
+    inst = np.arange(4, dtype=np.int64)
+    info = TraceInfo("m", 1, "p", [], True, 4, {}, {0: 4})
+    p64 = S.sample_profile(info, chunks_of(addr, block, inst, 4), 1.0, line_size=64, method="instance").per_block[0]
+    p32 = S.sample_profile(info, chunks_of(addr, block, inst, 4), 1.0, line_size=32, method="instance").per_block[0]
+    assert _as_dict(p64) == {"cold": 1, "total": 4, 0: 3}
+    assert _as_dict(p32) == {"cold": 2, "total": 4, 1: 2}
+
+
+def test_spatial_full_rate_is_exact(trace):
+    """SHARDS at rate 1 keeps every line, so distances are exact (brute-force oracle as the engine)."""
+    info, addr, block, inst = trace
+    ref = brute_distances((addr >> np.uint64(6)).tolist())
+    sp = S.sample_profile(info, chunks_of(addr, block, inst, 33), 1.0, method="spatial",
+                          distance_fn=lambda x: brute_distances(x.tolist()))
+    assert _as_dict(sp.combined()) == _as_dict(ReuseProfile.from_distances(ref))
+
+
+def test_spatial_sampled_hit_rate_close_to_exact():
+    """At 10% of lines the scaled profile's fully-associative hit rates stay close to the exact ones."""
+    from analysis.reuse import reuse_distances
+    from analysis.sdcm import expected_hits
+
+    rng = np.random.default_rng(0)
+    n = 200_000
+    hot = rng.integers(0, 300, n)            # block 0: a small hot set
+    cold = rng.integers(0, 20_000, n)        # block 1: a large set
+    which = rng.random(n) < 0.5
+    lines = np.where(which, hot, cold + 1000).astype(np.uint64)
+    block = which.astype(np.int32) ^ 1
+    inst = np.zeros(n, np.int64)
+    for b in (0, 1):
+        inst[block == b] = np.arange((block == b).sum())
+    info = TraceInfo("m", 1, "p", [], True, n, {}, {0: int((block == 0).sum()), 1: int((block == 1).sum())})
+    ch = chunks_of(lines << np.uint64(6), block, inst, 1 << 16)
+    exact = ReuseProfile.from_distances(reuse_distances(lines))
+    est = S.sample_profile(info, ch, 0.1, method="spatial", seed=2).combined()
+    for size in (256, 4096, 16384):
+        e = expected_hits(exact, 0, size) / exact.total
+        s = expected_hits(est, 0, size) / est.total
+        assert abs(e - s) < 0.02, (size, e, s)
+
+
+@pytest.mark.parametrize("kw, match", [({"sample_rate": 0.0}, "sample-rate"), ({"sample_rate": 1.5}, "sample-rate"),
+                                       ({"window": 0}, "window"), ({"line_size": 48}, "line-size"),
+                                       ({"method": "x"}, "method")])
+def test_bad_parameters(trace, kw, match):
+    info, addr, block, inst = trace
+    args = {"sample_rate": 0.5, **kw}
+    with pytest.raises(InputError, match=match):
+        S.sample_profile(info, chunks_of(addr, block, inst, 64), **args)
+
+
+@pytest.mark.parametrize("method", S.METHODS)
+def test_block_missing_from_counts_is_an_input_error(trace, method):
+    """An access whose block has no footer count means a cut trace: a clear error, not a crash."""
+    info, addr, block, inst = trace
+    bad = TraceInfo("cut.trace", 1, "p", [], False, len(addr), {}, {1: info.block_counts[1]})
+    with pytest.raises(InputError, match="cut.trace.*re-run the tracer"):
+        S.sample_profile(bad, chunks_of(addr, block, inst, 64), 0.5, method=method)
+
+
+def test_exact_method_matches_brute_force(trace):
+    """The exact method (engine on every access) gives the oracle's per-block profiles."""
+    info, addr, block, inst = trace
+    ref = brute_distances((addr >> np.uint64(6)).tolist())
+    sp = S.sample_profile(info, chunks_of(addr, block, inst, 13), 1.0, method="exact")
+    for b in (1, 2, 5):
+        assert _as_dict(sp.per_block[b]) == _as_dict(ReuseProfile.from_distances(ref[block == b]))
+
+
+def _probs(p: ReuseProfile) -> dict:
+    return {"cold": p.cold / p.total, **{d: c / p.total for d, c in zip(p.lower.tolist(), p.count.tolist())}}
+
+
+def test_hybrid_full_rate_recovers_beyond_window_distances(trace):
+    """At rate 1 the hybrid's beyond-window share is the exact far distances: per-block P(D) is exact."""
+    info, addr, block, inst = trace
+    ref = brute_distances((addr >> np.uint64(6)).tolist())
+    sp = S.sample_profile(info, chunks_of(addr, block, inst, 17), 1.0, window=25, method="hybrid",
+                          distance_fn=lambda x: brute_distances(x.tolist()))
+    for b in (1, 2, 5):
+        got, want = _probs(sp.per_block[b]), _probs(ReuseProfile.from_distances(ref[block == b]))
+        assert got.keys() == want.keys()
+        assert all(got[k] == pytest.approx(want[k]) for k in want)
+    windowed = S.sample_profile(info, chunks_of(addr, block, inst, 17), 1.0, window=25, method="instance")
+    assert windowed.per_block[2].cold / windowed.per_block[2].total > _probs(sp.per_block[2])["cold"]
+
+
+def test_first_access_with_unknown_block_is_an_input_error():
+    """The block id of a chunk's very first access is checked too (no out-of-bounds count)."""
+    addr = np.arange(6, dtype=np.uint64) * 64
+    block = np.array([5, 1, 1, 1, 1, 1], np.int32)
+    inst = np.array([0, 0, 1, 2, 3, 4], np.int64)
+    info = TraceInfo("bad.trace", 1, "p", [], True, 6, {}, {1: 5})
+    for method in S.METHODS:
+        with pytest.raises(InputError, match="bad.trace"):
+            S.sample_profile(info, chunks_of(addr, block, inst, 6), 0.5, method=method)
+
+
+def test_every_block_keeps_a_sample_at_tiny_rates(trace):
+    """Each executed block gets at least one sampled instance, so Eq. 2 covers every access."""
+    info, addr, block, inst = trace
+    sp = S.sample_profile(info, chunks_of(addr, block, inst, 64), 1e-6, method="instance")
+    assert set(sp.per_block) == {1, 2, 5}
+    assert sp.combined().total == len(addr)
+
+
+@pytest.mark.parametrize("kw, match", [({"sample_size": 0}, "sample-size"), ({"seed": -1}, "seed")])
+def test_bad_sample_size_and_seed(trace, kw, match):
+    info, addr, block, inst = trace
+    with pytest.raises(InputError, match=match):
+        S.sample_profile(info, chunks_of(addr, block, inst, 64), 0.5, **kw)

@@ -1,0 +1,228 @@
+"""Data-sharing analysis of one parallel region and the outlined function it becomes (Fig. 3)."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from pptmc.errors import InputError
+from translate.loops import parse_loop_nest
+from translate.model import RegionInfo
+from translate.translator import (Construct, DeclInfo, Key, Translator, decl_type_text, declare,
+                                  pointer_to, region_id)
+
+_ASSIGN_OPS = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "++", "--"}
+
+
+@dataclass
+class Sharing:
+    """How each variable of a region is reached from the outlined function."""
+
+    shared: list[DeclInfo] = field(default_factory=list)
+    modes: dict[Key, str] = field(default_factory=dict)
+    private: list[DeclInfo] = field(default_factory=list)      # plain private copies
+    copied: list[DeclInfo] = field(default_factory=list)       # firstprivate / reduction: need the original
+    loop_private: list[DeclInfo] = field(default_factory=list)  # a combined loop's own variables
+    unpassed: list[DeclInfo] = field(default_factory=list)  # shared by the rules, but only used privately
+
+
+def _modified(tr: Translator, info: DeclInfo, start: int, end: int) -> bool:
+    """Whether the region assigns to the variable or takes its address."""
+    toks = tr.src.tokens
+    for r in tr.refs_in(start, end):
+        if r.key != info.key or not r.direct:
+            continue
+        i = tr.src.token_index(r.start)
+        after = toks[i + 1].text if i + 1 < len(toks) else ""
+        before = toks[i - 1].text if i > 0 else ""
+        if after in _ASSIGN_OPS or before in ("++", "--", "&"):
+            return True
+    return False
+
+
+def _check_array_use(tr: Translator, info: DeclInfo, start: int, end: int) -> None:
+    """A shared array becomes a pointer in the outlined function: sizeof and & would change meaning."""
+    toks = tr.src.tokens
+    for r in tr.refs_in(start, end):
+        if r.key != info.key or not r.direct:
+            continue
+        i = tr.src.token_index(r.start)
+        before = [t.text for t in toks[max(i - 2, 0):i]]
+        if i + 1 < len(toks) and toks[i + 1].text == "[":
+            continue  # &a[i] and sizeof a[0] mean the same with a pointer
+        if before[-1:] in (["&"], ["sizeof"]) or before == ["sizeof", "("]:
+            raise InputError(f"{tr.src.where(r.start)}: `{before[-1] if before[-1] != '(' else 'sizeof'}` "
+                             f"of the shared array '{info.name}' inside a parallel region is not supported; "
+                             f"use its element count or a pointer instead")
+
+
+def _mode(tr: Translator, info: DeclInfo, start: int, end: int) -> str:
+    """ptr, define or value for one shared variable."""
+    if info.is_array and not info.is_pointer:
+        _check_array_use(tr, info, start, end)
+        return "value"
+    if info.is_pointer and not _modified(tr, info, start, end):
+        return "value"
+    hidden = any(not r.direct for r in tr.refs_in(start, end) if r.key == info.key)
+    return "define" if hidden else "ptr"
+
+
+def _clause_vars(tr: Translator, c: Construct, start: int, end: int) -> list[DeclInfo]:
+    """Variables named in chunk expressions of the region's loops, evaluated inside the region."""
+    out = []
+    for inner in tr.constructs:
+        if inner is c or start <= inner.start < end:
+            for tok in inner.d.chunk:
+                if tok.text[0].isalpha() or tok.text[0] == "_":
+                    try:
+                        out.append(tr.resolve(tok.text, inner.d.start, (start, end)))
+                    except InputError:
+                        pass  # a macro or function name
+    return out
+
+
+def _loop_directive(c: Construct):
+    """The loop half of a combined `parallel for`: the clauses that act on the loop."""
+    return dataclasses.replace(c.d, private=[], firstprivate=[], shared=[])
+
+
+def analyse(tr: Translator, c: Construct, scope: tuple[int, int]) -> tuple[Sharing, list[DeclInfo]]:
+    """Classify the variables a region uses; returns the sharing and the combined loop's variables."""
+    d = c.d
+    start, end = c.stmt.extent.start.offset, c.end
+    main = str(tr.src.path)
+    loop_vars: list[DeclInfo] = []
+    if d.kind == "parallel for":
+        levels, _ = parse_loop_nest(tr.src, c.stmt, d.collapse, d.where)
+        loop_vars = [tr._loop_var(lv, scope) for lv in levels]
+    region_reductions = d.reductions if d.kind == "parallel" else []
+    private_names = list(dict.fromkeys(d.private))
+    copied_names = list(dict.fromkeys(d.firstprivate + [v for _, v in region_reductions]))
+    sh = Sharing()
+    sh.private = [tr.resolve(n, d.start, (start, end)) for n in private_names]
+    sh.loop_private = [v for v in loop_vars if v.key not in {p.key for p in sh.private}
+                       and v.name not in d.lastprivate]
+    sh.copied = [tr.resolve(n, d.start, (start, end)) for n in copied_names]
+    own = {v.key for v in sh.private + sh.copied + sh.loop_private}
+
+    def inside(info: DeclInfo) -> bool:
+        return info.key[0] == main and start <= info.offset < end
+
+    todo = [tr.decls[r.key] for r in tr.refs_in(start, end) if r.key in tr.decls]
+    todo += _clause_vars(tr, c, start, end)
+    todo += sh.private + sh.copied
+    seen: set[Key] = set()
+    while todo:
+        info = todo.pop(0)
+        if info.key in seen:
+            continue
+        seen.add(info.key)
+        todo += [tr.decls[k] for k in info.bounds if k in tr.decls]
+        if info.is_global or inside(info) or info.key in own:
+            continue
+        sh.shared.append(info)
+    covered = _privatised_ranges(tr, c, scope)
+    needed = {k for v in sh.shared + sh.private + sh.copied for k in v.bounds}
+    sh.unpassed = [v for v in sh.shared if v.key not in needed and _always_private(tr, v, covered, start, end)]
+    sh.shared = [v for v in sh.shared if v not in sh.unpassed]
+    for info in sh.shared:
+        sh.modes[info.key] = _mode(tr, info, start, end)
+    return sh, loop_vars
+
+
+def _privatised_ranges(tr: Translator, c: Construct, scope) -> list[tuple[int, int, set[str]]]:
+    """Ranges of the region's inner constructs and the names each gives a fresh private copy."""
+    out = []
+    for inner in tr.constructs:
+        if inner is c or not (c.start <= inner.start < c.end) or inner.stmt is None:
+            continue
+        names = set(inner.d.private)
+        if inner.d.kind == "for":
+            levels, _ = parse_loop_nest(tr.src, inner.stmt, inner.d.collapse, inner.d.where)
+            names |= {lv.var for lv in levels}
+        names -= set(inner.d.lastprivate)
+        out.append((inner.start, inner.end, names))
+    return out
+
+
+def _always_private(tr: Translator, info: DeclInfo, covered, start: int, end: int) -> bool:
+    """True when every use in the region sits inside a construct that privatises the variable.
+
+    Such a variable is shared by OpenMP's rules but never touched as shared, so it is not passed.
+    """
+    refs = [r for r in tr.refs_in(start, end) if r.key == info.key]
+    return bool(refs) and all(any(s <= r.start < e and info.name in names for s, e, names in covered)
+                              for r in refs)
+
+
+def _unpacks(sh: Sharing, struct: str):
+    """Declarations of the outlined function's shared-variable block."""
+    ptr, value = [], []
+    for info in sh.shared:
+        t = decl_type_text(info)
+        if sh.modes[info.key] == "value":
+            if info.is_array and info.cursor.kind.name != "PARM_DECL":
+                cast = pointer_to(info.type.element_type.spelling)
+                value.append({"decl": cast + info.name, "cast": cast, "field": f"{info.name}_p"})
+            elif t.endswith("*"):
+                value.append({"decl": t + info.name, "cast": t, "field": f"{info.name}_p"})
+            else:
+                cast = t if "(" not in t and "[" not in t else f"__typeof__({t})"
+                value.append({"decl": declare(t, info.name), "cast": cast, "field": f"{info.name}_p"})
+        else:
+            cast = pointer_to(t)
+            ptr.append({"decl": cast + info.name, "cast": cast, "field": f"{info.name}_p"})
+    for info in sh.copied:
+        cast = "void *" if info.is_array and not info.is_pointer else pointer_to(decl_type_text(info))
+        ptr.append({"decl": f"{cast}__sh_{info.name}", "cast": cast, "field": f"{info.name}_p"})
+    return ptr, value
+
+
+def _outer_local(tr: Translator, info: DeclInfo, c: Construct) -> bool:
+    """A local of the enclosing function declared before the region (may now look unused there)."""
+    return not info.is_global and info.offset >= 0 and not (c.start <= info.offset < c.end)
+
+
+def build_region(tr: Translator, c: Construct) -> str:
+    """Render the call site; store the struct and outlined function for the enclosing function."""
+    d = c.d
+    fn = tr._function_of(c.start)
+    scope = (fn.extent.start.offset, fn.extent.end.offset)
+    n = len(tr.regions) + 1
+    name = f"OUT__{n}__{region_id(tr.src.path, d.line)}__"
+    struct = f"{name}_data"
+    sh, loop_vars = analyse(tr, c, scope)
+    info = RegionInfo(n=n, name=name, line=d.line, shared=[v.name for v in sh.shared],
+                      private=[v.name for v in sh.private + sh.loop_private],
+                      firstprivate=list(d.firstprivate), lastprivate=list(d.lastprivate),
+                      reductions=list(d.reductions))
+    tr.regions.append(info)
+    ctx = dict(sh.modes)
+    for v in sh.private + sh.copied:
+        ctx[v.key] = "private"
+    if d.kind == "parallel for":
+        body = tr.render_loop(c, _loop_directive(c), ctx, info)
+    else:
+        body = tr.render(c.stmt.extent.start.offset, c.end, ctx, info)
+    ptr, value = _unpacks(sh, struct)
+    defines = [v.name for v in sh.shared if sh.modes[v.key] == "define"]
+    bound_keys = {k for v in sh.shared if sh.modes[v.key] == "value" for k in v.bounds}
+    bound_keys |= {k for v in sh.private + sh.copied for k in v.bounds}
+    temp = [v.name for v in sh.shared if sh.modes[v.key] == "ptr" and v.key in bound_keys]
+    region_reductions = d.reductions if d.kind == "parallel" else []
+    prologue = [f"__builtin_memcpy(&{v}, __sh_{v}, sizeof {v});" for v in d.firstprivate]
+    prologue += [tr._reduction_init(op, v) for op, v in region_reductions]
+    epilogue = [tr._reduction_combine(op, v) for op, v in region_reductions]
+    decls = [declare(decl_type_text(v), v.name) for v in sh.private + sh.copied]
+    tr.outlined.setdefault(scope[0], []).append(tr.env.get_template("outlined.c.j2").render(
+        line=d.line, struct=struct, name=name, n=n,
+        fields=[{"field": u["field"]} for u in ptr + value], ptr_unpacks=ptr, value_unpacks=value,
+        defines=defines + temp, temp_defines=temp, decls=decls, prologue=prologue, body=body,
+        epilogue=epilogue, body_defines=defines))
+    fields = [{"field": f"{v.name}_p", "value": v.name if sh.modes[v.key] == "value" else f"&{v.name}"}
+              for v in sh.shared]
+    fields += [{"field": f"{v.name}_p", "value": v.name if v.is_array and not v.is_pointer else f"&{v.name}"}
+               for v in sh.copied]
+    num_threads = tr.render_tokens(d.num_threads, {}, c.start, scope) if d.num_threads else ""
+    return tr.env.get_template("region_call.c.j2").render(
+        kind=d.kind, line=d.line, name=name, struct=struct, n=n, fields=fields, num_threads=num_threads,
+        unused=[v.name for v in sh.private + sh.loop_private + sh.unpassed if _outer_local(tr, v, c)])

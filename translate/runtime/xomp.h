@@ -1,0 +1,57 @@
+/* xomp.h - the small XOMP runtime that pptmc's translated programs call (ROSE-style names).
+ *
+ * Work-shared loops are scheduled over a normalised iteration space [0, trip):
+ *   XOMP_loop_t ls; long lo, hi;
+ *   XOMP_loop_start(&ls, trip, XOMP_SCHED_DYNAMIC, chunk);
+ *   while (XOMP_loop_next(&ls, &lo, &hi)) for (k = lo; k < hi; k++) ...;
+ *   XOMP_loop_end(&ls, nowait);
+ * The runtime sits on libomp (XOMP_parallel_start opens `#pragma omp parallel`) and
+ * therefore honours OMP_NUM_THREADS.  Nested parallel regions are not supported.
+ */
+#ifndef PPTMC_XOMP_H
+#define PPTMC_XOMP_H
+
+#define XOMP_SCHED_STATIC 0
+#define XOMP_SCHED_DYNAMIC 1
+#define XOMP_SCHED_GUIDED 2
+#define XOMP_SCHED_MASTER 3
+#define XOMP_SCHED_SINGLE 4
+
+/* Comparison of a canonical loop test, for XOMP_trip_count. */
+#define XOMP_CMP_LT 0
+#define XOMP_CMP_LE 1
+#define XOMP_CMP_GT 2
+#define XOMP_CMP_GE 3
+
+typedef struct XOMP_loop {
+  long trip, chunk, next, stride;
+  int sched, nthreads, finished;
+  struct XOMP_slot *slot;
+} XOMP_loop_t;
+
+void XOMP_init(int argc, char **argv);
+void XOMP_terminate(int exitcode);
+void XOMP_parallel_start(void (*func)(void *), void *data);
+void XOMP_parallel_start_num_threads(void (*func)(void *), void *data, int num_threads);
+void XOMP_parallel_end(void);
+
+long XOMP_trip_count(long lb, long ub, long step, int cmp);
+void XOMP_loop_start(XOMP_loop_t *loop, long trip, int sched, long chunk);
+int XOMP_loop_next(XOMP_loop_t *loop, long *lo, long *hi);
+void XOMP_loop_end(XOMP_loop_t *loop, int nowait);
+
+void XOMP_barrier(void);
+int XOMP_master(void);
+void XOMP_atomic_start(void);
+void XOMP_atomic_end(void);
+void XOMP_critical_start(void **lock);
+void XOMP_critical_end(void **lock);
+extern void *xomp_critical_default;
+
+/* Loop markers (see translate/README.md): weak no-ops here, recorded by the trace runtime. */
+extern int xomp_trace_enabled;
+void XOMP_trace_loop_begin(int loop_id, long trip_count, int schedule, long chunk);
+void XOMP_trace_iteration(int loop_id, long iteration);
+void XOMP_trace_loop_end(int loop_id);
+
+#endif
