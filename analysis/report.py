@@ -73,10 +73,10 @@ def reuse_profile_figure(name: str, profiles_dir: Path, path: Path) -> Path | No
     plt = _pyplot()
     profiles = ProfileSet.load(profiles_dir)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.2), sharey=True)
-    for ncores in profiles.core_counts():
-        for ax, profile, title in ((axes[0], profiles.prd(ncores, 0), "PRD (core 0)"),
-                                   (axes[1], profiles.crd(ncores), "CRD (shared)")):
-            distances, cdf = profile.cdf()
+    for ncores in sorted(profiles.crd):
+        for ax, profile, title in ((axes[0], profiles.prd[(ncores, 0)], "PRD (core 0)"),
+                                   (axes[1], profiles.crd[ncores], "CRD (shared)")):
+            distances, cdf = _cdf(profile)
             ax.step(np.maximum(distances, 1), cdf, where="post", label=f"{ncores} cores")
             ax.set_xscale("log")
             ax.set_title(f"{name}: {title}", fontsize=9)
@@ -84,6 +84,15 @@ def reuse_profile_figure(name: str, profiles_dir: Path, path: Path) -> Path | No
     axes[0].set_ylabel("P(D <= x)")
     axes[1].legend(fontsize=8)
     return _save(fig, path)
+
+
+def _cdf(profile) -> tuple[np.ndarray, np.ndarray]:
+    """P(D <= lower edge) over all accesses, cold misses counted as infinite distance."""
+    lower = np.asarray(profile.lower, dtype=float)
+    counts = np.asarray(profile.count, dtype=float)
+    order = np.argsort(lower)
+    total = max(float(profile.total), 1.0)
+    return lower[order], np.cumsum(counts[order]) / total
 
 
 def _table_html(df: pd.DataFrame) -> str:
