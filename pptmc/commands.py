@@ -18,7 +18,7 @@ def parse_cores(text: str) -> tuple[int, ...]:
     try:
         cores = tuple(int(c) for c in text.split(",") if c.strip())
     except ValueError:
-        raise InputError(f"--cores {text!r}: expected a comma-separated list of positive integers, e.g. 1,2,4,8")
+        cores = ()
     if not cores or min(cores) < 1:
         raise InputError(f"--cores {text!r}: expected a comma-separated list of positive integers, e.g. 1,2,4,8")
     return cores
