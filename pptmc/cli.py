@@ -24,6 +24,7 @@ STAGE_MODULES = (
     "machines.cli",
     "pptmc.commands",
     "analysis.validate_cli",
+    "pptmc.measure_cli",
 )
 
 
