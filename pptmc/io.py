@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import IO, Iterator
@@ -75,3 +76,21 @@ def _json_default(obj):
 
         return dataclasses.asdict(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+@contextlib.contextmanager
+def stdout_to_file(path: str | os.PathLike) -> Iterator[Path]:
+    """Send file descriptor 1 (ours and our children's) to `path`, so that a traced program's own
+    output is kept in a log instead of mixing with pptmc's tables and progress bars."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(target, "wb") as log:
+            os.dup2(log.fileno(), 1)
+            yield target
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)

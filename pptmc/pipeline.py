@@ -14,7 +14,7 @@ from typing import Callable
 import pandas as pd
 
 from pptmc.cache import is_fresh, mark_done, step_key
-from pptmc.io import write_table
+from pptmc.io import stdout_to_file, write_table
 
 Progress = Callable[[str], None]
 
@@ -107,7 +107,8 @@ def trace_step(cfg: PipelineConfig, binary: Path, progress: Progress) -> Path:
     stamp = trace.parent / ".key"
     if not is_fresh(stamp, key, [trace]):
         progress("trace")
-        instrument.run_trace(binary, list(cfg.args), trace, threads=1)
+        with stdout_to_file(trace.parent / "program.out"):  # the program's own output, kept apart
+            instrument.run_trace(binary, list(cfg.args), trace, threads=1)
         mark_done(stamp, key)
     return trace
 
