@@ -462,7 +462,16 @@ def counts_from_run(cfg: Cfg, block_counts: dict[int, float],
     """Solve with probabilities measured by a counting run; entry counts are the measured entries."""
     probs = probabilities_from_counts(cfg, edge_counts, block_counts)
     calls = {f.name: _measured_calls(f, block_counts, edge_counts) for f in cfg.functions.values()}
-    return solve_counts(cfg, probs, calls, source="counts", estimate=False)
+    result = solve_counts(cfg, probs, calls, source="counts", estimate=False)
+    result.counts = {b: _snap(n) for b, n in result.counts.items()}
+    return result
+
+
+def _snap(n: float) -> float:
+    """Measured probabilities are ratios of integer counts, so the true solution is integral:
+    remove the sparse solver's rounding noise (relative 1e-12 or so), keep anything further off."""
+    r = round(n)
+    return float(r) if abs(n - r) <= 1e-7 * max(1.0, abs(n)) else n
 
 
 def add_hosted_blocks(result: BlockCounts, table) -> BlockCounts:

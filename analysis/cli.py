@@ -3,14 +3,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
 
 from analysis.interleave import STRATEGIES
 from analysis.private_traces import MODES
+from analysis.sampling import DEFAULT_WINDOW_LENGTH, STREAM_METHODS, STREAM_WINDOW
 from pptmc.errors import InputError
-from pptmc.io import write_table
+from pptmc.io import write_json, write_table
 
 
 def register(subparsers) -> None:
@@ -19,13 +21,23 @@ def register(subparsers) -> None:
     p.add_argument("trace", help="trace file written by `pptmc trace`")
     p.add_argument("--cores", default="1,2,4,8,16", help="comma-separated core counts (default 1,2,4,8,16)")
     p.add_argument("--interleave", choices=STRATEGIES, default="rr", help="shared-trace interleaving")
-    p.add_argument("--seed", type=int, default=0, help="seed for --interleave random")
+    p.add_argument("--seed", type=int, default=0, help="seed for --interleave random and for --sample-rate")
     p.add_argument("--refs-per-turn", type=int, default=1, help="references each core issues per turn")
     p.add_argument("--mode", choices=MODES, default="auto",
                    help="iteration: per-iteration schedule (default with loop markers); paper: Algorithm 1")
     p.add_argument("--line-size", type=int, default=64, help="cache line size in bytes")
     p.add_argument("--paper-chunk", type=int, default=0,
                    help="paper mode: deal block instances to cores in runs of this many (0: even contiguous split)")
+    p.add_argument("--sample-rate", type=float, default=None, metavar="R",
+                   help="estimate every profile from a sample of about R of each stream (e.g. 0.01); "
+                        "default: exact profiles")
+    p.add_argument("--sample-method", choices=STREAM_METHODS, default="window",
+                   help="window: exact time windows for short reuses + SHARDS for long ones (default); "
+                        "spatial: SHARDS only; exact: no sampling")
+    p.add_argument("--sample-window", type=int, default=STREAM_WINDOW, metavar="G",
+                   help=f"window method: reuses at most G accesses apart are measured exactly (default {STREAM_WINDOW})")
+    p.add_argument("--window-length", type=int, default=DEFAULT_WINDOW_LENGTH, metavar="L",
+                   help=f"window method: accesses per sampled window (default {DEFAULT_WINDOW_LENGTH})")
     p.add_argument("-o", "--output", required=True, help="output directory")
     p.add_argument("--json", action="store_true", help="print a machine-readable summary")
     p.set_defaults(run=run_profile)
@@ -61,17 +73,45 @@ def run_profile(args: argparse.Namespace) -> int:
         raise InputError(f"{args.trace}: trace file not found; record one with `pptmc trace`")
     if args.paper_chunk < 0:
         raise InputError(f"--paper-chunk {args.paper_chunk}: must be 0 (even split) or a positive chunk size")
-    ps = compute_profiles(args.trace, parse_cores(args.cores), args.mode, args.interleave, args.seed,
-                          args.refs_per_turn, args.line_size, progress=True, paper_chunk=args.paper_chunk)
+    cores = parse_cores(args.cores)
+    if args.sample_rate is None:
+        ps = compute_profiles(args.trace, cores, args.mode, args.interleave, args.seed,
+                              args.refs_per_turn, args.line_size, progress=True, paper_chunk=args.paper_chunk)
+        extra: dict = {}
+    else:
+        ps, extra = _sampled(args, cores)
     out = ps.save(args.output)
+    if extra:  # label the directory: hitrates predicted from it are estimates of estimates
+        write_json(out / "profiles.json", {**ps.metadata(), **extra})
     summary, _ = ps.tables()
     if args.json:
-        print(json.dumps({"output": str(out), **ps.metadata(),
+        print(json.dumps({"output": str(out), **ps.metadata(), **extra,
                           "profiles": summary.to_dict(orient="records")}, indent=2, default=_plain))
     else:
         note = "" if ps.trace_complete else "; WARNING: the trace is incomplete (the run crashed or was cut short)"
-        print(f"wrote {out} ({len(summary)} profiles, mode {ps.mode}){note}")
+        label = f", sampled at {args.sample_rate:g} ({args.sample_method})" if extra else ""
+        print(f"wrote {out} ({len(summary)} profiles, mode {ps.mode}{label}){note}")
     return 0
+
+
+def _sampled(args: argparse.Namespace, cores: list[int]):
+    """The sampled ProfileSet and its metadata label."""
+    from analysis.sampling import StreamSampling, sampled_profiles
+
+    sampling = StreamSampling(args.sample_rate, args.sample_method, args.seed, args.sample_window,
+                              args.window_length)
+    ps = sampled_profiles(args.trace, cores, sampling, args.mode, args.interleave, args.seed, args.refs_per_turn,
+                          args.line_size, args.paper_chunk)
+    return ps, {"sampling": sampling.metadata()}
+
+
+def sampling_of(directory: str | Path) -> dict | None:
+    """The sampling label of a profile directory (None: exact profiles)."""
+    meta = Path(directory) / "profiles.json"
+    try:
+        return json.loads(meta.read_text()).get("sampling") if meta.is_file() else None
+    except ValueError:
+        return None
 
 
 def run_hitrates(args: argparse.Namespace) -> int:
@@ -82,6 +122,10 @@ def run_hitrates(args: argparse.Namespace) -> int:
 
     ps = ProfileSet.load(args.profiles)
     machine = load_machine(args.machine)
+    sampled = sampling_of(args.profiles)
+    if sampled:
+        print(f"note: {args.profiles} holds sampled profiles (rate {sampled.get('rate')}, "
+              f"{sampled.get('method')}); the hit rates are estimates", file=sys.stderr)
     table = predict_hit_rates(ps, machine).assign(source="sdcm")
     if args.simulate:
         from analysis.cachesim import simulate_file

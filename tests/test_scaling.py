@@ -15,19 +15,6 @@ from instrument.trace_types import TraceInfo
 from machines.model import CacheLevel
 from pptmc import cli
 from pptmc.errors import InputError
-from instrument.trace_types import TraceChunk
-
-
-def chunks_of(addr, block, inst, rows):
-    """Split arrays into TraceChunks of at most `rows` rows."""
-    out = []
-    for s in range(0, len(addr), rows):
-        e = min(len(addr), s + rows)
-        z = e - s
-        out.append(TraceChunk(addr[s:e], np.full(z, 8, np.uint32), np.zeros(z, bool), block[s:e], inst[s:e],
-                              np.zeros(z, np.uint16), np.zeros(z, np.int32), np.full(z, -1, np.int32),
-                              np.full(z, -1, np.int64), np.zeros(z, bool)))
-    return out
 
 
 def table_program(reps: int, table: int = 100):
@@ -57,7 +44,7 @@ def exact_of(addr):
     return ReuseProfile.from_distances(reuse_distances(addr >> np.uint64(6)))
 
 
-def test_scaling_exact_when_block_profiles_do_not_change():
+def test_scaling_exact_when_block_profiles_do_not_change(chunks_of):
     """Re-weighting the small input's per-block profiles with large counts gives the large input's profile."""
     small = table_program(5)
     large = table_program(60)
@@ -70,7 +57,7 @@ def test_scaling_exact_when_block_profiles_do_not_change():
     assert pred.missing_blocks == []
 
 
-def test_scaling_breaks_when_distances_grow_with_input():
+def test_scaling_breaks_when_distances_grow_with_input(chunks_of):
     """Matmul 8 -> 40: B's reuse distance grows with n^2, so scaling over-predicts a mid-size cache's hits."""
     small, large = matmul(8), matmul(40)
     sp = S.sample_profile(small[0], chunks_of(*small[1:], 4096), 1.0, window=10**6, method="instance")
@@ -81,7 +68,7 @@ def test_scaling_breaks_when_distances_grow_with_input():
     assert table.loc[0, "error_pp"] > 10
 
 
-def test_missing_blocks_are_reported():
+def test_missing_blocks_are_reported(chunks_of):
     small = table_program(2)
     sp = S.sample_profile(small[0], chunks_of(*small[1:], 64), 1.0, method="exact")
     res = scale_profile(sp, {1: 100, 2: 400, 9: 7})
@@ -125,17 +112,10 @@ def test_cli_bbcounts_singular(tmp_path):
 
 
 @pytest.fixture()
-def fake_traces(monkeypatch):
-    """Route analysis.profiles.open_chunks to in-memory traces named by path."""
-    traces = {"small.trace": table_program(3), "large.trace": table_program(30)}
-
-    def open_chunks(path, max_rows=1 << 20):
-        info, addr, block, inst = traces[str(path)]
-        return info, lambda: iter(chunks_of(addr, block, inst, 50))
-
-    import analysis.profiles
-    monkeypatch.setattr(analysis.profiles, "open_chunks", open_chunks)
-    return traces
+def fake_traces(fake_trace_files):
+    """A small and a large input of the table program, opened by path."""
+    fake_trace_files.update({"small.trace": table_program(3), "large.trace": table_program(30)})
+    return fake_trace_files
 
 
 def test_cli_sample_and_scale_profile(tmp_path, fake_traces):
