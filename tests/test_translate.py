@@ -234,7 +234,7 @@ def test_unsupported_construct_is_an_error_with_location(tmp_path, construct):
 @pytest.mark.parametrize("pragma, message", [
     ("parallel for privte(i)", r"bad\.c:4:\d+: extra tokens"),
     ("parallel for schedule(dynamik)", r"bad\.c:4:\d+: expected 'static'"),
-    ("parallel for schedule(auto)", r"schedule\(auto\) is not supported"),
+    ("parallel for schedule(monotonic: dynamic)", r"schedule\(monotonic : dynamic\) is not supported"),
     ("parallel for proc_bind(close)", r"bad\.c:4:\d+: clause 'proc_bind' .* not supported"),
     ("parallel for reduction(/:i)", r"not supported|expected"),
 ])
@@ -246,12 +246,17 @@ def test_misspelt_or_unsupported_clause_is_an_error(tmp_path, pragma, message):
         translate_file(src, tmp_path / "out.c")
 
 
-def test_nested_parallel_is_not_supported(tmp_path):
-    src = tmp_path / "nest.c"
-    src.write_text("int main(void)\n{\n  int x = 0;\n#pragma omp parallel\n  {\n#pragma omp parallel\n"
-                   "    x = 1;\n  }\n  return x;\n}\n")
-    with pytest.raises(InputError, match=r"nest\.c:6:1: nested parallel regions are not supported"):
-        translate_file(src, tmp_path / "out.c")
+def test_nested_parallel_is_outlined_and_started_from_the_outer_region(tmp_path):
+    outer, inner, inner_for = _regions("nested.c", tmp_path)
+    text = (tmp_path / "out.c").read_text()
+    inner_fn = text.index(f"static void {inner.name}(void *__out_argv)")
+    outer_fn = text.index(f"static void {outer.name}(void *__out_argv)")
+    call = text.index(f"XOMP_parallel_start({inner.name}, ")
+    assert inner_fn < outer_fn < call < text.index("int main(void)")  # started from the outer function
+    assert set(inner.shared) == {"n", "a", "inner_threads", "inner_ids", "regions"}
+    assert inner.firstprivate == ["me"] and inner.reductions == [("+", "local")]
+    assert set(inner_for.shared) == {"n", "count"} and inner_for.reductions == [("+", "count")]
+    assert [(lp.schedule, lp.chunk) for lp in inner_for.loops] == [("dynamic", "7")]
 
 
 def test_sizeof_of_shared_array_is_rejected(tmp_path):

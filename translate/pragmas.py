@@ -12,12 +12,12 @@ from pptmc.errors import InputError
 from translate.source import Source, Token, line_end
 
 REDUCTION_OPS = ("+", "*", "-", "&", "|", "^", "&&", "||", "min", "max")
-SCHEDULES = ("static", "dynamic", "guided")
+SCHEDULES = ("static", "dynamic", "guided", "runtime", "auto")
 ATOMIC_KINDS = ("read", "write", "update", "capture", "seq_cst")
 
 # Clauses accepted by each supported directive.
 _LOOP = {"private", "firstprivate", "lastprivate", "reduction", "schedule", "collapse", "nowait"}
-_REGION = {"private", "firstprivate", "shared", "default", "reduction", "num_threads"}
+_REGION = {"private", "firstprivate", "shared", "default", "reduction", "num_threads", "if"}
 ALLOWED = {
     "parallel": _REGION,
     "for": _LOOP,
@@ -51,7 +51,9 @@ class Directive:
     collapse: int = 1
     nowait: bool = False
     num_threads: list[Token] = field(default_factory=list)
+    if_expr: list[Token] = field(default_factory=list)
     critical_name: str = ""
+    atomic_kind: str = "update"  # read | write | update (capture is rejected)
 
 
 def _split_args(src: Source, toks: list[Token], i: int, what: str) -> tuple[list[Token], int]:
@@ -114,9 +116,10 @@ def _apply_clause(src: Source, d: Directive, name: str, args: list[Token]) -> No
                              f"use default(shared) or default(none)")
         d.default = args[0].text
     elif name == "schedule":
-        if not args or args[0].text not in SCHEDULES or (len(args) > 1 and args[1].text != ","):
+        if not args or args[0].text not in SCHEDULES or (len(args) > 1 and args[1].text != ",") \
+                or (args[0].text in ("runtime", "auto") and len(args) > 1):
             raise InputError(f"{at}: schedule({' '.join(t.text for t in args)}) is not supported; "
-                             f"use static, dynamic or guided with an optional chunk")
+                             f"use static, dynamic or guided with an optional chunk, runtime or auto")
         d.schedule, d.chunk = args[0].text, args[2:]
     elif name == "collapse":
         if len(args) != 1 or not args[0].text.isdigit() or int(args[0].text) < 1:
@@ -124,6 +127,12 @@ def _apply_clause(src: Source, d: Directive, name: str, args: list[Token]) -> No
         d.collapse = int(args[0].text)
     elif name == "num_threads":
         d.num_threads = args
+    elif name == "if":
+        if len(args) > 2 and args[1].text == ":":  # OpenMP 4.5 directive-name modifier
+            if args[0].text != "parallel":
+                raise InputError(f"{at}: if({args[0].text}: ...) is not supported on '#pragma omp {d.kind}'")
+            args = args[2:]
+        d.if_expr = args
 
 
 def _parse_clauses(src: Source, d: Directive, toks: list[Token], i: int) -> None:
@@ -133,7 +142,12 @@ def _parse_clauses(src: Source, d: Directive, toks: list[Token], i: int) -> None
         if len(args) != 1:
             raise InputError(f"{d.where}: critical needs a single name in parentheses")
         d.critical_name = args[0].text
-    if d.kind == "atomic" and i < len(toks) and toks[i].text in ATOMIC_KINDS:
+    while d.kind == "atomic" and i < len(toks) and toks[i].text in ATOMIC_KINDS + (",",):
+        if toks[i].text == "capture":
+            raise InputError(f"{src.where(toks[i].start)}: '#pragma omp atomic capture' is not supported; "
+                             f"use a critical section")
+        if toks[i].text in ("read", "write", "update"):
+            d.atomic_kind = toks[i].text
         i += 1
     while i < len(toks):
         tok = toks[i]

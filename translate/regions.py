@@ -5,10 +5,11 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from pptmc.errors import InputError
+from translate.localtypes import LocalTypes, check_named
 from translate.loops import parse_loop_nest
 from translate.model import RegionInfo
-from translate.translator import (Construct, DeclInfo, Key, Translator, decl_type_text, declare,
-                                  pointer_to, region_id)
+from translate.translator import (Construct, DeclInfo, Key, SizeGuard, Translator, decl_type_text,
+                                  declare, pointer_to, region_id, simple_type)
 
 _ASSIGN_OPS = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "++", "--"}
 
@@ -23,6 +24,7 @@ class Sharing:
     copied: list[DeclInfo] = field(default_factory=list)       # firstprivate / reduction: need the original
     loop_private: list[DeclInfo] = field(default_factory=list)  # a combined loop's own variables
     unpassed: list[DeclInfo] = field(default_factory=list)  # shared by the rules, but only used privately
+    types: LocalTypes = field(default_factory=LocalTypes)  # local type declarations the region needs
 
 
 def _modified(tr: Translator, info: DeclInfo, start: int, end: int) -> bool:
@@ -110,6 +112,8 @@ def analyse(tr: Translator, c: Construct, scope: tuple[int, int]) -> tuple[Shari
     todo = [tr.decls[r.key] for r in tr.refs_in(start, end) if r.key in tr.decls]
     todo += _clause_vars(tr, c, start, end)
     todo += sh.private + sh.copied
+    sh.types = tr.local_types.for_region([c.stmt] + [v.cursor for v in todo], c.start, c.end)
+    todo += [tr.decls[k] for k in sh.types.bound_vars if k in tr.decls]
     seen: set[Key] = set()
     while todo:
         info = todo.pop(0)
@@ -121,7 +125,7 @@ def analyse(tr: Translator, c: Construct, scope: tuple[int, int]) -> tuple[Shari
             continue
         sh.shared.append(info)
     covered = _privatised_ranges(tr, c, scope)
-    needed = {k for v in sh.shared + sh.private + sh.copied for k in v.bounds}
+    needed = {k for v in sh.shared + sh.private + sh.copied for k in v.bounds} | set(sh.types.bound_vars)
     sh.unpassed = [v for v in sh.shared if v.key not in needed and _always_private(tr, v, covered, start, end)]
     sh.shared = [v for v in sh.shared if v not in sh.unpassed]
     for info in sh.shared:
@@ -154,25 +158,28 @@ def _always_private(tr: Translator, info: DeclInfo, covered, start: int, end: in
                               for r in refs)
 
 
-def _unpacks(sh: Sharing, struct: str):
+def _unpacks(tr: Translator, sh: Sharing):
     """Declarations of the outlined function's shared-variable block."""
     ptr, value = [], []
+    for info in sh.shared + sh.copied:
+        check_named(decl_type_text(info), info.name, tr.src.where(info.offset))
     for info in sh.shared:
-        t = decl_type_text(info)
+        if sh.modes[info.key] == "value" and info.is_array and info.cursor.kind.name != "PARM_DECL":
+            cast = tr.elem_ptr_type(info, {}, "__out_argv")
+            value.append({"decl": cast + info.name, "cast": cast, "field": f"{info.name}_p"})
+            continue
+        t = tr.var_type(info, {}, "__out_argv")
         if sh.modes[info.key] == "value":
-            if info.is_array and info.cursor.kind.name != "PARM_DECL":
-                cast = pointer_to(info.type.element_type.spelling)
-                value.append({"decl": cast + info.name, "cast": cast, "field": f"{info.name}_p"})
-            elif t.endswith("*"):
+            if t.endswith("*"):
                 value.append({"decl": t + info.name, "cast": t, "field": f"{info.name}_p"})
             else:
-                cast = t if "(" not in t and "[" not in t else f"__typeof__({t})"
+                cast = t if simple_type(t) else f"__typeof__({t})"
                 value.append({"decl": declare(t, info.name), "cast": cast, "field": f"{info.name}_p"})
         else:
             cast = pointer_to(t)
             ptr.append({"decl": cast + info.name, "cast": cast, "field": f"{info.name}_p"})
     for info in sh.copied:
-        cast = "void *" if info.is_array and not info.is_pointer else pointer_to(decl_type_text(info))
+        cast = "void *" if info.is_array and not info.is_pointer else pointer_to(tr.var_type(info, {}))
         ptr.append({"decl": f"{cast}__sh_{info.name}", "cast": cast, "field": f"{info.name}_p"})
     return ptr, value
 
@@ -182,14 +189,38 @@ def _outer_local(tr: Translator, info: DeclInfo, c: Construct) -> bool:
     return not info.is_global and info.offset >= 0 and not (c.start <= info.offset < c.end)
 
 
-def build_region(tr: Translator, c: Construct) -> str:
-    """Render the call site; store the struct and outlined function for the enclosing function."""
+def _size_guards(tr: Translator, c: Construct, spelled: list[SizeGuard]) -> list[str]:
+    """`_Static_assert`s that the build's array sizes equal the translate-time ones clang spelled."""
+    out = []
+    for g in spelled:
+        info, text = g.info, g.text
+        if not _outer_local(tr, info, c):
+            continue  # not visible at the call site
+        if g.pointer:
+            check = f"sizeof(*{info.name}) == sizeof(*({text})0)"
+        else:
+            check = f"sizeof({info.name}) == sizeof({text})"
+        msg = (f"pptmc: the array bounds of '{info.name}' differ from translate time; re-run pptmc "
+               f"translate with the -D flags of this build")
+        out.append(f'_Static_assert({check}, "{msg}");')
+    return list(dict.fromkeys(out))
+
+
+def build_region(tr: Translator, c: Construct, outer: dict[Key, str] | None = None) -> str:
+    """Render the call site; store the struct and outlined function for the enclosing function.
+
+    `outer` is the context of the enclosing outlined function when the region is nested: it is
+    outlined the same way and started from there; XOMP_parallel_start then opens a nested libomp
+    region, which (nested parallelism being off by default) runs with a team of one.
+    """
+    outer_ctx = outer or {}
     d = c.d
     fn = tr._function_of(c.start)
     scope = (fn.extent.start.offset, fn.extent.end.offset)
     n = len(tr.regions) + 1
     name = f"OUT__{n}__{region_id(tr.src.path, d.line)}__"
     struct = f"{name}_data"
+    first_guard = len(tr.size_guards)
     sh, loop_vars = analyse(tr, c, scope)
     info = RegionInfo(n=n, name=name, line=d.line, shared=[v.name for v in sh.shared],
                       private=[v.name for v in sh.private + sh.loop_private],
@@ -203,26 +234,32 @@ def build_region(tr: Translator, c: Construct) -> str:
         body = tr.render_loop(c, _loop_directive(c), ctx, info)
     else:
         body = tr.render(c.stmt.extent.start.offset, c.end, ctx, info)
-    ptr, value = _unpacks(sh, struct)
+    ptr, value = _unpacks(tr, sh)
     defines = [v.name for v in sh.shared if sh.modes[v.key] == "define"]
     bound_keys = {k for v in sh.shared if sh.modes[v.key] == "value" for k in v.bounds}
-    bound_keys |= {k for v in sh.private + sh.copied for k in v.bounds}
+    bound_keys |= {k for v in sh.private + sh.copied for k in v.bounds} | set(sh.types.bound_vars)
     temp = [v.name for v in sh.shared if sh.modes[v.key] == "ptr" and v.key in bound_keys]
     region_reductions = d.reductions if d.kind == "parallel" else []
     prologue = [f"__builtin_memcpy(&{v}, __sh_{v}, sizeof {v});" for v in d.firstprivate]
     prologue += [tr._reduction_init(op, v) for op, v in region_reductions]
     epilogue = [tr._reduction_combine(op, v) for op, v in region_reductions]
-    decls = [declare(decl_type_text(v), v.name) for v in sh.private + sh.copied]
+    decls = [declare(tr.var_type(v, ctx), v.name) for v in sh.private + sh.copied]
     tr.outlined.setdefault(scope[0], []).append(tr.env.get_template("outlined.c.j2").render(
         line=d.line, struct=struct, name=name, n=n,
         fields=[{"field": u["field"]} for u in ptr + value], ptr_unpacks=ptr, value_unpacks=value,
         defines=defines + temp, temp_defines=temp, decls=decls, prologue=prologue, body=body,
-        epilogue=epilogue, body_defines=defines))
-    fields = [{"field": f"{v.name}_p", "value": v.name if sh.modes[v.key] == "value" else f"&{v.name}"}
-              for v in sh.shared]
-    fields += [{"field": f"{v.name}_p", "value": v.name if v.is_array and not v.is_pointer else f"&{v.name}"}
-               for v in sh.copied]
-    num_threads = tr.render_tokens(d.num_threads, {}, c.start, scope) if d.num_threads else ""
+        epilogue=epilogue, body_defines=defines, plain_types=sh.types.plain,
+        dependent_types=sh.types.dependent))
+    fields = [{"field": f"{v.name}_p", "value": v.name if sh.modes[v.key] == "value"
+               else tr.address_of(v, outer_ctx)} for v in sh.shared]
+    fields += [{"field": f"{v.name}_p", "value": v.name if v.is_array and not v.is_pointer
+                else tr.address_of(v, outer_ctx)} for v in sh.copied]
+    num_threads = tr.render_tokens(d.num_threads, outer_ctx, c.start, scope) if d.num_threads else ""
+    if_expr = tr.render_tokens(d.if_expr, outer_ctx, c.start, scope) if d.if_expr else ""
+    # a nested call site sits in an outlined function, where the originals are not all visible
+    guards = [] if outer is not None else _size_guards(tr, c, tr.size_guards[first_guard:])
+    unused = [] if outer is not None else [v.name for v in sh.private + sh.loop_private + sh.unpassed
+                                           if _outer_local(tr, v, c)]
     return tr.env.get_template("region_call.c.j2").render(
-        kind=d.kind, line=d.line, name=name, struct=struct, n=n, fields=fields, num_threads=num_threads,
-        unused=[v.name for v in sh.private + sh.loop_private + sh.unpassed if _outer_local(tr, v, c)])
+        guards=guards, kind=d.kind, line=d.line, name=name, struct=struct, n=n, fields=fields,
+        num_threads=num_threads, if_expr=if_expr, unused=unused)

@@ -21,12 +21,17 @@ import clang.cindex as ci
 import jinja2
 
 from pptmc.errors import InputError
+from translate.atomics import AtomicWriter
+from translate.localtypes import LocalTypeIndex, variably_modified
 from translate.loops import LoopLevel, parse_loop_nest, stmt_end
 from translate.model import LoopInfo, RegionInfo
 from translate.pragmas import STANDALONE, Directive, find_directives
 from translate.source import Source, Token, VarRef, safe_kind
+from translate.spelling import DeclText, declaration_text, join_tokens, macro_definitions
 
-SCHED_CODES = {"static": 0, "dynamic": 1, "guided": 2, "master": 3, "single": 4}
+# schedule(auto) is static (the implementation's choice, documented); runtime is read from
+# OMP_SCHEDULE by XOMP_runtime_schedule when the loop starts, so the marker shows the real one.
+SCHED_CODES = {"static": 0, "dynamic": 1, "guided": 2, "master": 3, "single": 4, "auto": 0}
 _ARRAY_KINDS = (ci.TypeKind.CONSTANTARRAY, ci.TypeKind.VARIABLEARRAY, ci.TypeKind.INCOMPLETEARRAY)
 _IDENTITY = {"+": "0", "-": "0", "|": "0", "^": "0", "||": "0", "*": "1", "&&": "1", "&": "~0"}
 
@@ -65,6 +70,15 @@ class DeclInfo:
         return self.type.kind == ci.TypeKind.POINTER or (self.is_array and self.cursor.kind == ci.CursorKind.PARM_DECL)
 
 
+@dataclass(frozen=True)
+class SizeGuard:
+    """A type written with clang's spelling (macros expanded), checked against the build's own."""
+
+    info: DeclInfo
+    text: str
+    pointer: bool  # text is a pointer type: compare the pointed-to sizes
+
+
 @dataclass
 class Construct:
     """A pragma with its associated statement (None for a standalone directive)."""
@@ -76,19 +90,21 @@ class Construct:
     loop_id: int | None = None
 
 
-def _simple(type_text: str) -> bool:
+def simple_type(type_text: str) -> bool:
     """Whether `T name` declares a variable of type T (no declarator punctuation needed)."""
+    if type_text.startswith("__typeof__(") and type_text.endswith(")"):
+        return True  # one __typeof__(...) (an inner `)(` would not parse as a type anyway)
     return "(" not in type_text and "[" not in type_text
 
 
 def declare(type_text: str, name: str) -> str:
     """A declaration of `name` with a type given by its clang spelling."""
-    return f"{type_text} {name}" if _simple(type_text) else f"__typeof__({type_text}) {name}"
+    return f"{type_text} {name}" if simple_type(type_text) else f"__typeof__({type_text}) {name}"
 
 
 def pointer_to(type_text: str) -> str:
     """The spelling of `T *` for a clang type spelling T."""
-    return f"{type_text} *" if _simple(type_text) else f"__typeof__({type_text}) *"
+    return f"{type_text} *" if simple_type(type_text) else f"__typeof__({type_text}) *"
 
 
 def decl_type_text(info: DeclInfo) -> str:
@@ -96,21 +112,9 @@ def decl_type_text(info: DeclInfo) -> str:
     t = info.type
     if info.is_array and info.cursor.kind == ci.CursorKind.PARM_DECL:
         return pointer_to(t.element_type.spelling).strip()
+    if "typeof" in t.spelling:  # `typeof (a)` names a variable the outlined code may not see
+        return t.get_canonical().spelling
     return t.spelling
-
-
-def _variably_modified(t: ci.Type) -> bool:
-    """Whether a type has a runtime array bound somewhere inside."""
-    for _ in range(8):
-        if t.kind == ci.TypeKind.VARIABLEARRAY:
-            return True
-        if t.kind in _ARRAY_KINDS:
-            t = t.element_type
-        elif t.kind == ci.TypeKind.POINTER:
-            t = t.get_pointee()
-        else:
-            return False
-    return False
 
 
 class Translator:
@@ -122,7 +126,15 @@ class Translator:
         self.decls: dict[Key, DeclInfo] = {}
         self.stmt_at: dict[int, ci.Cursor] = {}
         self.functions: list[ci.Cursor] = []
+        self.decl_stmts: list[ci.Cursor] = []
         self._index_ast()
+        self.local_types = LocalTypeIndex(src, self.decl_stmts)
+        self.macros = macro_definitions(src.tu, str(src.path))
+        self.ref_at = {r.start: r for r in src.refs}
+        self._decl_texts: dict[Key, DeclText | None] = {}
+        self._stmt_by_start = {st.extent.start.offset: st for st in self.decl_stmts}
+        self._fn_ranges = [(f.extent.start.offset, f.extent.end.offset) for f in self.functions]
+        self.size_guards: list[SizeGuard] = []  # clang-spelled array types to check at build time
         self.constructs = self._constructs(find_directives(src))
         self.regions: list[RegionInfo] = []
         self.orphan_loops: list[LoopInfo] = []
@@ -146,6 +158,8 @@ class Translator:
                 continue
             if kind == ci.CursorKind.FUNCTION_DECL and cur.is_definition():
                 self.functions.append(cur)
+            if kind == ci.CursorKind.DECL_STMT:
+                self.decl_stmts.append(cur)
             if kind.is_statement() or kind.is_expression():
                 self.stmt_at.setdefault(cur.extent.start.offset, cur)
 
@@ -162,7 +176,7 @@ class Translator:
         if not is_global and parent is not None:
             func = (parent.extent.start.offset, parent.extent.end.offset)
         info = DeclInfo(key, cur.spelling, cur, loc.offset if in_main else -1, func, is_global)
-        if _variably_modified(cur.type):
+        if variably_modified(cur.type):
             info.bounds = self._bound_keys(cur)
         self.decls[key] = info
 
@@ -214,6 +228,60 @@ class Translator:
                 loop_id += 1
             out.append(c)
         return out
+
+    # ---- type spelling -----------------------------------------------------------------------
+    def decl_text(self, info: DeclInfo) -> DeclText | None:
+        """The declaration's own tokens around its name (macros kept), when usable."""
+        if info.key not in self._decl_texts:
+            self._decl_texts[info.key] = declaration_text(self.src, info.cursor, self._stmt_by_start,
+                                                          self._fn_ranges, self.macros)
+        return self._decl_texts[info.key]
+
+    def type_name(self, info: DeclInfo, ctx: dict[Key, str]) -> str | None:
+        """`__typeof__(<declaration without its name>)`, shared scalars in bounds dereferenced."""
+        text = self.decl_text(info)
+        if text is None:
+            return None
+        parts = []
+        for t in text.before + text.after:
+            ref = self.ref_at.get(t.start)
+            if ref is not None and not variably_modified(info.type) and ref.key in self.decls \
+                    and not self.decls[ref.key].is_global:
+                return None  # e.g. `double b[sizeof a]`: a local the outlined code cannot see
+            parts.append(f"(*{t.text})" if ref is not None and ref.direct and ctx.get(ref.key) == "ptr" else t.text)
+        text = join_tokens(parts)
+        return text if simple_type(text) else f"__typeof__({text})"
+
+    def var_type(self, info: DeclInfo, ctx: dict[Key, str], base: str = "0") -> str:
+        """The variable's type as outlined code spells it; an array parameter is its element pointer."""
+        name = self.type_name(info, ctx)
+        if name is not None and info.is_array and info.cursor.kind == ci.CursorKind.PARM_DECL:
+            return self._elem_ptr(name, info, base) or self._clang_spelled(info, decl_type_text(info), True)
+        return name or self._clang_spelled(info, decl_type_text(info), info.is_pointer)
+
+    def elem_ptr_type(self, info: DeclInfo, ctx: dict[Key, str], base: str = "0") -> str:
+        """A pointer to the first element of an array variable (what the array decays to)."""
+        name = self.type_name(info, ctx)
+        spelled = name and self._elem_ptr(name, info, base)
+        return spelled or self._clang_spelled(info, pointer_to(info.type.element_type.spelling), True)
+
+    @staticmethod
+    def _elem_ptr(type_name: str, info: DeclInfo, base: str) -> str | None:
+        """`__typeof__((*(T *)base)[0]) *`; a variably modified T is evaluated, so base must be valid."""
+        if not variably_modified(info.type):
+            base = "0"  # not evaluated: __typeof__ only evaluates variably modified operands
+        elif base == "0":
+            return None
+        return f"__typeof__((*({type_name} *){base})[0]) *"
+
+    def _clang_spelled(self, info: DeclInfo, text: str, pointer: bool) -> str:
+        """Fall back to clang's spelling; constant array sizes get a build-time check at the call site.
+
+        `pointer`: the spelled type is a pointer, so the check compares what it points to.
+        """
+        if "[" in text and not variably_modified(info.type):
+            self.size_guards.append(SizeGuard(info, text, pointer))
+        return text
 
     # ---- lookups --------------------------------------------------------------------------
     def refs_in(self, start: int, end: int) -> list[VarRef]:
@@ -285,9 +353,7 @@ class Translator:
         """Dispatch on the directive kind."""
         kind = c.d.kind
         if kind in ("parallel", "parallel for"):
-            if region is not None:
-                raise InputError(f"{c.d.where}: nested parallel regions are not supported")
-            return self.render_region(c)
+            return self.render_region(c, ctx if region is not None else None)
         if kind == "for":
             return self.render_loop(c, c.d, ctx, region)
         if kind == "barrier":
@@ -305,7 +371,9 @@ class Translator:
                 self.locks.append(lock)
             return self.env.get_template("critical.c.j2").render(line=c.d.line, body=body, lock=lock,
                                                                  user_name=c.d.critical_name)
-        return self.env.get_template("atomic.c.j2").render(line=c.d.line, body=body)
+        code = AtomicWriter(self, c.stmt, ctx, region).code(c.d.atomic_kind)
+        return self.env.get_template("atomic.c.j2").render(line=c.d.line, body=body, code=code,
+                                                           kind=c.d.atomic_kind)
 
     def _note_loop(self, region: RegionInfo | None, info: LoopInfo) -> None:
         """Record a work-shared construct on its region (or as orphaned)."""
@@ -331,7 +399,7 @@ class Translator:
         need_sh = dict.fromkeys(d.firstprivate + d.lastprivate + [v for _, v in d.reductions])
         aliases = [{"name": n, "addr": self.address_of(infos[n], ctx)} for n in need_sh]
         undefs = [n for n in names if ctx.get(infos[n].key) == "define"]
-        decls = [declare(decl_type_text(infos[n]), n) for n in names]
+        decls = [declare(self.var_type(infos[n], ctx), n) for n in names]
         prologue = [f"__builtin_memcpy(&{n}, __sh_{n}, sizeof {n});" for n in d.firstprivate]
         epilogue = []
         for op, n in d.reductions:
@@ -365,7 +433,7 @@ class Translator:
         scope = (c.start, c.end)  # clause names resolve to the declarations the construct uses
         levels, body_cur = parse_loop_nest(self.src, c.stmt, d.collapse, d.where)
         loop_vars = [self._loop_var(lv, scope) for lv in levels]
-        self._check_rectangular(levels, loop_vars, d.where)
+        triangular = self._check_rectangular(levels, loop_vars, d)
         # loop variables are private; one the enclosing region already privatised needs no new copy
         extra = [v for v in loop_vars if v.name not in d.private + d.lastprivate and ctx.get(v.key) != "private"]
         aliases, undefs, decls, prologue, epilogue, inner = self.privatize(d, ctx, scope, extra)
@@ -378,13 +446,19 @@ class Translator:
                           "ub": self.render(*lv.ub, ctx, region), "step": self._step(lv, ctx, region),
                           "cmp": lv.cmp, "div": f" / ({rest})" if rest else "",
                           "mod": f" % __n{c.loop_id}_{i}" if i else "", "last": lv.var in d.lastprivate})
+        if triangular:  # the inner bounds read the outer (private) variable
+            tvals[1].update(lb=self.render(*levels[1].lb, inner, region),
+                            ub=self.render(*levels[1].ub, inner, region))
         chunk = self.render_tokens(d.chunk, ctx, c.start, scope) if d.chunk else "0"
         self._note_loop(region, LoopInfo(c.loop_id, d.line, d.schedule, self.src.slice(
             d.chunk[0].start, d.chunk[-1].end) if d.chunk else "", d.collapse, d.nowait))
+        runtime = d.schedule == "runtime"
         return self.env.get_template("for_loop.c.j2").render(
             kind=d.kind, line=d.line, id=c.loop_id, aliases=aliases, undefs=undefs, decls=decls,
-            prologue=prologue, epilogue=epilogue, levels=tvals, sched=SCHED_CODES[d.schedule],
-            chunk=f"(long)({chunk})", body=body, lastprivate=d.lastprivate, nowait=int(d.nowait))
+            prologue=prologue, epilogue=epilogue, levels=tvals, runtime=runtime,
+            sched=f"__sched{c.loop_id}" if runtime else SCHED_CODES[d.schedule],
+            chunk=f"__chunk{c.loop_id}" if runtime else f"(long)({chunk})", body=body,
+            lastprivate=d.lastprivate, nowait=int(d.nowait), triangular=triangular)
 
     def _step(self, lv: LoopLevel, ctx, region) -> str:
         """The signed step expression of one loop level."""
@@ -398,13 +472,25 @@ class Translator:
             return self.decls[(loc.file.name if loc.file else "", loc.offset)]
         return self.resolve(lv.var, lv.init_at, (lv.init_at, lv.init_at + 1))
 
-    def _check_rectangular(self, levels: list[LoopLevel], loop_vars: list[DeclInfo], where: str) -> None:
-        """Collapsed inner bounds must not depend on outer loop variables."""
+    def _check_rectangular(self, levels: list[LoopLevel], loop_vars: list[DeclInfo], d: Directive) -> bool:
+        """Whether a collapsed nest is triangular; errors for non-rectangular nests it cannot run.
+
+        Supported: collapse(2) whose inner lower/upper bound reads the outer variable (the
+        flattened index then walks a prefix sum of the row lengths).
+        """
+        triangular = False
         for i, lv in enumerate(levels[1:], start=1):
-            outer = {v.key for v in loop_vars[:i]}
-            for rng in (lv.lb, lv.ub, lv.step):
-                if rng and any(r.key in outer for r in self.refs_in(*rng)):
-                    raise InputError(f"{where}: collapse over a non-rectangular loop nest is not supported")
+            for what, rng in (("lower bound", lv.lb), ("upper bound", lv.ub), ("step", lv.step)):
+                used = [v.name for v in loop_vars[:i] if rng and any(r.key == v.key for r in self.refs_in(*rng))]
+                if not used:
+                    continue
+                if len(levels) != 2 or what == "step" or lv.var in d.lastprivate or levels[0].var in d.lastprivate:
+                    raise InputError(f"{d.where}: collapse({d.collapse}) over a non-rectangular nest: the {what} "
+                                     f"of loop {i + 1} ('{lv.var}') uses the outer variable '{used[0]}'; only "
+                                     f"collapse(2) with inner bounds depending on the outer variable is "
+                                     f"supported (no step dependence, no lastprivate loop variable)")
+                triangular = True
+        return triangular
 
     def render_single(self, c: Construct, ctx, region) -> str:
         """`single`: a one-iteration dynamic loop that the first thread to arrive takes."""
@@ -424,10 +510,10 @@ class Translator:
         raise InputError(f"{self.src.where(offset)}: OpenMP directive outside a function")
 
     # ---- regions --------------------------------------------------------------------------
-    def render_region(self, c: Construct) -> str:
+    def render_region(self, c: Construct, outer: dict[Key, str] | None = None) -> str:
         """A parallel region: the call site here, the outlined function before the enclosing function."""
         from translate.regions import build_region  # the region analysis lives in its own module
-        return build_region(self, c)
+        return build_region(self, c, outer)
 
     def translate(self) -> str:
         """The whole translated file."""

@@ -87,6 +87,46 @@ long XOMP_trip_count(long lb, long ub, long step, int cmp)
   }
 }
 
+long *XOMP_prefix_alloc(long rows)
+{
+  long *pre = malloc(((rows > 0 ? rows : 0) + 1) * sizeof *pre);
+  if (!pre)
+    abort();
+  pre[0] = 0;
+  return pre;
+}
+
+/* The row t holding flattened index k: the largest t with pre[t] <= k (rows may be empty). */
+long XOMP_prefix_find(const long *pre, long rows, long k)
+{
+  long lo = 0, hi = rows; /* invariant: pre[lo] <= k < pre[hi] */
+  while (hi - lo > 1) {
+    long mid = lo + (hi - lo) / 2;
+    if (pre[mid] <= k)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+void XOMP_prefix_free(long *pre) { free(pre); }
+
+/* schedule(runtime): OMP_SCHEDULE as libomp parsed it; auto (and anything unknown) runs static. */
+void XOMP_runtime_schedule(int *sched, long *chunk)
+{
+  omp_sched_t kind;
+  int size;
+  omp_get_schedule(&kind, &size);
+  switch ((int)kind & ~(int)omp_sched_monotonic) {
+  case omp_sched_dynamic: *sched = XOMP_SCHED_DYNAMIC; break;
+  case omp_sched_guided: *sched = XOMP_SCHED_GUIDED; break;
+  case omp_sched_static: *sched = XOMP_SCHED_STATIC; break;
+  default: *sched = XOMP_SCHED_STATIC; size = 0; break;
+  }
+  *chunk = size > 0 ? size : 0;
+}
+
 static struct XOMP_slot *xomp_slot_acquire(struct XOMP_team *team, int nthreads)
 {
   long seq = xomp_seq++;

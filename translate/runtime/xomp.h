@@ -6,7 +6,8 @@
  *   while (XOMP_loop_next(&ls, &lo, &hi)) for (k = lo; k < hi; k++) ...;
  *   XOMP_loop_end(&ls, nowait);
  * The runtime sits on libomp (XOMP_parallel_start opens `#pragma omp parallel`) and
- * therefore honours OMP_NUM_THREADS.  Nested parallel regions are not supported.
+ * therefore honours OMP_NUM_THREADS.  A nested XOMP_parallel_start opens a nested libomp region
+ * (a team of one unless the user enables nested parallelism).
  */
 #ifndef PPTMC_XOMP_H
 #define PPTMC_XOMP_H
@@ -36,6 +37,11 @@ void XOMP_parallel_start_num_threads(void (*func)(void *), void *data, int num_t
 void XOMP_parallel_end(void);
 
 long XOMP_trip_count(long lb, long ub, long step, int cmp);
+/* Row offsets of a triangular collapse(2): pre[0] = 0, pre[t+1] = pre[t] + length of row t. */
+long *XOMP_prefix_alloc(long rows);
+long XOMP_prefix_find(const long *pre, long rows, long k);
+void XOMP_prefix_free(long *pre);
+void XOMP_runtime_schedule(int *sched, long *chunk);
 void XOMP_loop_start(XOMP_loop_t *loop, long trip, int sched, long chunk);
 int XOMP_loop_next(XOMP_loop_t *loop, long *lo, long *hi);
 void XOMP_loop_end(XOMP_loop_t *loop, int nowait);
