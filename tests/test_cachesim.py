@@ -116,3 +116,133 @@ def test_simulator_counts_true_sharing():
 def test_bad_machine():
     with pytest.raises(Exception, match="multiple of associativity"):
         LevelSim(level("L1", 10, 4), 1)
+
+
+# --- the coherent ground-truth hierarchy -------------------------------------------------------
+
+from analysis.cachesim import CoherentHierarchy, simulate_coherent  # noqa: E402
+
+
+def coherent_counts(lines, cores, stores, caches, n_cores, batch=None):
+    lines = np.asarray(lines, dtype=np.uint64)
+    batch = batch or len(lines)
+    parts = [(lines[i:i + batch], np.asarray(cores)[i:i + batch], np.asarray(stores)[i:i + batch])
+             for i in range(0, len(lines), batch)]
+    return simulate_coherent(parts, caches, n_cores)
+
+
+@pytest.mark.parametrize("seed,spec", [(0, [("L1", 4, 2), ("L2", 16, 4)]),
+                                       (1, [("L1", 8, 4), ("L2", 32, 8), ("L3", 64, 16)]),
+                                       (2, [("L1", 64, 1), ("L2", 8, 16)])])
+def test_coherent_single_core_matches_pycachesim(seed, spec):
+    """One core: stores cannot invalidate anything, so every level's hits equal pycachesim's (loads)."""
+    rng = np.random.default_rng(seed)
+    addrs = np.concatenate([rng.integers(0, 64 * 700, 5000), np.tile(np.arange(0, 64 * 150, 16), 3),
+                            np.arange(0, 64 * 4096 * 3, 64 * 97)])
+    caches = tuple(level(n, s * w, w, shared=(i == 2)) for i, (n, s, w) in enumerate(spec))
+    stores = rng.random(len(addrs)) < 0.4
+    got = coherent_counts(addrs.astype(np.uint64) >> np.uint64(6), np.zeros(len(addrs), int), stores, caches, 1,
+                          batch=777)
+    assert got.hits.tolist() == pycachesim_hits(addrs, spec)
+    assert got.reached[0] == len(addrs) and got.reached[1] == len(addrs) - got.hits[0]
+    assert got.invalidation_misses.sum() == 0 and got.invalidated.sum() == 0
+
+
+def test_coherent_without_stores_equals_hierarchical_stream():
+    """Loads only: no coherence traffic, so the result is the hierarchical per-core simulation
+    (with enough distinct lines to make the directory grow several times, also mid-batch)."""
+    rng = np.random.default_rng(3)
+    n = 300_000
+    lines = np.where(rng.random(n) < 0.5, rng.integers(0, 200_000, n), rng.integers(0, 300, n)).astype(np.uint64)
+    cores = rng.integers(0, 4, n)
+    caches = (level("L1", 16, 4), level("L2", 64, 8), level("L3", 512, 8, shared=True))
+    got = coherent_counts(lines, cores, np.zeros(n, bool), caches, 4, batch=100_000)
+    want, total = simulate_stream([(lines, cores)], caches, 4, hierarchical=True)
+    assert got.total == total
+    assert got.hits.tolist() == [c.hits for c in want]
+    assert got.reached.tolist() == [c.reached for c in want]
+
+
+def brute_coherent(lines, cores, stores, spec, n_cores):
+    """Pure-Python reference: per-set LRU lists, hierarchical, write-invalidate on private levels."""
+    caches = {}  # (level, instance, set) -> list of lines, most recent last
+    reached, hits, inval_miss, invalidated = ([0] * len(spec) for _ in range(4))
+    gone = set()  # (level, core, line) removed by another core's store and not refetched since
+
+    def where(lv, inst, x):
+        sets, ways, shared = spec[lv]
+        return caches.setdefault((lv, 0 if shared else inst, x % sets), []), ways
+
+    for x, c, st in zip(lines, cores, stores):
+        for lv, (sets, ways, shared) in enumerate(spec):
+            reached[lv] += 1
+            lst, ways = where(lv, c, x)
+            if x in lst:
+                lst.remove(x)
+                lst.append(x)
+                hits[lv] += 1
+                break
+            if (lv, c, x) in gone:
+                inval_miss[lv] += 1
+                gone.discard((lv, c, x))
+            if len(lst) == ways:
+                lst.pop(0)
+            lst.append(x)
+        if st:
+            for d in range(n_cores):
+                for lv, (sets, ways, shared) in enumerate(spec):
+                    if d == c or shared:
+                        continue
+                    lst, _ = where(lv, d, x)
+                    if x in lst:
+                        lst.remove(x)
+                        invalidated[lv] += 1
+                        gone.add((lv, d, x))
+    return reached, hits, inval_miss, invalidated
+
+
+@pytest.mark.parametrize("seed,n_cores", [(0, 2), (1, 3), (2, 5)])
+def test_invalidation_matches_brute_force(seed, n_cores):
+    rng = np.random.default_rng(seed)
+    n = 6000
+    lines = rng.integers(0, 48, n)
+    cores = rng.integers(0, n_cores, n)
+    stores = rng.random(n) < 0.3
+    spec = [(2, 2, False), (4, 2, False), (8, 2, True)]
+    caches = tuple(level(f"L{i + 1}", s * w, w, shared=sh) for i, (s, w, sh) in enumerate(spec))
+    got = coherent_counts(lines, cores, stores, caches, n_cores, batch=1000)
+    reached, hits, inval_miss, invalidated = brute_coherent(lines.tolist(), cores.tolist(), stores.tolist(), spec,
+                                                            n_cores)
+    assert got.reached.tolist() == reached and got.hits.tolist() == hits
+    assert got.invalidation_misses.tolist() == inval_miss and got.invalidated.tolist() == invalidated
+    assert sum(inval_miss) > 0  # the case exercises coherence
+
+
+def test_ping_pong_store_gives_one_invalidation_miss_per_turn():
+    """Two cores alternately storing one line: from the third access on every access misses L1 and L2
+    by invalidation; only the very first misses the shared L3."""
+    n = 100
+    caches = (level("L1", 8, 2), level("L2", 32, 4), level("L3", 64, 4, shared=True))
+    got = coherent_counts(np.full(n, 5), np.arange(n) % 2, np.ones(n, bool), caches, 2)
+    assert got.hits.tolist() == [0, 0, n - 1]
+    assert got.invalidation_misses.tolist() == [n - 2, n - 2, 0]
+
+
+def test_fully_associative_option_removes_conflicts():
+    """Lines 0, 64, 128, ... all map to set 0 of a 64-set cache; fully associative, they all fit."""
+    lines = np.tile(np.arange(0, 64 * 8, 64), 10).astype(np.uint64)
+    caches = (level("L1", 64 * 2, 2),)
+    sa = CoherentHierarchy(caches, 1)
+    fa = CoherentHierarchy(caches, 1, fully_associative_up_to=1024)
+    for sim in (sa, fa):
+        sim.access(lines, np.zeros(len(lines), int), np.zeros(len(lines), bool))
+    assert sa.counts.hits[0] == 0 and fa.counts.hits[0] == len(lines) - 8
+    assert sa.entries == 8
+
+
+def test_coherent_rejects_too_many_cores():
+    with pytest.raises(Exception, match="1 to 64 cores"):
+        CoherentHierarchy((level("L1", 8, 2),), 65)
+    sim = CoherentHierarchy((level("L1", 8, 2),), 2)
+    with pytest.raises(Exception, match="core id 2"):
+        sim.access(np.arange(3), np.arange(3), np.zeros(3, bool))
