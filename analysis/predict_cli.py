@@ -7,14 +7,14 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from analysis.runtime_model import (CPU_FORMS, LAYOUTS, RuntimePrediction, local_rates_by_cores, predict_many,
+from analysis.runtime_model import (CONTENTIONS, CPU_FORMS, LAYOUTS, RuntimePrediction, local_rates_by_cores, predict_many,
                                     region_facts)
 from machines import Machine, load_machine
 from pptmc.errors import InputError
 from pptmc.io import write_json, write_table
 
 _TIMES = (("t_mem_s", "T_mem[s]"), ("t_cpu_s", "T_CPU[s]"), ("contention_s", "contention[s]"),
-          ("runtime_s", "runtime[s]"))
+          ("t_overhead_s", "overhead[s]"), ("runtime_s", "runtime[s]"))
 
 
 def parse_cores(text: str) -> list[int]:
@@ -67,7 +67,7 @@ def run_predict(args: argparse.Namespace) -> int:
     rates = local_rates_by_cores(hit_rates_for(args, machine, cores))
     facts = region_facts(Path(args.trace), Path(args.binary) if args.binary else None)
     preds = predict_many(machine, cores, rates, facts, block_bytes=args.block_bytes, gap_bytes=args.gap_bytes,
-                         layout=args.layout, cpu_form=args.cpu_form)
+                         layout=args.layout, cpu_form=args.cpu_form, contention=args.contention)
     rows = [p.as_row() for p in preds]
     if args.output:
         out = Path(args.output)
@@ -87,8 +87,11 @@ def register(subparsers) -> None:
     p.add_argument("--binary", help="instrumented binary (default: the program the trace names)")
     p.add_argument("--hit-rates", help="use this hit-rate table (csv/parquet with cores, level, local_hit_rate) "
                                        "instead of computing reuse profiles")
-    p.add_argument("--layout", choices=LAYOUTS, default="contiguous", help="Eq. 5 block size (Sec. 3.4.1/3.4.2)")
+    p.add_argument("--layout", choices=LAYOUTS, default="contiguous",
+                   help="Eq. 5 block size (Sec. 3.4.1/3.4.2); pipelined = n x beta_avg (out-of-order cores)")
     p.add_argument("--cpu-form", choices=CPU_FORMS, default="throughput", help="T_CPU form")
+    p.add_argument("--contention", choices=CONTENTIONS, default="roofline",
+                   help="DRAM contention: roofline floor (default) or closed queuing network (MVA)")
     p.add_argument("--block-bytes", type=float, default=None, help="contiguous block size b (default: mean access)")
     p.add_argument("--gap-bytes", type=float, default=0.0, help="gap v between blocks (non-contiguous layout)")
     p.add_argument("--seed", type=int, default=0, help="seed of the interleaving in the reuse profiles")

@@ -11,6 +11,12 @@ derivation, the units and where this departs from the paper are in analysis/RUNT
 * Memory contention (not in the paper): all cores share the DRAM bandwidth, so the region
   cannot finish faster than DRAM bytes / min(cores * one-core bandwidth, all-core bandwidth).
   The prediction is max(T_mem + T_CPU, T_DRAM); the excess is reported as the contention term.
+* Layout "pipelined" (not in the paper): Eq. 5 in the limit of an unbounded block, T = n * beta_avg,
+  for out-of-order cores whose prefetchers and miss buffers overlap the latency of independent accesses.
+* Contention "queuing" (not in the paper): a closed queuing network solved by mean value analysis
+  (after Yook and Egger) instead of the roofline floor; it adds queueing delay below saturation.
+* Parallel overhead (not in the paper): regions x fork/join + barriers x barrier cost of the machine's
+  optional [parallel] table, added for more than one core.
 """
 from __future__ import annotations
 
@@ -30,8 +36,9 @@ _BLOCK_KEYS = {"int_add": ("int_add", "int_sub"), "int_mul": ("int_mul",), "int_
                "fp_add": ("fp_add", "fp_sub"), "fp_mul": ("fp_mul",), "fp_div": ("fp_div",),
                "fp_fma": ("fp_fma",), "load": ("load",), "store": ("store",),
                "load_bytes": ("load_bytes",), "store_bytes": ("store_bytes",)}
-LAYOUTS = ("contiguous", "noncontiguous")
+LAYOUTS = ("contiguous", "noncontiguous", "pipelined")
 CPU_FORMS = ("throughput", "latency")
+CONTENTIONS = ("roofline", "queuing")
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,7 @@ class RuntimePrediction:
     block_accesses_noncontiguous: float
     t_mem_contiguous_s: float        # Eq. 5
     t_mem_noncontiguous_s: float     # Eq. 5 with Sec. 3.4.2's block size
+    t_mem_pipelined_s: float         # Eq. 5 as the block grows without bound: n * beta_avg
     t_cpu_throughput_s: float
     t_cpu_latency_s: float
     layout: str
@@ -120,7 +128,8 @@ class RuntimePrediction:
     dram_bandwidth_gbs: float        # min(cores x one-core, all-core)
     t_dram_s: float                  # DRAM bytes / bandwidth: the contention floor
     contention_s: float              # max(0, t_dram - (t_mem + t_cpu))
-    runtime_s: float                 # Eq. 4 with the contention floor
+    t_overhead_s: float              # fork/join and barriers (0 on one core or without [parallel])
+    runtime_s: float                 # Eq. 4 with the contention floor, plus the overhead
 
     def as_row(self) -> dict:
         """Flat dict for a table: hit rates become one column per level."""
@@ -203,6 +212,56 @@ def cpu_time_cycles(ops: OpCounts, machine: Machine, form: str) -> float:
     return total
 
 
+def overhead_seconds(machine: Machine, cores: int, regions: float, barriers: float) -> float:
+    """Fork/join and barrier time: the machine's all-core costs, scaled by tree depth log2(p) / log2(cores).
+
+    libomp joins and releases threads along a tree, so a p-thread barrier costs about log2(p)
+    steps; one thread runs a region serially (measured ~80 ns per region, taken as 0).
+    """
+    if cores <= 1 or machine.cores <= 1:
+        return 0.0
+    depth = math.log2(cores) / math.log2(machine.cores)
+    return (regions * machine.parallel.fork_join_ns + barriers * machine.parallel.barrier_ns) * depth * 1e-9
+
+
+def mva(demands: Sequence[float], think: float, population: int) -> tuple[float, list[float]]:
+    """Exact single-class mean value analysis of a closed network: throughput X(N) and the residence
+    time at each queueing centre, for `population` customers with think (delay) time `think`.
+
+    Hand-written: the recursion is five lines and no maintained Python package provides it.
+    """
+    queue = [0.0] * len(demands)
+    throughput, residence = 0.0, list(demands)
+    for n in range(1, population + 1):
+        residence = [d * (1.0 + q) for d, q in zip(demands, queue)]
+        throughput = n / (think + sum(residence))
+        queue = [throughput * r for r in residence]
+    return throughput, residence
+
+
+def memory_credits(machine: Machine) -> int:
+    """Outstanding line requests one core sustains, by Little's law: one-core bandwidth x RAM latency / line."""
+    return max(1, round(machine.ram.bandwidth_one_core_gbs * machine.ram.latency_ns / machine.line_bytes))
+
+
+def queuing_seconds(machine: Machine, cores: int, unloaded_s: float, dram_bytes_per_core: float) -> float:
+    """Runtime of `cores` identical cores sharing the DRAM controller, as a closed queuing network.
+
+    Each core keeps k = memory_credits requests in flight (customers); a customer thinks for the
+    core's unloaded time per DRAM line (k x unloaded / m - S) and is then served by the controller,
+    S = line / all-core bandwidth. Without contention this returns `unloaded_s`; at saturation the
+    total DRAM bytes / all-core bandwidth (the roofline floor), with queueing delay in between.
+    """
+    lines = dram_bytes_per_core / machine.line_bytes
+    if lines <= 0:
+        return unloaded_s
+    credits = memory_credits(machine)
+    service = machine.line_bytes / (machine.ram.bandwidth_all_cores_gbs * 1e9)
+    think = max(0.0, credits * unloaded_s / lines - service)
+    throughput, _ = mva([service], think, cores * credits)
+    return cores * lines / throughput
+
+
 def dram_bandwidth_gbs(machine: Machine, cores: int) -> float:
     """Bandwidth `cores` cores can draw: each adds one core's worth until the machine saturates."""
     return min(cores * machine.ram.bandwidth_one_core_gbs, machine.ram.bandwidth_all_cores_gbs)
@@ -257,14 +316,19 @@ def op_counts_from_blocks(block_table_ops: Mapping[int, Mapping[str, float]],
 def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, float], ops: OpCounts,
                     mem_accesses: float, mem_bytes: float, dram_bytes: float | None = None, *,
                     block_bytes: float | None = None, gap_bytes: float = 0.0, layout: str = "contiguous",
-                    cpu_form: str = "throughput", work_share: float | None = None) -> RuntimePrediction:
-    """Predict the region's runtime on `cores` cores (Eq. 4-7 plus the DRAM contention floor).
+                    cpu_form: str = "throughput", work_share: float | None = None, regions: float = 0.0,
+                    barriers: float = 0.0, contention: str = "roofline") -> RuntimePrediction:
+    """Predict the region's runtime on `cores` cores (Eq. 4-7, the DRAM contention floor, the overhead).
 
     `ops`, `mem_accesses`, `mem_bytes` and `dram_bytes` count the whole region (all cores).
     `block_bytes` is the contiguous block (default: the mean access size, the paper's word);
-    `gap_bytes` the gap v of Sec. 3.4.2; `work_share` the busiest core's fraction (default 1/cores).
+    `gap_bytes` the gap v of Sec. 3.4.2; `work_share` the busiest core's fraction (default 1/cores);
+    `regions` and `barriers` the parallel regions and barriers executed (for the overhead term);
+    `contention` the DRAM model: "roofline" floor or "queuing" network.
     """
     _check_args(machine, cores, layout, cpu_form, mem_accesses, mem_bytes)
+    if contention not in CONTENTIONS:
+        raise InputError(f"contention {contention!r}: use one of {', '.join(CONTENTIONS)}")
     share = 1.0 / cores if work_share is None else float(work_share)
     if not 0.0 < share <= 1.0:
         raise InputError(f"work share {share}: must be in (0, 1]")
@@ -278,13 +342,15 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
                                           machine.line_bytes) / word
     per_core = mem_accesses * share
     t_mem = {"contiguous": memory_time_cycles(delta, beta, max(1.0, contiguous), per_core),
-             "noncontiguous": memory_time_cycles(delta, beta, max(1.0, noncontiguous), per_core)}
+             "noncontiguous": memory_time_cycles(delta, beta, max(1.0, noncontiguous), per_core),
+             "pipelined": beta * per_core}
     core_ops = ops.scaled(share)
     t_cpu = {form: cpu_time_cycles(core_ops, machine, form) for form in CPU_FORMS}
     if dram_bytes is None:
         dram_bytes = dram_traffic_bytes(mem_accesses, rates.local, machine.line_bytes, ops.store_fraction)
+    overhead = overhead_seconds(machine, cores, regions, barriers)
     return _assemble(machine, cores, share, rates, delta, beta, contiguous, noncontiguous, t_mem, t_cpu,
-                     layout, cpu_form, dram_bytes)
+                     layout, cpu_form, dram_bytes, overhead, contention)
 
 
 def _check_args(machine: Machine, cores: int, layout: str, cpu_form: str, mem_accesses: float,
@@ -304,21 +370,28 @@ def _check_args(machine: Machine, cores: int, layout: str, cpu_form: str, mem_ac
 
 def _assemble(machine: Machine, cores: int, share: float, rates: HitRates, delta: float, beta: float,
               contiguous: float, noncontiguous: float, t_mem: dict, t_cpu: dict, layout: str,
-              cpu_form: str, dram_bytes: float) -> RuntimePrediction:
-    """Convert cycles to seconds and apply the contention floor."""
+              cpu_form: str, dram_bytes: float, overhead_s: float = 0.0,
+              contention: str = "roofline") -> RuntimePrediction:
+    """Convert cycles to seconds, apply the contention floor and add the parallel overhead."""
     sec = machine.cycles_to_seconds
     mem_s, cpu_s = sec(t_mem[layout]), sec(t_cpu[cpu_form])
     bandwidth = dram_bandwidth_gbs(machine, cores)
     t_dram = dram_bytes / (bandwidth * 1e9)
-    runtime = max(mem_s + cpu_s, t_dram)
+    if contention == "queuing":
+        loaded = queuing_seconds(machine, cores, mem_s + cpu_s, dram_bytes * share)
+    else:
+        loaded = max(mem_s + cpu_s, t_dram)
+    runtime = loaded + overhead_s
     return RuntimePrediction(
         cores=cores, work_share=share, local_hit_rates=dict(zip(rates.levels, rates.local)),
         cumulative_hit_rates=dict(zip(rates.levels, rates.cumulative())), delta_avg_cycles=delta,
         beta_avg_cycles=beta, block_accesses_contiguous=contiguous, block_accesses_noncontiguous=noncontiguous,
         t_mem_contiguous_s=sec(t_mem["contiguous"]), t_mem_noncontiguous_s=sec(t_mem["noncontiguous"]),
+        t_mem_pipelined_s=sec(t_mem["pipelined"]),
         t_cpu_throughput_s=sec(t_cpu["throughput"]), t_cpu_latency_s=sec(t_cpu["latency"]), layout=layout,
         cpu_form=cpu_form, t_mem_s=mem_s, t_cpu_s=cpu_s, dram_bytes=dram_bytes, dram_bandwidth_gbs=bandwidth,
-        t_dram_s=t_dram, contention_s=max(0.0, t_dram - (mem_s + cpu_s)), runtime_s=runtime)
+        t_dram_s=t_dram, contention_s=max(0.0, loaded - (mem_s + cpu_s)), t_overhead_s=overhead_s,
+        runtime_s=runtime)
 
 
 # --- Glue: the model's inputs from a trace, its block table and a hit-rate table -----------------
@@ -332,6 +405,12 @@ class RegionFacts:
     mem_accesses: float
     mem_bytes: float
     loops: tuple[LoopInstance, ...]
+    regions: int = 0        # parallel-region invocations (entries into the outlined OUT__ functions)
+
+    @property
+    def barriers(self) -> int:
+        """Implied barriers: one per work-shared loop or single instance (master has none; nowait unseen)."""
+        return sum(1 for loop in self.loops if loop.schedule != SCHED_MASTER)
 
 
 def _block_ops(table: Any) -> dict[int, Mapping[str, float]]:
@@ -357,7 +436,13 @@ def region_facts(trace: Path, binary: Path | None = None) -> RegionFacts:
     ops = op_counts_from_blocks(_block_ops(instrument.load_block_table(binary)), info.block_counts)
     mem_bytes = ops.load_bytes + ops.store_bytes or 8.0 * info.n_accesses
     return RegionFacts(ops=ops, mem_accesses=float(info.n_accesses), mem_bytes=float(mem_bytes),
-                       loops=tuple(info.loops))
+                       loops=tuple(info.loops), regions=region_count(getattr(info, "blocks", {}), info.block_counts))
+
+
+def region_count(blocks: Mapping[int, Any], block_counts: Mapping[int, int]) -> int:
+    """Region invocations: entries into the entry block of each translator-outlined OUT__ function."""
+    return sum(count for block, count in block_counts.items()
+               if block in blocks and blocks[block].function.startswith("OUT__") and blocks[block].label == "entry")
 
 
 def local_rates_by_cores(hit_df) -> dict[int, dict[str, float]]:
@@ -379,7 +464,8 @@ def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Map
         if c not in rates:
             raise InputError(f"hit rates: none for {c} cores; recompute them for cores {','.join(map(str, cores))}")
         out.append(predict_runtime(machine, c, rates[c], facts.ops, facts.mem_accesses, facts.mem_bytes,
-                                   work_share=busiest_share(list(facts.loops), c), **model_args))
+                                   work_share=busiest_share(list(facts.loops), c), regions=facts.regions,
+                                   barriers=facts.barriers, **model_args))
     return out
 
 

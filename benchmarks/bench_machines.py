@@ -1,7 +1,11 @@
-"""`make bench` rows for `pptmc machines detect`: the host's measured figures and how long detection takes."""
+"""`make bench` rows for `pptmc machines detect` (the host's measured figures and how long detection
+takes) and for `pptmc measure` on a few benchmarks (runtime model error on this host, issue #7)."""
 from __future__ import annotations
 
+import os
+import tempfile
 import time
+from pathlib import Path
 
 from machines import validate_machine_dict
 from machines.detect import detect_host
@@ -28,4 +32,35 @@ def run() -> list[dict]:
     rows += [_row(f"{op} latency", cost.latency, "cycles", 0.5, 100.0) for op, cost in m.ops.items()]
     rows += [_row(f"{op} recip. throughput", cost.recip_throughput, "cycles", 0.05, 100.0)
              for op, cost in m.ops.items()]
+    rows += [_row("fork/join, all cores", m.parallel.fork_join_ns, "ns", 10.0, 100_000.0),
+             _row("barrier, all cores", m.parallel.barrier_ns, "ns", 10.0, 100_000.0)]
+    return rows + runtime_rows(m)
+
+
+# A subset that keeps this module near two minutes: one trace + reuse profile per benchmark at MEDIUM.
+MEASURE_BENCHMARKS = tuple(os.environ.get("BENCH_MEASURE_BENCHMARKS", "atax,doitgen,gramschmidt,symm").split(","))
+
+
+def runtime_rows(machine) -> list[dict]:
+    """Mean abs error of the runtime model against native region times (median of 5 and fastest run)."""
+    from pptmc.measure import DEFAULT_SIZE, runtime_summary, validate_runtimes
+    from pptmc.suite import SuiteConfig, select_benchmarks
+
+    benches = select_benchmarks(SuiteConfig(outdir=Path("."), benchmarks=MEASURE_BENCHMARKS))
+    threads = tuple(sorted({1, min(2, machine.cores)}))
+    with tempfile.TemporaryDirectory(prefix="pptmc-bench-measure-") as tmp:
+        df = validate_runtimes(benches, DEFAULT_SIZE, threads, Path(tmp), machine, repeats=5)
+    rows = []
+    for rec in runtime_summary(df).to_dict("records"):
+        for key, what in (("mean_abs_error", "median"), ("mean_abs_error_vs_min", "fastest run")):
+            value = 100 * rec[key]
+            rows.append({"benchmark": "measure.runtime", "unit": "%", "target": "<= 10", "ok": value <= 10,
+                         "metric": f"mean abs error vs {what}, {rec['cores']} thread(s), "
+                                   f"{','.join(MEASURE_BENCHMARKS)} {DEFAULT_SIZE}", "value": round(value, 1)})
     return rows
+
+
+if __name__ == "__main__":
+    for r in run():
+        print(f"{r['benchmark']:16s} {r['metric']:70s} {r['value']:>10} {r['unit']:7s} {r['target']:>16s} "
+              f"{'ok' if r['ok'] else 'MISS'}")

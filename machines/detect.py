@@ -50,10 +50,17 @@ class Effort:
     chase_loads: int
     stream_reps: int
     ram_set_bytes: int
+    sync_rounds: int = 20_000
+    chase_runs: int = 1
 
 
-FULL = Effort(op_iterations=3_000_000, op_runs=3, chase_loads=2_000_000, stream_reps=3, ram_set_bytes=1024 * _MIB)
-QUICK = Effort(op_iterations=200_000, op_runs=1, chase_loads=200_000, stream_reps=1, ram_set_bytes=128 * _MIB)
+# Many short stream repetitions (64 MiB each, ~1 ms in L2) and the best kept: a repetition longer than
+# a scheduler time slice is preempted on a busy host, which halved the L2 figure when they were 512 MiB.
+# Pointer chases likewise: 7 runs of 500k loads, the fastest kept.
+FULL = Effort(op_iterations=500_000, op_runs=3, chase_loads=500_000, stream_reps=15, ram_set_bytes=1024 * _MIB,
+              chase_runs=7)
+QUICK = Effort(op_iterations=200_000, op_runs=1, chase_loads=200_000, stream_reps=1, ram_set_bytes=128 * _MIB,
+               sync_rounds=2_000)
 
 
 def _read(path: Path) -> str:
@@ -206,7 +213,8 @@ def _chase_ns(binary: Path, size: int, loads: int) -> float:
 
 def _stream_gbs(binary: Path, size: int, reps: int, threads: list[int]) -> dict[int, float]:
     kib = max(4, size // _KIB)
-    passes = max(1, (512 * _MIB) // (kib * _KIB)) if size < 64 * _MIB else 1
+    passes = max(1, (64 * _MIB) // (kib * _KIB)) if size < 64 * _MIB else 1
+    reps = reps if size < 64 * _MIB else max(1, reps // 3)  # a RAM-sized pass is long already
     res = _run(binary, kib, passes, reps, *threads)
     return {t: res[f"gbs_{t}"] for t in threads}
 
@@ -223,7 +231,7 @@ def measure_memory(workdir: Path, caches: list[SysCache], cores: int, ghz: float
         size = cache.size_bytes // 2 if i == 0 else min(cache.size_bytes // 2, 4 * caches[i - 1].size_bytes)
         size = min(size, effort.ram_set_bytes // 2)
         progress(f"L{cache.level}: pointer chase over {size // _KIB} KiB, stream over {size // _KIB} KiB")
-        lat_ns = min(_chase_ns(chase, size, effort.chase_loads) for _ in range(effort.op_runs))
+        lat_ns = min(_chase_ns(chase, size, effort.chase_loads) for _ in range(effort.chase_runs))
         gbs = _stream_gbs(stream, size, effort.stream_reps, [1])[1]
         # L1 serves one access per load; deeper levels move one line per access they serve.
         recip, how = ((l1_recip, "ops.c independent loads") if i == 0 else
@@ -235,13 +243,25 @@ def measure_memory(workdir: Path, caches: list[SysCache], cores: int, ghz: float
                                  f"throughput: {how}"})
     ram_set = min(effort.ram_set_bytes, max(2 * caches[-1].size_bytes, 64 * _MIB))
     progress(f"RAM: pointer chase over {ram_set // _MIB} MiB, stream on 1 and {cores} threads")
-    ram_ns = _chase_ns(chase, ram_set, max(1, effort.chase_loads // 4))
+    # Two runs only: each builds a random cycle over the whole set, which takes seconds.
+    ram_ns = min(_chase_ns(chase, ram_set, max(1, effort.chase_loads // 4))
+                 for _ in range(min(2, effort.chase_runs)))
     bw = _stream_gbs(stream, ram_set, effort.stream_reps, sorted({1, cores}))
     note = "" if ram_set >= 2 * caches[-1].size_bytes else " (set not above the last-level cache: may be optimistic)"
     ram = {"latency_ns": round(ram_ns, 1), "bandwidth_one_core_gbs": round(bw[1], 2),
            "bandwidth_all_cores_gbs": round(max(bw.values()), 2),
            "source": f"chase.c over {ram_set // _MIB} MiB; stream.c read bandwidth on 1 and {cores} threads{note}"}
     return levels, ram
+
+
+def measure_parallel(workdir: Path, cores: int, effort: Effort, progress: Progress) -> dict:
+    """Fork/join and barrier cost with all cores (overhead.c, best of 5 repetitions)."""
+    progress(f"compiling and running overhead.c (OpenMP fork/join and barrier on {cores} threads)")
+    binary = _compile("overhead.c", workdir / "overhead", [], openmp=True)
+    res = _run(binary, effort.sync_rounds, 5, cores)
+    return {"fork_join_ns": round(res[f"fork_join_ns_{cores}"], 1), "barrier_ns": round(res[f"barrier_ns_{cores}"], 1),
+            "source": f"overhead.c on this host, {cores} threads: empty parallel region (fork/join) and a "
+                      f"one-iteration-per-thread omp for (implied barrier), best of 5 x {effort.sync_rounds}"}
 
 
 def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
@@ -258,6 +278,7 @@ def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="pptmc-detect-") as tmp:
         ghz, ops = measure_ops(Path(tmp), effort, say)
         levels, ram = measure_memory(Path(tmp), caches, cores, ghz, ops["load"]["recip_throughput"], effort, say)
+        parallel = measure_parallel(Path(tmp), cores, effort, say)
     nominal = cpuinfo_mhz()
     data = {"schema_version": SCHEMA_VERSION, "name": f"host-{platform.node() or 'unknown'}",
             "description": f"{_model_name()} as measured by pptmc machines detect"
@@ -268,7 +289,8 @@ def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
                       f"SIMD: {simd_src}",
             "caches": levels, "ram": ram,
             "ops": {op: {**ops[op], "source": "ops.c on this host: dependent chain (latency), 8 independent "
-                                              "chains (throughput)"} for op in OP_CLASSES}}
+                                              "chains (throughput)"} for op in OP_CLASSES},
+            "parallel": parallel}
     validate_machine_dict(data, "detected host")
     say(f"done in {time.monotonic() - start:.1f} s")
     return data

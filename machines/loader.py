@@ -11,18 +11,19 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from machines.model import OP_CLASSES, CacheLevel, Machine, OpCost, Ram
+from machines.model import OP_CLASSES, CacheLevel, Machine, OpCost, Parallel, Ram
 from pptmc.errors import InputError
 
 SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = (1,)
 
 _TOP_KEYS = {"schema_version", "name", "description", "cores", "frequency_ghz", "bus_width_bytes",
-             "simd_width_bits", "source", "caches", "ram", "ops"}
+             "simd_width_bits", "source", "caches", "ram", "ops", "parallel"}
 _CACHE_KEYS = {"name", "size_bytes", "line_bytes", "associativity", "latency_cycles",
                "recip_throughput_cycles", "shared", "source"}
 _RAM_KEYS = {"latency_ns", "bandwidth_one_core_gbs", "bandwidth_all_cores_gbs", "source"}
 _OP_KEYS = {"latency", "recip_throughput", "source"}
+_PARALLEL_KEYS = {"fork_join_ns", "barrier_ns", "source"}
 
 
 @dataclass
@@ -169,6 +170,21 @@ def _check_ops(chk: _Checker, data: dict) -> dict[str, OpCost]:
     return out
 
 
+def _check_parallel(chk: _Checker, data: dict) -> Parallel:
+    """The optional [parallel] table; absent means no overhead term (both costs 0)."""
+    if "parallel" not in data:
+        return Parallel()
+    par = chk.table(data["parallel"], "parallel")
+    if par is None:
+        return Parallel()
+    chk.unknown(par, _PARALLEL_KEYS, "parallel.")
+    vals = [chk.get(par, k, "parallel.", "number", non_negative=True) for k in ("fork_join_ns", "barrier_ns")]
+    chk.get(par, "source", "parallel.", "str")
+    if any(v is None for v in vals):
+        return Parallel()
+    return Parallel(fork_join_ns=float(vals[0]), barrier_ns=float(vals[1]))
+
+
 def _collect_sources(data: dict) -> dict[str, str]:
     """Table path -> its `source` string; every figure in a table cites that table's source."""
     sources = {"": data.get("source", "")}
@@ -177,6 +193,8 @@ def _collect_sources(data: dict) -> dict[str, str]:
             sources[f"caches[{i}]"] = cache.get("source", "")
     if isinstance(data.get("ram"), dict):
         sources["ram"] = data["ram"].get("source", "")
+    if isinstance(data.get("parallel"), dict):
+        sources["parallel"] = data["parallel"].get("source", "")
     for op, entry in (data.get("ops") or {}).items() if isinstance(data.get("ops"), dict) else ():
         if isinstance(entry, dict):
             sources[f"ops.{op}"] = entry.get("source", "")
@@ -209,12 +227,13 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
     caches = _check_caches(chk, data)
     ram = _check_ram(chk, data)
     ops = _check_ops(chk, data)
+    parallel = _check_parallel(chk, data)
     if chk.errors:
         raise InputError(f"{source}: invalid machine file: " + "; ".join(chk.errors)
                          + " (schema: machines/SCHEMA.md)")
     return Machine(name=name, description=description, cores=cores, frequency_ghz=float(freq),
                    caches=caches, ram=ram, bus_width_bytes=bus, simd_width_bits=simd, ops=ops,
-                   sources=_collect_sources(data), schema_version=version)
+                   sources=_collect_sources(data), schema_version=version, parallel=parallel)
 
 
 def machine_to_dict(m: Machine) -> dict:
@@ -226,12 +245,16 @@ def machine_to_dict(m: Machine) -> dict:
                "source": src.get(f"caches[{i}]", "")} for i, c in enumerate(m.caches)]
     ops = {op: {"latency": cost.latency, "recip_throughput": cost.recip_throughput,
                 "source": src.get(f"ops.{op}", "")} for op, cost in m.ops.items()}
-    return {"schema_version": m.schema_version, "name": m.name, "description": m.description,
+    out = {"schema_version": m.schema_version, "name": m.name, "description": m.description,
             "cores": m.cores, "frequency_ghz": m.frequency_ghz, "bus_width_bytes": m.bus_width_bytes,
             "simd_width_bits": m.simd_width_bits, "source": src.get("", ""), "caches": caches,
             "ram": {"latency_ns": m.ram.latency_ns, "bandwidth_one_core_gbs": m.ram.bandwidth_one_core_gbs,
                     "bandwidth_all_cores_gbs": m.ram.bandwidth_all_cores_gbs, "source": src.get("ram", "")},
             "ops": ops}
+    if "parallel" in src or m.parallel != Parallel():  # optional table: written only when the file had one
+        out["parallel"] = {"fork_join_ns": m.parallel.fork_join_ns, "barrier_ns": m.parallel.barrier_ns,
+                           "source": src.get("parallel", "")}
+    return out
 
 
 def _data_dir():
@@ -289,4 +312,6 @@ def dumps_toml(data: dict) -> str:
         lines += ["[ram]"] + [f"{k} = {_toml_value(v)}" for k, v in data["ram"].items()] + [""]
     for op, entry in data.get("ops", {}).items():
         lines += [f"[ops.{op}]"] + [f"{k} = {_toml_value(v)}" for k, v in entry.items()] + [""]
+    if "parallel" in data:
+        lines += ["[parallel]"] + [f"{k} = {_toml_value(v)}" for k, v in data["parallel"].items()] + [""]
     return "\n".join(lines)

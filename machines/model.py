@@ -46,6 +46,14 @@ class Ram:
 
 
 @dataclass(frozen=True)
+class Parallel:
+    """OpenMP parallel overhead with all `Machine.cores` threads, in ns (0 = not modelled)."""
+
+    fork_join_ns: float = 0.0     # one parallel region: fork, join and its closing barrier
+    barrier_ns: float = 0.0       # one barrier, e.g. the implied one at the end of a work-shared loop
+
+
+@dataclass(frozen=True)
 class Machine:
     """A CPU as the models see it."""
 
@@ -59,6 +67,7 @@ class Machine:
     simd_width_bits: int
     ops: dict[str, OpCost]
     sources: dict[str, str] = field(default_factory=dict)  # field path -> where the figure comes from
+    parallel: Parallel = Parallel()  # optional [parallel] table; absent = no overhead term
     schema_version: int = 1
 
     @property

@@ -1,15 +1,36 @@
-"""Measured ground truth for runtimes: native parallel-region time of each benchmark on this host.
+"""Measured ground truth for runtimes: native parallel-region time of each benchmark on this host,
+joined with the runtime model's prediction for the same size and machine (issue #7).
 
-Median of repeated cold-cache runs of the original OpenMP program (not the translated one), with
-the same region boundaries the harness uses for the trace (pbench_region_begin/end).
+Native times are the original OpenMP program (not the translated one) with a cold-cache start and
+the region boundaries the harness uses for the trace (pbench_region_begin/end). Measurements run
+one after another, never in parallel, so they do not disturb each other.
 """
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Sequence
 
 import pandas as pd
+
+from machines.loader import dumps_toml, machine_to_dict
+from machines.model import Machine
+from pptmc.errors import InputError
+from pptmc.io import atomic_path, write_text
+
+Progress = Callable[[str], None]
+
+# MEDIUM: regions last 0.5-50 ms on this class of host (MINI/SMALL: 2-300 us, where fork/join and
+# timer overhead dominate), while the single trace and reuse profiles stay at ~5-15 s per benchmark.
+# LARGE multiplies the accesses by 30-100x and the profiling time with them.
+DEFAULT_SIZE = "MEDIUM"
+# The validated default: Eq. 5 with pipelined accesses (analysis/RUNTIME_MODEL.md, "Validation on this
+# host"); "contiguous" is the paper's word-sized block.
+DEFAULT_LAYOUT = "pipelined"
+MODEL_COLUMNS = ("t_mem_s", "t_cpu_s", "t_overhead_s", "contention_s", "t_dram_s", "dram_bytes")
+COLUMNS = ("benchmark", "cores", "measured_s", "measured_min_s", "measured_max_s", "repeats", "predicted_s",
+           *MODEL_COLUMNS, "rel_error", "rel_error_min")
 
 
 @dataclass(frozen=True)
@@ -17,7 +38,7 @@ class MeasureConfig:
     """How to measure: size, thread counts, repeats, cold start."""
 
     workdir: Path
-    size: str = "MINI"
+    size: str = DEFAULT_SIZE
     threads: tuple[int, ...] = (1, 2)
     repeats: int = 5
     cold: bool = True
@@ -27,7 +48,10 @@ def measure_benchmark(bench, cfg: MeasureConfig) -> list[dict]:
     """Rows (benchmark, threads, median/min/max region seconds) for one benchmark."""
     from benchmarks.polybench.build import build_native, run_native
 
+    if cfg.repeats < 1:
+        raise InputError(f"repeats {cfg.repeats}: give at least 1")
     exe = cfg.workdir / "native" / f"{bench.name}-{cfg.size}"
+    exe.parent.mkdir(parents=True, exist_ok=True)
     build_native(bench, cfg.size, exe)
     rows = []
     for threads in cfg.threads:
@@ -43,7 +67,122 @@ def measure_suite(benches, cfg: MeasureConfig) -> pd.DataFrame:
 
 
 def runtime_errors(predicted: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
-    """Join predictions with measurements; relative error = |pred - meas| / meas."""
+    """Join predictions (runtime_s) with measurements; rel_error = |pred - median| / median.
+
+    rel_error_min compares with the fastest run instead, the better estimate on a busy host.
+    """
     joined = predicted.merge(measured, on=["benchmark", "cores"], how="inner")
-    joined["rel_error"] = (joined["runtime_s"] - joined["measured_s"]).abs() / joined["measured_s"]
+    if "predicted_s" not in joined:
+        joined["predicted_s"] = joined["runtime_s"]
+    joined["rel_error"] = (joined["predicted_s"] - joined["measured_s"]).abs() / joined["measured_s"]
+    if "measured_min_s" in joined:
+        joined["rel_error_min"] = ((joined["predicted_s"] - joined["measured_min_s"]).abs()
+                                   / joined["measured_min_s"])
     return joined
+
+
+def machine_file(machine: Machine, workdir: Path) -> Path:
+    """Write `machine` as a machine file in workdir, so the cached pipeline can name it by path."""
+    path = Path(workdir) / "machine" / f"{machine.name}.toml"
+    text = "# Written by pptmc measure; schema: machines/SCHEMA.md\n" + dumps_toml(machine_to_dict(machine))
+    if not path.is_file() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, text)
+    return path
+
+
+def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, machine: Machine,
+                      layout: str = DEFAULT_LAYOUT, progress: Progress | None = None,
+                      contention: str = "roofline") -> pd.DataFrame:
+    """Runtime prediction of one benchmark from the pipeline's trace and hit rates (cached under
+    workdir/measure/work/<name>), with the runtime model evaluated for `layout` and `contention`."""
+    from analysis.runtime_model import predict_table
+    from pptmc.pipeline import run_pipeline
+    from pptmc.suite import SuiteConfig, pipeline_config
+
+    path = machine_file(machine, workdir)
+    # Its own folder: a suite run in the same workdir keys its profiles on other cores and machines,
+    # and the two would overwrite each other's cached steps.
+    cfg = SuiteConfig(outdir=Path(workdir) / "measure", size=size, machines=(str(path),), cores=tuple(threads))
+    result = run_pipeline(pipeline_config(cfg, bench), progress or (lambda _msg: None))
+    hits = result.hit_rates[result.hit_rates["machine"] == machine.name]
+    return (predict_table(machine, hits, result.trace_path, layout=layout, contention=contention)
+            .assign(benchmark=bench.name))
+
+
+def validate_runtimes(benches, size: str, threads: tuple[int, ...], workdir: Path, machine: Machine,
+                      repeats: int = 5, progress: Progress | None = None,
+                      layout: str = DEFAULT_LAYOUT, contention: str = "roofline") -> pd.DataFrame:
+    """Measure and predict every benchmark on `machine` (the host), one table row per (benchmark, cores).
+
+    A benchmark whose prediction fails keeps its measurement, with the cause in the `error` column.
+    """
+    say = progress or (lambda _msg: None)
+    workdir = Path(workdir)
+    too_many = [t for t in threads if t > machine.cores]
+    if too_many:
+        raise InputError(f"threads {','.join(map(str, too_many))}: machine {machine.name} has only "
+                         f"{machine.cores} cores; measure at most that many")
+    cfg = MeasureConfig(workdir=workdir, size=size, threads=tuple(threads), repeats=repeats)
+    frames = []
+    for bench in benches:
+        say(f"{bench.name}: measuring {size} on {','.join(map(str, threads))} threads x {repeats}")
+        measured = pd.DataFrame(measure_benchmark(bench, cfg))
+        say(f"{bench.name}: predicting")
+        try:
+            predicted = predict_benchmark(bench, size, threads, workdir, machine, layout, contention=contention)
+        except Exception as exc:  # one broken pipeline must not discard the other measurements
+            say(f"{bench.name}: prediction failed: {type(exc).__name__}: {exc}")
+            frames.append(measured.assign(error=f"{type(exc).__name__}: {exc}"))
+            continue
+        frames.append(runtime_errors(predicted, measured).assign(error=""))
+    df = pd.concat(frames, ignore_index=True)
+    for col in ("predicted_s", *MODEL_COLUMNS, "rel_error", "rel_error_min"):
+        if col not in df:
+            df[col] = float("nan")
+    return df[[*COLUMNS, "error"]]
+
+
+def runtime_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Mean/median/max relative error per thread count, then over all rows (cores = 'all')."""
+    def stats(part: pd.DataFrame, cores) -> dict:
+        row = {"cores": str(cores), "benchmarks": int(part["benchmark"].nunique()),
+               "mean_abs_error": float(part["rel_error"].mean()),
+               "median_abs_error": float(part["rel_error"].median()),
+               "max_abs_error": float(part["rel_error"].max())}
+        if "rel_error_min" in part:
+            row["mean_abs_error_vs_min"] = float(part["rel_error_min"].mean())
+        return row
+
+    ok = df[df["rel_error"].notna()]
+    rows = [stats(part, cores) for cores, part in ok.groupby("cores", sort=True)]
+    return pd.DataFrame(rows + [stats(ok, "all")])
+
+
+def write_runtime_figure(df: pd.DataFrame, path: Path) -> Path:
+    """Predicted vs measured region time per benchmark, one panel per thread count (log scale)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    cores = sorted(df["cores"].unique())
+    fig, axes = plt.subplots(len(cores), 1, figsize=(11, 3.2 * len(cores)), squeeze=False)
+    for ax, c in zip(axes[:, 0], cores):
+        part = df[(df["cores"] == c) & df["predicted_s"].notna()].sort_values("benchmark")
+        x = np.arange(len(part))
+        err = [part["measured_s"] - part["measured_min_s"], part["measured_max_s"] - part["measured_s"]]
+        ax.bar(x - 0.2, part["measured_s"], 0.4, yerr=err, capsize=2, label="measured (median, min-max)")
+        ax.bar(x + 0.2, part["predicted_s"], 0.4, label="predicted")
+        ax.set_xticks(x, part["benchmark"], rotation=30, ha="right")
+        ax.set_yscale("log")
+        ax.set_ylabel("region time [s]")
+        ax.set_title(f"{c} thread(s): mean abs error {part['rel_error'].mean():.1%}")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", dpi=110)
+    plt.close(fig)
+    return path

@@ -143,3 +143,27 @@ def test_cli_list_show_validate(capsys, tmp_path):
     good.write_text(dumps_toml(_base()))
     assert cli.run(["machines", "validate", str(good)]) == 0
     assert "valid machine file" in capsys.readouterr().out
+
+
+def test_parallel_table_is_optional_and_round_trips():
+    """Absent [parallel]: no overhead (0 ns); present: read, sourced, and written back."""
+    assert machines.load_machine("haswell-i7-5960x").parallel == machines.Parallel(0.0, 0.0)
+    data = _base()
+    data["parallel"] = {"fork_join_ns": 1500.0, "barrier_ns": 600, "source": "overhead.c"}
+    m = machines.validate_machine_dict(data, "p.toml")
+    assert (m.parallel.fork_join_ns, m.parallel.barrier_ns) == (1500.0, 600.0)
+    assert m.sources["parallel"] == "overhead.c"
+    assert machines.validate_machine_dict(tomllib.loads(dumps_toml(machines.machine_to_dict(m))), "t") == m
+
+
+@pytest.mark.parametrize("edit,message", [
+    ({"fork_join_ns": -1.0, "barrier_ns": 1.0, "source": "x"}, "parallel.fork_join_ns: must not be negative"),
+    ({"fork_join_ns": 1.0, "source": "x"}, "parallel.barrier_ns: missing"),
+    ({"fork_join_ns": 1.0, "barrier_ns": 1.0, "source": "x", "spin": 3}, "parallel.spin: unknown field"),
+    ({"fork_join_ns": 1.0, "barrier_ns": 1.0}, "parallel.source: missing"),
+])
+def test_parallel_table_errors_name_the_field(edit, message):
+    data = _base()
+    data["parallel"] = edit
+    with pytest.raises(InputError, match=message.replace(".", r"\.")):
+        machines.validate_machine_dict(data, "bad.toml")

@@ -62,6 +62,9 @@ def test_detect_quick_writes_a_valid_plausible_file(detected):
     assert m.caches[0].latency_cycles < m.caches[1].latency_cycles
     assert m.caches[0].latency_cycles < m.ram.latency_ns * m.frequency_ghz
     assert m.ram.bandwidth_one_core_gbs <= m.ram.bandwidth_all_cores_gbs
+    # overhead.c: a region and a barrier cost something, and far less than a millisecond
+    assert 0 < m.parallel.fork_join_ns < 1e6 and 0 < m.parallel.barrier_ns < 1e6
+    assert "overhead.c" in m.sources["parallel"]
 
 
 LSCPU = """NAME ONE-SIZE ALL-SIZE WAYS TYPE        LEVEL   SETS PHY-LINE COHERENCY-SIZE

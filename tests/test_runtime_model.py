@@ -161,3 +161,96 @@ def test_busiest_share_weights_loops_by_iterations():
     assert rm.busiest_share(loops, 4) == pytest.approx((25 + 10 + 8) / 140)
     assert rm.busiest_share([], 4) == 0.25
     assert math.isclose(rm.busiest_share(loops[:1], 1), 1.0)
+
+
+# --- Pipelined layout and the parallel-overhead term (issue #7) ----------------------------------
+
+
+def test_pipelined_layout_is_eq5_without_a_block_bound():
+    p = rm.predict_runtime(toy_machine(), 1, HALF, OPS, 1000, 8000, layout="pipelined")
+    assert p.t_mem_pipelined_s == pytest.approx(2.5 * 1000 * 1e-9)     # beta_avg = 2.5 cycles per access
+    assert p.t_mem_s == p.t_mem_pipelined_s
+    assert p.runtime_s == pytest.approx(p.t_mem_pipelined_s + p.t_cpu_throughput_s)
+    # Eq. 5 approaches it as the block grows: (22 + (b-1) 2.5) / b -> 2.5
+    big = rm.predict_runtime(toy_machine(), 1, HALF, OPS, 1000, 8000, block_bytes=8e6)
+    assert big.t_mem_contiguous_s == pytest.approx(p.t_mem_pipelined_s, rel=1e-4)
+
+
+def _parallel_machine(cores=8):
+    from dataclasses import replace
+
+    from machines.model import Parallel
+    return replace(toy_machine(bw_one=1e6, bw_all=1e6, cores=cores),
+                   parallel=Parallel(fork_join_ns=1000.0, barrier_ns=400.0))
+
+
+def test_overhead_hand_computed():
+    m = _parallel_machine(cores=8)
+    assert rm.overhead_seconds(m, 1, regions=10, barriers=50) == 0.0     # one thread: serial region
+    # 8 cores: full cost; 2 cores: one tree level of three
+    assert rm.overhead_seconds(m, 8, 10, 50) == pytest.approx((10 * 1000 + 50 * 400) * 1e-9)
+    assert rm.overhead_seconds(m, 2, 10, 50) == pytest.approx((10 * 1000 + 50 * 400) / 3 * 1e-9)
+    assert rm.overhead_seconds(toy_machine(), 8, 10, 50) == 0.0          # no [parallel] table
+
+
+def test_overhead_adds_to_the_runtime():
+    m = _parallel_machine(cores=2)
+    base = rm.predict_runtime(m, 2, HALF, OPS, 1000, 8000)
+    p = rm.predict_runtime(m, 2, HALF, OPS, 1000, 8000, regions=3, barriers=7)
+    assert p.t_overhead_s == pytest.approx((3 * 1000 + 7 * 400) * 1e-9)
+    assert p.runtime_s == pytest.approx(base.runtime_s + p.t_overhead_s)
+    assert base.t_overhead_s == 0.0
+
+
+def test_region_count_and_barriers_from_trace_facts():
+    from instrument.trace_types import SCHED_SINGLE, BlockInfo
+    blocks = {0: BlockInfo(0, "OUT__1__7__", "entry", False), 1: BlockInfo(1, "OUT__1__7__", "for.body", False),
+              2: BlockInfo(2, "OUT__2__9__", "entry", False), 3: BlockInfo(3, "main", "entry", False)}
+    assert rm.region_count(blocks, {0: 4, 1: 900, 2: 1, 3: 1}) == 5
+    loops = (LoopInstance(0, 0, 10, SCHED_STATIC, 0), LoopInstance(1, 1, 1, SCHED_MASTER, 0),
+             LoopInstance(2, 2, 1, SCHED_SINGLE, 0), LoopInstance(3, 0, 10, SCHED_DYNAMIC, 2))
+    facts = rm.RegionFacts(ops=OPS, mem_accesses=1000, mem_bytes=8000, loops=loops, regions=5)
+    assert facts.barriers == 3                                            # master has no implied barrier
+
+
+# --- Queuing-network contention (Yook-Egger style MVA) --------------------------------------------
+
+
+def test_mva_hand_case():
+    # n=1: R = 1, X = 1/2, Q = 1/2; n=2: R = 1 * (1 + 1/2) = 1.5, X = 2 / (1 + 1.5) = 0.8
+    x, r = rm.mva([1.0], think=1.0, population=2)
+    assert x == pytest.approx(0.8) and r == pytest.approx([1.5])
+
+
+def _repairman_throughput(service: float, think: float, n: int) -> float:
+    """Independent oracle: machine-repairman model (M/M/1//N), X = (1 - p0) / S."""
+    terms = [math.factorial(n) / math.factorial(n - k) * (service / think) ** k for k in range(n + 1)]
+    return (1.0 - 1.0 / sum(terms)) / service
+
+
+@pytest.mark.parametrize("service,think,n", [(1.0, 1.0, 2), (10.0, 990.0, 20), (3.0, 7.0, 9)])
+def test_mva_matches_the_repairman_closed_form(service, think, n):
+    assert rm.mva([service], think, n)[0] == pytest.approx(_repairman_throughput(service, think, n))
+
+
+def test_queuing_contention_limits_and_hand_case():
+    m = toy_machine(bw_one=6.4, bw_all=6.4, cores=2)          # RAM 100 ns, 64 B lines
+    assert rm.memory_credits(m) == 10                          # 6.4 GB/s x 100 ns / 64 B
+    assert rm.queuing_seconds(m, 2, 1e-6, 0.0) == 1e-6         # no DRAM traffic: unloaded
+    # 10 lines per core, S = 10 ns, think = 10 x 1000 / 10 - 10 = 990 ns, 20 customers
+    expected = 2 * 10 / _repairman_throughput(10e-9, 990e-9, 20)
+    assert rm.queuing_seconds(m, 2, 1e-6, 640.0) == pytest.approx(expected)
+    # saturated: all DRAM bytes / all-core bandwidth, the roofline floor
+    assert rm.queuing_seconds(m, 2, 1e-9, 6.4e6) == pytest.approx(2 * 6.4e6 / 6.4e9, rel=1e-3)
+    # light load: barely above the unloaded time
+    assert 1e-3 <= rm.queuing_seconds(m, 1, 1e-3, 640.0) <= 1e-3 * 1.001
+
+
+def test_queuing_selects_the_runtime_and_reports_contention():
+    m = toy_machine(bw_one=0.5, bw_all=0.8, cores=8)           # starved DRAM: contention dominates at 8 cores
+    q = rm.predict_runtime(m, 8, HALF, OPS, 1000, 8000, contention="queuing")
+    roof = rm.predict_runtime(m, 8, HALF, OPS, 1000, 8000)
+    assert q.runtime_s >= roof.runtime_s * 0.999               # queueing never beats the roofline floor
+    assert q.contention_s == pytest.approx(q.runtime_s - q.t_mem_s - q.t_cpu_s)
+    with pytest.raises(InputError, match="contention 'mm1'"):
+        rm.predict_runtime(m, 8, HALF, OPS, 1000, 8000, contention="mm1")

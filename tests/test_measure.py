@@ -1,0 +1,86 @@
+"""`pptmc measure`: native region times joined with predictions, error math, CLI input errors."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from benchmarks.polybench.catalog import by_name
+from machines import load_machine
+from pptmc import cli
+from pptmc.errors import InputError, PptmcError
+from pptmc.measure import runtime_errors, runtime_summary, validate_runtimes, write_runtime_figure
+
+
+@pytest.fixture(scope="module")
+def validated(tmp_path_factory):
+    """One tiny benchmark, one thread, one run: the whole measure-predict-join path."""
+    work = tmp_path_factory.mktemp("measure")
+    df = validate_runtimes([by_name("atax")], "MINI", (1,), work, load_machine("haswell-i7-5960x"), repeats=1)
+    return work, df
+
+
+def test_validate_runtimes_joins_positive_times(validated):
+    _, df = validated
+    assert list(df["benchmark"]) == ["atax"] and list(df["cores"]) == [1]
+    row = df.iloc[0]
+    assert row["error"] == ""
+    assert row["measured_s"] > 0 and row["predicted_s"] > 0
+    assert row["measured_min_s"] == row["measured_s"] == row["measured_max_s"]   # one repeat
+    assert row["predicted_s"] == pytest.approx(row["t_mem_s"] + row["t_cpu_s"] + row["contention_s"]
+                                               + row["t_overhead_s"])
+    assert row["rel_error"] == pytest.approx(abs(row["predicted_s"] - row["measured_s"]) / row["measured_s"])
+
+
+def test_cli_writes_tables_and_figure(validated, capsys):
+    work, _ = validated
+    code = cli.run(["measure", "--benchmarks", "atax", "--size", "MINI", "--threads", "1", "--repeats", "1",
+                    "--machine", "haswell-i7-5960x", "-o", str(work), "--json"])
+    assert code == 0
+    printed = json.loads(capsys.readouterr().out)
+    table = pd.read_csv(work / "runtime_validation.csv")
+    assert list(table["benchmark"]) == ["atax"] and printed["rows"][0]["benchmark"] == "atax"
+    assert pd.read_parquet(work / "runtime_validation.parquet").shape == table.shape
+    assert list(pd.read_csv(work / "runtime_summary.csv")["cores"].astype(str)) == ["1", "all"]
+    assert (work / "runtime_validation.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_runtime_errors_hand_case():
+    predicted = pd.DataFrame({"benchmark": ["a", "a", "b"], "cores": [1, 2, 1], "runtime_s": [2.0, 1.0, 3.0]})
+    measured = pd.DataFrame({"benchmark": ["a", "a"], "cores": [1, 2], "measured_s": [1.6, 1.25],
+                             "measured_min_s": [1.0, 1.25]})
+    out = runtime_errors(predicted, measured)
+    assert list(zip(out["benchmark"], out["cores"])) == [("a", 1), ("a", 2)]   # b was not measured
+    assert list(out["rel_error"]) == pytest.approx([0.25, 0.2])
+    assert list(out["rel_error_min"]) == pytest.approx([1.0, 0.2])
+
+
+def test_runtime_summary_hand_case(tmp_path):
+    df = pd.DataFrame({"benchmark": ["a", "b", "a", "b", "c"], "cores": [1, 1, 2, 2, 2],
+                       "rel_error": [0.1, 0.3, 0.2, 0.6, float("nan")], "rel_error_min": [0.0] * 5,
+                       "measured_s": [1.0] * 5, "measured_min_s": [1.0] * 5, "measured_max_s": [1.0] * 5,
+                       "predicted_s": [1.0, 1.0, 1.0, 1.0, float("nan")]})
+    s = runtime_summary(df).set_index("cores")
+    assert s.loc["1", "mean_abs_error"] == pytest.approx(0.2)
+    assert s.loc["2", "mean_abs_error"] == pytest.approx(0.4) and s.loc["2", "benchmarks"] == 2
+    assert s.loc["all", "mean_abs_error"] == pytest.approx(0.3) and s.loc["all", "max_abs_error"] == 0.6
+    assert write_runtime_figure(df, tmp_path / "f.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--benchmarks", "nosuch"], "unknown nosuch"),
+    (["--threads", "1,x"], "--threads '1,x'"),
+    (["--threads", "0"], "--threads '0'"),
+    (["--size", "HUGE"], "--size 'HUGE'"),
+    (["--repeats", "0"], "--repeats 0"),
+    (["--machine", "pentium"], "unknown machine 'pentium'"),
+])
+def test_cli_bad_input(args, message, tmp_path):
+    with pytest.raises(PptmcError, match=message):
+        cli.run(["measure", "--benchmarks", "atax", "--machine", "haswell-i7-5960x", "-o", str(tmp_path), *args])
+
+
+def test_more_threads_than_the_machine_has(tmp_path):
+    with pytest.raises(InputError, match="has only 8 cores"):
+        validate_runtimes([by_name("atax")], "MINI", (1, 16), tmp_path, load_machine("haswell-i7-5960x"))
