@@ -5,7 +5,9 @@ Built only from the machine-readable tables, so the report can be regenerated wi
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -95,12 +97,30 @@ def _cdf(profile) -> tuple[np.ndarray, np.ndarray]:
     return lower[order], np.cumsum(counts[order]) / total
 
 
+@dataclass
+class ReportSection:
+    """An extra part of index.html (e.g. validation): figures first, then tables."""
+
+    title: str
+    figures: list[tuple[str, Path]] = field(default_factory=list)
+    tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
+
+
+def _section_html(section: ReportSection, outdir: Path) -> list[str]:
+    parts = [f"<h2>{html.escape(section.title)}</h2>"]
+    parts += [f"<h3>{html.escape(title)}</h3><img src='{p.relative_to(outdir)}' style='max-width:100%'>"
+              for title, p in section.figures if p is not None]
+    for title, table in section.tables:
+        parts += [f"<h3>{html.escape(title)}</h3>", _table_html(table)]
+    return parts
+
+
 def _table_html(df: pd.DataFrame) -> str:
     return df.to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0, classes="t") if not df.empty else "<p>none</p>"
 
 
 def write_report(outdir: Path, hits: pd.DataFrame, runs: pd.DataFrame, status: pd.DataFrame,
-                 profile_dirs: dict[str, Path]) -> Path:
+                 profile_dirs: dict[str, Path], extra: Sequence[ReportSection] = ()) -> Path:
     """Write figures under outdir/figures and an index.html that shows them with the tables."""
     figdir = outdir / "figures"
     figures: list[tuple[str, Path]] = []
@@ -114,6 +134,8 @@ def write_report(outdir: Path, hits: pd.DataFrame, runs: pd.DataFrame, status: p
     body = ["<h1>pptmc suite results</h1>", "<h2>Status</h2>", _table_html(status)]
     body += [f"<h2>{html.escape(title)}</h2><img src='{p.relative_to(outdir)}' style='max-width:100%'>"
              for title, p in figures if p is not None]
+    for section in extra:
+        body += _section_html(section, outdir)
     body += ["<h2>Hit rates</h2>", _table_html(hits), "<h2>Runtimes</h2>", _table_html(runs)]
     style = "<style>body{font-family:sans-serif;margin:2em} table.t{border-collapse:collapse;font-size:12px}" \
             "table.t td,table.t th{padding:2px 6px;border-bottom:1px solid #ddd}</style>"

@@ -29,6 +29,23 @@ def step_key(files: Iterable[Path], params: dict) -> str:
     return digest.hexdigest()
 
 
+_CODE_SUFFIXES = (".py", ".j2", ".c", ".h")
+
+
+def code_digest(*packages: str) -> str:
+    """SHA-256 over the source files of pptmc's own packages, so that a cached artifact is rebuilt
+    when the code that made it changes (not only when the user's input does)."""
+    import importlib
+
+    digest = hashlib.sha256()
+    for name in packages:
+        root = Path(importlib.import_module(name).__file__).parent
+        for path in sorted(p for p in root.rglob("*") if p.suffix in _CODE_SUFFIXES and p.is_file()):
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(file_digest(path).encode())
+    return digest.hexdigest()
+
+
 def is_fresh(stamp: Path, key: str, outputs: Iterable[Path]) -> bool:
     """True when the step's stamp matches `key` and all its outputs exist."""
     return stamp.is_file() and stamp.read_text().strip() == key and all(Path(o).exists() for o in outputs)

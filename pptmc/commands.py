@@ -35,6 +35,11 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
                         help="private-trace construction (auto: iteration when loop markers exist)")
     parser.add_argument("--interleave", choices=("rr", "random"), default="rr")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random interleaving")
+    parser.add_argument("--layout", choices=("pipelined", "contiguous", "noncontiguous"), default="pipelined",
+                        help="memory-time form: pipelined (default, see analysis/RUNTIME_MODEL.md) or the "
+                             "paper's Eq. 5 with a contiguous or non-contiguous block")
+    parser.add_argument("--contention", choices=("roofline", "queuing"), default="roofline",
+                        help="DRAM contention model: bandwidth cap or closed queuing network")
     parser.add_argument("--json", action="store_true", help="print machine-readable results")
 
 
@@ -61,34 +66,66 @@ def run_program(args: argparse.Namespace) -> int:
         source=source, workdir=Path(args.output), args=tuple(args.program_args),
         include_dirs=tuple(Path(d) for d in args.include), defines=tuple(args.define),
         extra_sources=tuple(Path(s) for s in args.extra_source), machines=_names(args.machines),
-        cores=parse_cores(args.cores), mode=args.mode, interleave=args.interleave, seed=args.seed)
+        cores=parse_cores(args.cores), mode=args.mode, interleave=args.interleave, seed=args.seed,
+        layout=args.layout, contention=args.contention)
     result = run_pipeline(cfg, progress=lambda step: print(f"[pptmc] {source.name}: {step}", file=sys.stderr))
     table = summary_table(result.hit_rates, result.runtimes)
     print(table.to_json(orient="records", indent=2) if args.json else table.to_string(index=False))
     return 0
 
 
+def suite_config(args: argparse.Namespace) -> "SuiteConfig":
+    """The suite's configuration from its command line."""
+    from pptmc.suite import SuiteConfig
+
+    return SuiteConfig(outdir=Path(args.output), size=args.size, benchmarks=_names(args.benchmarks or ""),
+                       machines=_names(args.machines), cores=parse_cores(args.cores), mode=args.mode,
+                       interleave=args.interleave, seed=args.seed, jobs=args.jobs, layout=args.layout,
+                       contention=args.contention, validate=args.validate, measure=args.measure,
+                       measure_size=args.measure_size, measure_threads=parse_cores(args.measure_threads),
+                       host_machine=args.host_machine)
+
+
 def run_suite_command(args: argparse.Namespace) -> int:
     """`pptmc suite`: every benchmark, tables + figures + index.html; non-zero if any benchmark failed."""
-    from pptmc.suite import SuiteConfig, run_suite, write_results
+    from pptmc.suite import run_measurement, run_suite, run_validation, write_results
 
-    cfg = SuiteConfig(outdir=Path(args.output), size=args.size, benchmarks=_names(args.benchmarks or ""),
-                      machines=_names(args.machines), cores=parse_cores(args.cores), mode=args.mode,
-                      interleave=args.interleave, seed=args.seed, jobs=args.jobs)
+    cfg = suite_config(args)
     outcomes = run_suite(cfg, show_progress=not args.json)
-    tables = write_results(cfg, outcomes)
-    failed = [o for o in outcomes if o.error]
+    validation = run_validation(cfg, show_progress=not args.json) if cfg.validate else None
+    measured = run_measurement(cfg, say=_stderr) if cfg.measure else None
+    tables = write_results(cfg, outcomes, validation, measured)
+    failed = {o.name: o.error for o in outcomes if o.error}
+    failed |= {f"{o.name} (validate)": o.error for o in validation or () if o.error}
+    if measured is not None and "error" in measured:
+        failed |= {f"{b} (measure)": e for b, e in zip(measured["benchmark"], measured["error"]) if e}
     summary = summary_table(tables["hit_rates"], tables["runtimes"])
     if args.json:
-        print(json.dumps({"results": summary.to_dict(orient="records"),
-                          "failures": {o.name: o.error for o in failed}}, indent=2, default=str))
+        extra = {k: tables[k].to_dict(orient="records") for k in ("validation_accuracy", "runtime_summary")
+                 if k in tables}
+        print(json.dumps({"results": summary.to_dict(orient="records"), **extra, "failures": failed},
+                         indent=2, default=str))
     else:
-        with pd.option_context("display.max_rows", None, "display.width", 200):
-            print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-        for outcome in failed:
-            print(f"\nFAILED {outcome.name}: {outcome.error}", file=sys.stderr)
-        print(f"\nresults: {cfg.outdir / 'index.html'}")
+        _print_suite_report(summary, tables, failed, cfg.outdir)
     return 1 if failed else 0
+
+
+def _stderr(message: str) -> None:
+    print(f"[pptmc] {message}", file=sys.stderr)
+
+
+def _print_suite_report(summary: pd.DataFrame, tables: dict[str, pd.DataFrame], failed: dict[str, str],
+                        outdir: Path) -> None:
+    """The summary table, then validation and measurement summaries when present, then failures."""
+    with pd.option_context("display.max_rows", None, "display.width", 200):
+        print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        for name, title in (("validation_accuracy", "hit-rate error vs ground truth (percentage points)"),
+                            ("runtime_summary", "runtime error vs measured on this host")):
+            if name in tables and not tables[name].empty:
+                print(f"\n{title}:\n" + tables[name].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    for name, error in failed.items():
+        print(f"\nFAILED {name}: {error}", file=sys.stderr)
+    print(f"\nresults: {outdir / 'index.html'}")
 
 
 def register(sub) -> None:
@@ -108,5 +145,14 @@ def register(sub) -> None:
     suite.add_argument("--size", default="MINI", choices=("MINI", "SMALL", "MEDIUM", "LARGE", "EXTRALARGE", "PAPER"))
     suite.add_argument("-o", "--output", default="results/suite", help="results folder")
     suite.add_argument("-j", "--jobs", type=int, default=2, help="benchmarks run in parallel")
+    suite.add_argument("--validate", action="store_true",
+                       help="also compare hit rates with the simulated ground truth (analysis/VALIDATION.md)")
+    suite.add_argument("--measure", action="store_true",
+                       help="also time the native programs on this host and compare with the predictions")
+    suite.add_argument("--measure-size", default="MEDIUM", choices=("MINI", "SMALL", "MEDIUM", "LARGE"),
+                       help="dataset size for --measure (default MEDIUM: regions long enough to time)")
+    suite.add_argument("--measure-threads", default="1,2", help="thread counts for --measure (default 1,2)")
+    suite.add_argument("--host-machine", help="machine file of this host for --measure (default: detect once "
+                                              "into the results folder)")
     _add_model_options(suite)
     suite.set_defaults(run=run_suite_command)

@@ -13,7 +13,7 @@ from typing import Callable
 
 import pandas as pd
 
-from pptmc.cache import is_fresh, mark_done, step_key
+from pptmc.cache import code_digest, is_fresh, mark_done, step_key
 from pptmc.io import stdout_to_file, write_table
 
 Progress = Callable[[str], None]
@@ -36,6 +36,8 @@ class PipelineConfig:
     seed: int = 0
     opt_level: str = "2"
     line_size: int = 64
+    layout: str = "pipelined"      # memory-time form (analysis/RUNTIME_MODEL.md); "contiguous" is the paper's
+    contention: str = "roofline"   # DRAM contention model: "roofline" or "queuing"
 
 
 @dataclass
@@ -61,7 +63,8 @@ def translate_step(cfg: PipelineConfig, progress: Progress) -> Path:
 
     out = cfg.workdir / "translate" / f"{cfg.source.stem}.xomp.c"
     headers = [p for d in cfg.include_dirs for p in Path(d).glob("*.h")]
-    key = step_key([cfg.source, *headers], {"I": cfg.include_dirs, "D": cfg.defines})
+    key = step_key([cfg.source, *headers], {"I": cfg.include_dirs, "D": cfg.defines,
+                                            "code": code_digest("translate")})
     stamp = out.parent / ".key"
     if not is_fresh(stamp, key, [out]):
         progress("translate")
@@ -88,7 +91,8 @@ def instrument_step(cfg: PipelineConfig, translated: Path, progress: Progress) -
     extra = [*xomp_sources, *cfg.extra_sources]
     binary = cfg.workdir / "instrument" / f"{cfg.source.stem}.inst"
     includes = (*cfg.include_dirs, *xomp_includes)
-    key = step_key([translated, *extra], {"I": includes, "D": cfg.defines, "O": cfg.opt_level})
+    key = step_key([translated, *extra], {"I": includes, "D": cfg.defines, "O": cfg.opt_level,
+                                          "code": code_digest("passes", "instrument")})
     stamp = binary.parent / ".key"
     if not is_fresh(stamp, key, [binary]):
         progress("instrument")
@@ -119,7 +123,7 @@ def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress) -> Path:
 
     out = cfg.workdir / "profiles"
     params = {"cores": cfg.cores, "mode": cfg.mode, "interleave": cfg.interleave, "seed": cfg.seed,
-              "line": cfg.line_size}
+              "line": cfg.line_size, "code": code_digest("analysis")}
     key = step_key([trace], params)
     stamp = out / ".key"
     if not is_fresh(stamp, key, [out]):
@@ -146,7 +150,8 @@ def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: P
         machine = load_machine(name)
         hits = predict_hit_rates(profiles, machine)
         hit_frames.append(hits.assign(machine=machine.name))
-        runtime_frames.append(predict_table(machine, hits, trace, binary).assign(machine=machine.name))
+        runtimes = predict_table(machine, hits, trace, binary, layout=cfg.layout, contention=cfg.contention)
+        runtime_frames.append(runtimes.assign(machine=machine.name))
     return pd.concat(hit_frames, ignore_index=True), pd.concat(runtime_frames, ignore_index=True)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pptmc.io import write_table
+from pptmc.io import stdout_to_file, write_table
 from pptmc.pipeline import PipelineConfig, PipelineResult, run_pipeline
 
 
@@ -30,6 +30,13 @@ class SuiteConfig:
     interleave: str = "rr"
     seed: int = 0
     jobs: int = 2
+    layout: str = "pipelined"
+    contention: str = "roofline"
+    validate: bool = False                 # also compare hit rates with the simulated ground truth
+    measure: bool = False                  # also time the native programs on this host
+    measure_size: str = "MEDIUM"           # regions long enough to time (pptmc measure's default)
+    measure_threads: tuple[int, ...] = (1, 2)
+    host_machine: str | None = None        # machine file of this host; detected into outdir if absent
 
 
 @dataclass
@@ -64,7 +71,7 @@ def pipeline_config(cfg: SuiteConfig, bench) -> PipelineConfig:
         source=bench.source, workdir=cfg.outdir / "work" / bench.name, args=tuple(bench.args),
         include_dirs=(bench.include_dir,), defines=(size_define(cfg.size).removeprefix("-D"),),
         extra_sources=tuple(bench.harness_sources), machines=cfg.machines, cores=cfg.cores,
-        mode=cfg.mode, interleave=cfg.interleave, seed=cfg.seed)
+        mode=cfg.mode, interleave=cfg.interleave, seed=cfg.seed, layout=cfg.layout, contention=cfg.contention)
 
 
 def _run_one(pcfg: PipelineConfig) -> BenchmarkOutcome:
@@ -72,27 +79,87 @@ def _run_one(pcfg: PipelineConfig) -> BenchmarkOutcome:
     try:
         return BenchmarkOutcome(pcfg.source.stem, run_pipeline(pcfg))
     except Exception as exc:  # reported per benchmark; the suite goes on
-        detail = str(exc) if hasattr(exc, "exit_code") else "".join(traceback.format_exception(exc))
-        return BenchmarkOutcome(pcfg.source.stem, None, f"{type(exc).__name__}: {detail}")
+        return BenchmarkOutcome(pcfg.source.stem, None, _describe(exc))
 
 
-def run_suite(cfg: SuiteConfig, show_progress: bool = True) -> list[BenchmarkOutcome]:
-    """Run every selected benchmark, in parallel processes, with a progress bar."""
+def _in_parallel(worker, tasks: list, jobs: int, desc: str, show_progress: bool) -> list:
+    """Run worker(task) in processes with a progress bar; results in task order. Each result has
+    `.name` and `.error` (None on success), so failures are reported without stopping the others."""
     from tqdm import tqdm
 
-    configs = [pipeline_config(cfg, b) for b in select_benchmarks(cfg)]
-    outcomes: list[BenchmarkOutcome] = []
-    with ProcessPoolExecutor(max_workers=max(1, cfg.jobs)) as pool:
-        futures = {pool.submit(_run_one, pc): pc.source.stem for pc in configs}
-        bar = tqdm(total=len(futures), desc="suite", unit="benchmark", disable=not show_progress)
+    results = [None] * len(tasks)
+    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = {pool.submit(worker, task): i for i, task in enumerate(tasks)}
+        bar = tqdm(total=len(futures), desc=desc, unit="benchmark", disable=not show_progress)
         for future in as_completed(futures):
             outcome = future.result()
             bar.set_postfix_str(f"{outcome.name} {'ok' if outcome.error is None else 'FAILED'}")
             bar.update(1)
-            outcomes.append(outcome)
+            results[futures[future]] = outcome
         bar.close()
-    order = {pc.source.stem: i for i, pc in enumerate(configs)}
-    return sorted(outcomes, key=lambda o: order[o.name])
+    return results
+
+
+def run_suite(cfg: SuiteConfig, show_progress: bool = True) -> list[BenchmarkOutcome]:
+    """Run every selected benchmark, in parallel processes, with a progress bar."""
+    configs = [pipeline_config(cfg, b) for b in select_benchmarks(cfg)]
+    return _in_parallel(_run_one, configs, cfg.jobs, "suite", show_progress)
+
+
+@dataclass
+class ValidationOutcome:
+    """One benchmark's predicted-vs-ground-truth rows, or the reason validation failed."""
+
+    name: str
+    table: pd.DataFrame | None
+    error: str | None = None
+
+
+def _validate_one(task: tuple[SuiteConfig, object]) -> ValidationOutcome:
+    """Worker: `pptmc validate` of one catalog benchmark, in the suite's work folder."""
+    from analysis.validate import validate_benchmark
+
+    cfg, bench = task
+    workdir = cfg.outdir / "work" / bench.name / "validate"
+    try:
+        with stdout_to_file(workdir / "program.out"):  # the traced runs' own output, kept apart
+            table = validate_benchmark(bench, cfg.size, list(cfg.machines), list(cfg.cores), workdir,
+                                       interleaves=(cfg.interleave,), seed=cfg.seed)
+        return ValidationOutcome(bench.name, table)
+    except Exception as exc:  # reported per benchmark; the others go on
+        return ValidationOutcome(bench.name, None, _describe(exc))
+
+
+def _describe(exc: BaseException) -> str:
+    """A user error's own message; a traceback for anything unexpected."""
+    detail = str(exc) if hasattr(exc, "exit_code") else "".join(traceback.format_exception(exc))
+    return f"{type(exc).__name__}: {detail}"
+
+
+def run_validation(cfg: SuiteConfig, show_progress: bool = True) -> list[ValidationOutcome]:
+    """Hit-rate validation of every selected benchmark against the simulated ground truth."""
+    tasks = [(cfg, b) for b in select_benchmarks(cfg)]
+    return _in_parallel(_validate_one, tasks, cfg.jobs, "validate", show_progress)
+
+
+def run_measurement(cfg: SuiteConfig, say=lambda _msg: None) -> pd.DataFrame:
+    """Native region times on this host against the predictions from its machine file, one benchmark
+    at a time (timings must not disturb each other)."""
+    from pptmc.measure import validate_runtimes
+
+    machine = host_machine(cfg, say)
+    threads = tuple(t for t in cfg.measure_threads if t <= machine.cores)
+    return validate_runtimes(select_benchmarks(cfg), cfg.measure_size, threads, cfg.outdir, machine,
+                             progress=say, layout=cfg.layout, contention=cfg.contention)
+
+
+def host_machine(cfg: SuiteConfig, say):
+    """The host's machine file: the one given, else detected once into the results folder."""
+    import argparse
+
+    from pptmc.measure_cli import host_machine as cached_host_machine
+
+    return cached_host_machine(argparse.Namespace(machine=cfg.host_machine, detect=False), cfg.outdir, say)
 
 
 def combine(outcomes: list[BenchmarkOutcome]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -108,16 +175,72 @@ def combine(outcomes: list[BenchmarkOutcome]) -> tuple[pd.DataFrame, pd.DataFram
             pd.concat(runs, ignore_index=True) if runs else pd.DataFrame(), status)
 
 
-def write_results(cfg: SuiteConfig, outcomes: list[BenchmarkOutcome]) -> dict[str, pd.DataFrame]:
+def _write_tables(outdir: Path, tables: dict[str, pd.DataFrame]) -> None:
+    """Each table as CSV, and as Parquet when it has rows."""
+    for name, table in tables.items():
+        write_table(table, outdir / f"{name}.csv")
+        if not table.empty:
+            write_table(table, outdir / f"{name}.parquet")
+
+
+def validation_tables(outcomes: list[ValidationOutcome]) -> dict[str, pd.DataFrame]:
+    """All predicted-vs-ground-truth rows, the accuracy summary and the >3 pp outliers."""
+    from analysis.validate import accuracy_summary, outliers
+
+    frames = [o.table for o in outcomes if o.table is not None and not o.table.empty]
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if rows.empty:
+        return {"validation": rows}
+    return {"validation": rows, "validation_accuracy": accuracy_summary(rows),
+            "validation_outliers": outliers(rows)}
+
+
+def _validation_section(outdir: Path, tables: dict[str, pd.DataFrame]):
+    from analysis.report import ReportSection
+    from analysis.validate_report import write_validation_figures
+
+    rows = tables["validation"]
+    figures = write_validation_figures(rows, outdir / "figures" / "validation") if not rows.empty else []
+    return ReportSection("Validation: predicted vs simulated ground truth (analysis/VALIDATION.md)",
+                         figures=[(p.stem, p) for p in figures],
+                         tables=[(name, t) for name, t in tables.items() if name != "validation"])
+
+
+def _measurement_section(outdir: Path, tables: dict[str, pd.DataFrame]):
+    from analysis.report import ReportSection
+    from pptmc.measure import write_runtime_figure
+
+    rows = tables["runtime_validation"]
+    figure = write_runtime_figure(rows, outdir / "figures" / "runtime_validation.png")
+    return ReportSection("Runtime: predicted vs measured on this host", figures=[("predicted vs measured", figure)],
+                         tables=[(name, t) for name, t in tables.items()])
+
+
+def write_results(cfg: SuiteConfig, outcomes: list[BenchmarkOutcome],
+                  validation: list[ValidationOutcome] | None = None,
+                  measured: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
     """Write the tables (CSV and Parquet), then the figures and index.html built from them."""
     from analysis import report
 
     hits, runs, status = combine(outcomes)
+    if validation is not None:
+        errors = {o.name: o.error for o in validation}
+        status["validation"] = [("FAILED: " + errors[n]) if errors.get(n) else "ok" for n in status["benchmark"]]
     tables = {"hit_rates": hits, "runtimes": runs, "status": status}
-    for name, table in tables.items():
-        write_table(table, cfg.outdir / f"{name}.csv")
-        if not table.empty:
-            write_table(table, cfg.outdir / f"{name}.parquet")
+    _write_tables(cfg.outdir, tables)
+    sections = []
+    if validation is not None:
+        vtables = validation_tables(validation)
+        _write_tables(cfg.outdir, vtables)
+        sections.append(_validation_section(cfg.outdir, vtables))
+        tables.update(vtables)
+    if measured is not None:
+        from pptmc.measure import runtime_summary
+
+        mtables = {"runtime_validation": measured, "runtime_summary": runtime_summary(measured)}
+        _write_tables(cfg.outdir, mtables)
+        sections.append(_measurement_section(cfg.outdir, mtables))
+        tables.update(mtables)
     profile_dirs = {o.name: o.result.profiles_dir for o in outcomes if o.result}
-    report.write_report(cfg.outdir, hits, runs, status, profile_dirs)
+    report.write_report(cfg.outdir, hits, runs, status, profile_dirs, extra=sections)
     return tables

@@ -142,3 +142,25 @@ def test_run_command_predicts_one_program(tmp_path, capsys):
 def test_run_command_names_a_missing_file(tmp_path):
     with pytest.raises(InputError, match="no such file"):
         cli.run(["run", str(tmp_path / "absent.c"), "-o", str(tmp_path)])
+
+
+def test_suite_validate_and_measure_add_tables_and_report_sections(tmp_path, capsys):
+    outdir = tmp_path / "out"
+    code = cli.run(["suite", "--benchmarks", "jacobi-2d", "--size", "MINI", "--machines", MACHINE, "--cores", "1,2",
+                    "-o", str(outdir), "--validate", "--measure", "--measure-size", "MINI",
+                    "--measure-threads", "1", "--host-machine", MACHINE])
+    assert code == 0
+    rows = pd.read_csv(outdir / "validation.csv")
+    assert set(rows["cores"]) == {1, 2} and set(rows["mode"]) == {"iteration", "paper"}
+    assert rows["abs_error_pp"].between(0, 100).all()
+    # The error column is what it says: the distance between the two hit rates, in points.
+    assert ((rows["predicted"] - rows["ground_truth"]).abs() * 100 - rows["abs_error_pp"]).abs().max() < 1e-9
+    accuracy = pd.read_csv(outdir / "validation_accuracy.csv")
+    assert {"L1", "L2", "L3"} <= set(accuracy["level"])
+    measured = pd.read_csv(outdir / "runtime_validation.csv")
+    assert (measured["measured_s"] > 0).all() and (measured["predicted_s"] > 0).all()
+    html = (outdir / "index.html").read_text()
+    assert "Validation" in html and "predicted vs measured" in html
+    assert pd.read_csv(outdir / "status.csv")["validation"].eq("ok").all()
+    out = capsys.readouterr().out
+    assert "hit-rate error vs ground truth" in out and "runtime error vs measured" in out
