@@ -32,6 +32,7 @@ from pptmc.errors import InputError, PptmcError
 STRATEGIES = ("rr", "random")
 DEFAULT_MEMORY_BUDGET = 128 << 20  # bytes of waiting references, shared by all core counts of one pass
 _TURNS_PER_BATCH = 1 << 15
+_REFS_PER_BATCH = 1 << 18  # round-robin batches stay cache-sized: the layout writes each line p times
 _FRAME = struct.Struct("<QQ")  # references, compressed bytes
 
 
@@ -51,23 +52,32 @@ class Batch:
 
 
 @numba.njit(cache=True, nogil=True)
-def _rounds(parts, k):
-    """Round-robin layout of equal-length per-core parts (rows), k references per turn."""
-    n_cores, n = parts.shape
-    out = np.empty(n_cores * n, dtype=parts.dtype)
+def _rounds_of(parts, k):
+    """Round-robin layout of a tuple of equal-length per-core parts, k references per turn."""
+    n_cores = len(parts)
+    n = parts[0].shape[0]
+    out = np.empty(n_cores * n, dtype=np.uint64)
     o = 0
-    if k == 1:  # the common case: a plain transpose, without the inner loop's overhead
+    if k == 1:  # the common case, without the inner loop's overhead
         for r in range(n):
             for c in range(n_cores):
-                out[o] = parts[c, r]
+                out[o] = parts[c][r]
                 o += 1
         return out
     for start in range(0, n, k):
         for c in range(n_cores):
             for q in range(start, start + k):
-                out[o] = parts[c, q]
+                out[o] = parts[c][q]
                 o += 1
     return out
+
+
+def _rounds(parts: list[np.ndarray], k: int) -> np.ndarray:
+    """Round-robin layout of equal-length per-core parts (numba compiles once per core count)."""
+    if len(parts) == 1:
+        return parts[0]
+    # one array type for the whole tuple: spilled frames come back read-only
+    return _rounds_of(tuple(np.require(a, np.uint64, ["C", "W"]) for a in parts), k)
 
 
 class _Lane:
@@ -190,11 +200,11 @@ class Interleaver:
         while self.active:
             avail = self._avail()
             if self.turn == 0:
-                rounds = int(avail[self.active].min()) // k
+                rounds = min(int(avail[self.active].min()) // k, max(1, _REFS_PER_BATCH // (len(self.active) * k)))
                 if rounds:
                     parts = [self.lanes[c].take(rounds * k) for c in self.active]
                     pattern = np.repeat(np.asarray(self.active, dtype=np.int64), k)
-                    yield Batch(_rounds(np.stack(parts), k), list(zip(self.active, parts)), pattern, rounds)
+                    yield Batch(_rounds(parts, k), list(zip(self.active, parts)), pattern, rounds)
                     continue
             c = self.active[self.turn]
             lane = self.lanes[c]

@@ -10,10 +10,16 @@ Two modes decide which core runs each access:
   loop goes to the core its OpenMP schedule gives it; accesses outside any work-shared
   iteration are replicated on every core. Only thread-private stack data is offset, so
   shared arrays keep their real address and true sharing shows up in the CRD.
-  Schedules: static (balanced contiguous blocks, as libomp/libgomp), static with chunk
-  (round-robin chunks), dynamic (modelled as static round-robin chunks of `chunk` or 1:
-  the order threads grab chunks at run time is not recorded), guided (chunk sizes
-  ceil(remaining / p), at least `chunk`, dealt round-robin), master and single (core 0).
+  Schedules: static (balanced contiguous blocks, as libomp/libgomp: the first trip % p
+  cores get one extra iteration), static with chunk (round-robin chunks), master and
+  single (core 0). Two are approximations, because which thread grabs a chunk is decided
+  at run time and the sequential trace does not record it:
+  - dynamic: chunks of `chunk` (1 if unset) dealt round-robin, i.e. as if the threads
+    took turns, which is what equal-cost iterations give on average;
+  - guided: chunk k starts where chunk k-1 ends and has max(`chunk`, ceil(remaining / p))
+    iterations (the OpenMP rule as libgomp applies it; libomp's chunks are about half
+    that size), dealt round-robin like dynamic (see `guided_starts`).
+  Both keep every iteration on exactly one core; see analysis/ANALYSIS.md.
 
 Core c's copy of an offset address is addr + c * 2^47: user-space addresses on x86-64
 and AArch64 are below 2^47, so mimicked addresses never collide with real ones. An access
@@ -115,54 +121,91 @@ def _row_cores(iteration_mode, block, inst, loop, it, count, paper_chunk, trip, 
 
 
 @numba.njit(cache=True, nogil=True)
-def _split(iteration_mode, addr, block, inst, loop, it, is_stack, count, shared_block, paper_chunk,
-           trip, sched, chunk, gstarts, gptr, p, shift, max_addr):
-    """Every core's line ids for one chunk, offsets applied: core c's are out[start[c]:start[c+1]]."""
-    n = addr.shape[0]
-    owner = np.empty(n, dtype=np.int64)
+def _runs(key0, key1):
+    """Starts of the runs of equal (key0, key1) rows, plus len; consecutive accesses usually
+    share an iteration (or block instance), so cores are decided once per run."""
+    n = key0.shape[0]
+    starts = np.empty(n + 1, dtype=np.int64)
+    r = 0
+    for i in range(n):
+        if i == 0 or key0[i] != key0[i - 1] or key1[i] != key1[i - 1]:
+            starts[r] = i
+            r += 1
+    starts[r] = n
+    return starts[:r + 1].copy()
+
+
+@numba.njit(cache=True, nogil=True)
+def _run_cores(iteration_mode, starts, key0, key1, count, paper_chunk, trip, sched, chunk, gstarts, gptr, p):
+    """Core of each run (ALL_CORES when every core runs it)."""
+    n_runs = starts.shape[0] - 1
+    out = np.zeros(n_runs, dtype=np.int64)
+    if p == 1:
+        return out
+    for r in range(n_runs):
+        i = starts[r]
+        if iteration_mode:
+            out[r] = _iteration_core(key0[i], key1[i], trip, sched, chunk, gstarts, gptr, p)
+        else:
+            out[r] = _paper_core(key0[i], key1[i], count, paper_chunk, p)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _scatter(lines, offmask, starts, run_core, p, shift):
+    """Every core's line ids, offsets applied: core c's are out[start[c]:start[c+1]].
+
+    offmask is all ones on rows whose address gets the per-core offset, else 0."""
     per_core = np.zeros(p, dtype=np.int64)
     n_all = 0
-    last_key0 = -2
-    last_key1 = -2
-    o = -1
-    for i in range(n):
-        # consecutive accesses usually share an iteration (or block instance): reuse its core
-        k0 = loop[i] if iteration_mode else block[i]
-        k1 = it[i] if iteration_mode else inst[i]
-        if k0 != last_key0 or k1 != last_key1:
-            if p == 1:
-                o = 0
-            elif iteration_mode:
-                o = _iteration_core(k0, k1, trip, sched, chunk, gstarts, gptr, p)
-            else:
-                o = _paper_core(k0, k1, count, paper_chunk, p)
-            last_key0 = k0
-            last_key1 = k1
-        owner[i] = o
+    for r in range(run_core.shape[0]):
+        o = run_core[r]
         if o == ALL_CORES:
-            n_all += 1
+            n_all += starts[r + 1] - starts[r]
         else:
-            per_core[o] += 1
+            per_core[o] += starts[r + 1] - starts[r]
     start = np.zeros(p + 1, dtype=np.int64)
     for c in range(p):
         start[c + 1] = start[c] + per_core[c] + n_all
     fill = start[:p].copy()
     out = np.empty(start[p], dtype=np.uint64)
-    top = np.uint64(0)
-    for i in range(n):
-        a = addr[i]
-        if a > top:
-            top = a
-        line = a >> np.uint64(shift)
-        offset = is_stack[i] if iteration_mode else not shared_block[block[i]]
-        o = owner[i]
+    for r in range(run_core.shape[0]):
+        o = run_core[r]
         lo = o if o != ALL_CORES else 0
         hi = o + 1 if o != ALL_CORES else p
+        a = starts[r]
+        b = starts[r + 1]
         for c in range(lo, hi):
-            out[fill[c]] = line + (np.uint64(c) << np.uint64(OFFSET_BITS - shift)) if offset else line
-            fill[c] += 1
-    max_addr[0] = top
+            coff = np.uint64(c) << np.uint64(OFFSET_BITS - shift)
+            f = fill[c] - a
+            for i in range(a, b):
+                out[f + i] = lines[i] + (offmask[i] & coff)
+            fill[c] += b - a
     return out, start
+
+
+@dataclass
+class PreparedChunk:
+    """What every core count's split of one chunk shares: computed once per chunk."""
+
+    lines: np.ndarray    # uint64 line id of every access (first byte)
+    offmask: np.ndarray  # uint64: all ones where the address gets the per-core offset
+    starts: np.ndarray   # int64 run starts (+ len) of equal (loop, iteration) / (block, instance)
+    key0: np.ndarray     # loop (iteration mode) or block (paper mode) of every access
+    key1: np.ndarray     # iteration or block instance
+
+
+def prepare_chunk(ch: TraceChunk, mode: str, shared_block: np.ndarray, shift: int, path: str) -> PreparedChunk:
+    """Line ids, offset masks and core-decision runs of a chunk, for any number of cores."""
+    if len(ch) and int(ch.addr.max()) >> OFFSET_BITS:
+        raise InputError(f"{path}: address {int(ch.addr.max()):#x} is above 2^{OFFSET_BITS}; "
+                         f"per-core offsets would collide (unsupported address space)")
+    iteration = mode == "iteration"
+    flag = ch.is_stack if iteration else ~shared_block[ch.block]
+    offmask = np.zeros(len(ch), dtype=np.uint64)
+    offmask[flag] = np.uint64(0xFFFFFFFFFFFFFFFF)
+    key0, key1 = (ch.loop, ch.iteration) if iteration else (ch.block, ch.block_instance)
+    return PreparedChunk(ch.addr >> np.uint64(shift), offmask, _runs(key0, key1), key0, key1)
 
 
 class CoreMap:
@@ -201,7 +244,7 @@ class CoreMap:
         flat = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         return flat.astype(np.int64), np.asarray(ptr, dtype=np.int64)
 
-    def _check(self, ch: TraceChunk) -> None:
+    def check(self, ch: TraceChunk) -> None:
         """Block and loop ids must be in the header's tables, or the lookups would be wrong."""
         if not len(ch):
             return
@@ -218,7 +261,7 @@ class CoreMap:
 
     def core_of(self, ch: TraceChunk) -> np.ndarray:
         """Core that runs each access, or ALL_CORES when every core runs it."""
-        self._check(ch)
+        self.check(ch)
         if self.cores == 1:
             return np.zeros(len(ch), dtype=np.int64)
         return _row_cores(self.mode == "iteration", ch.block, ch.block_instance, ch.loop, ch.iteration,
@@ -226,16 +269,20 @@ class CoreMap:
 
     def split(self, ch: TraceChunk, shift: int) -> list[np.ndarray]:
         """Line ids (uint64, program order) of every core's accesses in this chunk, offsets applied."""
-        self._check(ch)
-        top = np.zeros(1, dtype=np.uint64)
-        (count, paper_chunk, trip, sched, chunk, gstarts, gptr, p) = self._tables()
-        out, start = _split(self.mode == "iteration", ch.addr, ch.block, ch.block_instance, ch.loop, ch.iteration,
-                            ch.is_stack, count, self.shared_block, paper_chunk, trip, sched, chunk, gstarts,
-                            gptr, p, shift, top)
-        if int(top[0]) >> OFFSET_BITS:
-            raise InputError(f"{self.path}: address {int(top[0]):#x} is above 2^{OFFSET_BITS}; "
-                             f"per-core offsets would collide (unsupported address space)")
-        return [out[start[c]:start[c + 1]] for c in range(p)]
+        self.check(ch)
+        return self.split_prepared(prepare_chunk(ch, self.mode, self.shared_block, shift, self.path), shift)
+
+    def split_prepared(self, prep: PreparedChunk, shift: int) -> list[np.ndarray]:
+        """split() of a chunk already checked and prepared (shared by every core count)."""
+        return self.split_runs(prep, shift)[0]
+
+    def split_runs(self, prep: PreparedChunk, shift: int) -> tuple[list[np.ndarray], np.ndarray]:
+        """split_prepared(), and the core of each of prep's runs (ALL_CORES: every core)."""
+        run_core = _run_cores(self.mode == "iteration", prep.starts, prep.key0, prep.key1, *self._tables())
+        if self.cores == 1:  # one core: the sequential trace itself (core 0's offset is zero)
+            return [prep.lines], run_core
+        out, start = _scatter(prep.lines, prep.offmask, prep.starts, run_core, self.cores, shift)
+        return [out[start[c]:start[c + 1]] for c in range(self.cores)], run_core
 
 
 def guided_starts(n: int, p: int, chunk: int) -> np.ndarray:
@@ -308,8 +355,11 @@ def mimic(info: TraceInfo, chunks: Callable[[], Iterable[TraceChunk]], specs: li
     budget = memory_budget // max(len(specs), 1)
     itls = [Interleaver(s.cores, s.strategy, s.seed, s.refs_per_turn, budget, spill_dir) for s in specs]
     for ch in chunks():
+        if maps:
+            maps[0].check(ch)  # the tables checked do not depend on the core count
+            prep = prepare_chunk(ch, resolved, maps[0].shared_block, shift, info.path)
         for i, (cmap, itl) in enumerate(zip(maps, itls)):
-            for core, lines in enumerate(cmap.split(ch, shift)):
+            for core, lines in enumerate(cmap.split_prepared(prep, shift)):
                 if len(lines):
                     itl.push(core, lines)
             for batch in itl.drain():

@@ -19,7 +19,9 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 import pandas as pd
 
-from analysis.private_traces import InterleaveSpec, mimic, resolve_mode
+from analysis.interleave import DEFAULT_MEMORY_BUDGET, Interleaver
+from analysis.private_traces import (ALL_CORES, OFFSET_BITS, CoreMap, InterleaveSpec, PreparedChunk, line_shift,
+                                     prepare_chunk, resolve_mode)
 from instrument.trace_types import TraceChunk, TraceInfo
 from pptmc.errors import InputError
 from pptmc.io import write_json, write_table
@@ -194,29 +196,148 @@ def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int
 
 def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mode: str, interleave: str,
                     seed: int, refs_per_turn: int, line_size: int, progress: bool = False,
-                    paper_chunk: int = 0) -> list[tuple[list[ReuseProfile], ReuseProfile]]:
+                    paper_chunk: int = 0, memory_budget: int = DEFAULT_MEMORY_BUDGET,
+                    spill_dir: str | None = None) -> list[tuple[list[ReuseProfile], ReuseProfile]]:
     """Every core's PRD and the CRD for each core count; each count is an independent task
-    (call with one count per worker to distribute), sharing one trace pass when run together."""
-    from analysis.reuse import ReuseEngine  # lazy: reuse imports ReuseProfile from this module
+    (call with one count per worker to distribute), sharing one trace pass when run together.
 
-    specs = [InterleaveSpec(p, interleave, seed, refs_per_turn) for p in counts]
-    private = [[ReuseEngine() for _ in range(p)] for p in counts]
-    shared = [ReuseEngine() if p > 1 else None for p in counts]  # one core: the CRD is the PRD
+    What does not depend on the core count (line ids, offset masks, the runs on which cores
+    are decided) is computed once per chunk and shared by every task, and so are private
+    traces that coincide (see `_Mirrors`).
+    """
+    resolved = resolve_mode(info, mode)
+    shift = line_shift(line_size)
+    n_shared = sum(1 for p in counts if p > 1)  # only interleaving tasks buffer references
+    tasks = [CoreCountTask(info, InterleaveSpec(p, interleave, seed, refs_per_turn), resolved, shift, paper_chunk,
+                           memory_budget // max(n_shared, 1), spill_dir) for p in counts]
+    mirrors = _Mirrors(tasks, shift)
     bar = _progress(progress, info, len(counts))
-    for i, batch in mimic(info, chunks, specs, mode, line_size, paper_chunk):
-        for core, piece in batch.pieces:
-            private[i][core].feed(piece)
-        if shared[i] is not None:
-            shared[i].feed(batch.lines)
+    for ch in chunks():
+        if not tasks:
+            break
+        tasks[0].cmap.check(ch)  # the header tables checked are the same for every core count
+        prep = prepare_chunk(ch, resolved, tasks[0].cmap.shared_block, shift, info.path)
+        splits = [t.cmap.split_runs(prep, shift) for t in tasks]
+        mirrors.update([run_core for _, run_core in splits])  # forks before the leaders take this chunk
+        for j, (task, (parts, _)) in enumerate(zip(tasks, splits)):
+            task.feed(parts, skip=mirrors.following(j))
         if bar is not None:
-            bar.update(len(batch.lines))
+            bar.update(len(ch) * len(tasks))
     if bar is not None:
         bar.close()
-    out = []
-    for engines, crd in zip(private, shared):
-        prd = [e.histogram() for e in engines]
-        out.append((prd, crd.histogram() if crd is not None else prd[0]))
-    return out
+    mirrors.finish()
+    return [task.finish() for task in tasks]
+
+
+class _Mirrors:
+    """Private traces that have been the same accesses so far share one engine.
+
+    An access goes to core c of p cores as decided per run of rows, so two private traces
+    hold the same rows exactly when their run masks agree chunk after chunk. Their line
+    ids can still differ by the per-core offset (core c adds c * 2^47 to stack data), but
+    distances depend only on which accesses share a line, and for two cores that are both
+    0 or both non-zero the offsets map lines one-to-one. So the (task, core) pairs are kept
+    in classes of equal rows so far; only the first of each class (its leader) is fed.
+    When a chunk splits a class, each part without the leader gets a copy of the leader's
+    engine made before the chunk, offsets relabelled, and leads that part (exact: equal
+    inputs give equal states). With a static schedule core 0 follows the one-core trace
+    through the first 1/p of the first loop, and core 2c of 2p follows core c of p
+    through half of its block.
+    """
+
+    def __init__(self, tasks: list["CoreCountTask"], shift: int) -> None:
+        self.tasks, self.shift = tasks, shift
+        order = sorted(range(len(tasks)), key=lambda j: tasks[j].spec.cores)
+        members = [(j, c) for j in order for c in range(tasks[j].spec.cores)]
+        self.classes = [cls for cls in ([m for m in members if m[1] == 0], [m for m in members if m[1]])
+                        if len(cls) > 1]
+        self._followers = self._followers_of(self.classes)
+
+    @staticmethod
+    def _followers_of(classes: list[list[tuple[int, int]]]) -> set[tuple[int, int]]:
+        return {m for cls in classes for m in cls[1:]}
+
+    def following(self, j: int) -> set[int]:
+        """Cores of task j whose engines are not fed (their class leader's is)."""
+        return {c for (j2, c) in self._followers if j2 == j}
+
+    def update(self, run_cores: list[np.ndarray]) -> None:
+        """Split the classes by this chunk's rows; fork a leader for every part that lost its own."""
+        classes = []
+        for cls in self.classes:
+            parts: dict[bytes, list[tuple[int, int]]] = {}
+            for j, c in cls:
+                rc = run_cores[j]
+                parts.setdefault(np.packbits((rc == c) | (rc == ALL_CORES)).tobytes(), []).append((j, c))
+            for part in parts.values():
+                if part[0] != cls[0] and cls[0] not in part:
+                    self._fork(cls[0], part[0])
+                elif part[0] != cls[0]:
+                    part.remove(cls[0])
+                    part.insert(0, cls[0])
+                if len(part) > 1:
+                    classes.append(part)
+        self.classes = classes
+        self._followers = self._followers_of(classes)
+
+    def _fork(self, leader: tuple[int, int], follower: tuple[int, int]) -> None:
+        """Follower's engine := a copy of the leader's, its offset lines moved to its own core."""
+        engine = self.tasks[leader[0]].private[leader[1]].copy()
+        if leader[1] != follower[1]:  # both non-zero: lines >= 2^(47-shift) carry the core's offset
+            step = 1 << (OFFSET_BITS - self.shift)
+            engine.relabel(step, (follower[1] - leader[1]) * step)
+        self.tasks[follower[0]].private[follower[1]] = engine
+
+    def finish(self) -> None:
+        """Followers end in their leader's state."""
+        for cls in self.classes:
+            for m in cls[1:]:
+                self._fork(cls[0], m)
+        self.classes, self._followers = [], set()
+
+
+class CoreCountTask:
+    """The profiles of one core count: a private engine per core, the interleaver and the
+    CRD engine. Independent of every other core count's task (a unit of distribution)."""
+
+    def __init__(self, info: TraceInfo, spec: InterleaveSpec, mode: str, shift: int, paper_chunk: int = 0,
+                 memory_budget: int = DEFAULT_MEMORY_BUDGET, spill_dir: str | None = None) -> None:
+        from analysis.reuse import ReuseEngine  # lazy: reuse imports ReuseProfile from this module
+
+        self.spec, self.shift = spec, shift
+        self.cmap = CoreMap(info, spec.cores, mode, paper_chunk)
+        self.private = [ReuseEngine() for _ in range(spec.cores)]
+        # one core: the shared trace is the private one, so the CRD is the PRD
+        self.shared = ReuseEngine() if spec.cores > 1 else None
+        self.itl = Interleaver(spec.cores, spec.strategy, spec.seed, spec.refs_per_turn, memory_budget,
+                               spill_dir) if spec.cores > 1 else None
+
+    def feed(self, parts: list[np.ndarray], skip: set[int] | frozenset[int] = frozenset()) -> None:
+        """Add every core's part of one chunk (CoreMap.split); the engines of cores in skip are kept elsewhere."""
+        for core, lines in enumerate(parts):
+            if len(lines):
+                if core not in skip:
+                    self.private[core].feed(lines)
+                if self.itl is not None:
+                    self.itl.push(core, lines)
+        self._drain()
+
+    def feed_chunk(self, prep: PreparedChunk) -> None:
+        """Add one prepared chunk of the sequential trace (the task on its own)."""
+        self.feed(self.cmap.split_prepared(prep, self.shift))
+
+    def _drain(self) -> None:
+        if self.itl is not None:
+            for batch in self.itl.drain():
+                self.shared.feed(batch.lines)
+
+    def finish(self) -> tuple[list[ReuseProfile], ReuseProfile]:
+        """Flush the interleaver; every core's PRD and the CRD."""
+        if self.itl is not None:
+            self.itl.close_all()
+            self._drain()
+        prd = [e.histogram() for e in self.private]
+        return prd, (self.shared.histogram() if self.shared is not None else prd[0])
 
 
 def _progress(enabled: bool, info: TraceInfo, n_configs: int):

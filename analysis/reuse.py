@@ -7,12 +7,13 @@ maintained Python package streams exact stack distances. The engine keeps
 * a bitmap over the time axis with a 1 at each line's last-access time, plus a Fenwick
   tree of per-64-bit-word counts (64x smaller than a Fenwick over times, so it stays in
   cache; a prefix count is a Fenwick walk plus one popcount), and
-* `owner[time]` -> hash slot, so the time axis can be compacted in linear time.
+* nothing else: compaction renumbers each live key's time by its rank among the live
+  marks (a prefix popcount), in one sequential pass over the hash table.
 
 The distance of an access at time `now` to a line last seen at `t` is the number of
 distinct lines touched after `t`: `live - prefix(t)`. When the time axis fills up, the
 live times are renumbered 0..M-1 (order kept) and the bitmap and tree rebuilt, so memory
-is O(distinct lines) (about 12 B per hash slot + 8 B per line of time axis), never
+is O(distinct lines) (12 B per hash slot + 3/16 B per time slot), never
 O(trace length). Kernels stop and return when a table must grow;
 Python reallocates and calls again, which keeps every numba function allocation-free.
 """
@@ -26,8 +27,10 @@ from pptmc.errors import PptmcError
 
 EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)  # never a line id: line ids are addresses shifted right
 _MAX_LOAD = 0.7
-_MIN_TIME_AXIS = 1 << 14
-_TIME_AXIS_PER_LINE = 4  # time slots per live line after compaction: 4 B each (owner), 1/8 B of bitmap
+_MIN_TIME_AXIS = 1 << 16
+_MAX_TIME_AXIS = (1 << 31) - (1 << 27)  # times are int32; a multiple of every _axis_length step
+_NEAR_WORDS = 16  # hits at most this many bitmap words back use the meeting walks
+_TIME_AXIS_PER_LINE = 16  # time slots per live line after compaction: 3/16 B each (bitmap + tree)
 
 # Histogram layout: distances below EXACT_LIMIT get one bin each; above it, each power of
 # two [2^j, 2^(j+1)) is split into SUB_BINS equal bins, so every m * 2^(j - SUB_BITS) is an
@@ -76,47 +79,107 @@ def _popcount(x):
     return np.int64((x * np.uint64(0x0101010101010101)) >> np.uint64(56))
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _home(line, hash_shift, mask):
+    """Home slot of a line: bits hash_shift.. of a Fibonacci product (see _hash_shift)."""
+    return ((line * np.uint64(0x9E3779B97F4A7C15)) >> hash_shift) & mask
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _hash_shift(mask):
+    """Bits 40.. of the product measured faster than the top bits on strided and random
+    lines; tables above 2^24 slots take the top bits, so every slot can be a home."""
+    return np.uint64(min(40, 64 - _popcount(mask)))
+
+
 @numba.njit(cache=True, nogil=True)
-def _process(lines, keys, times, owner, bits, tree, state, out, hist, hist_sum, want_out, limit):
+def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_out, limit):
     """Feed lines from state[3]; stop early when a table must grow. Returns the next index.
 
-    state = [now, live, n_keys, start]; out receives distances (-1 cold) when want_out;
-    limit is the most keys the hash table may hold.
-    The live marks are a bitmap over time; `tree` is a Fenwick tree of per-word counts, so
-    a prefix count is a short Fenwick walk plus one popcount, all in cache-friendly arrays.
+    state = [now, live, n_keys, start, pending]; out receives distances (-1 cold) when
+    want_out; limit is the most keys the hash table may hold.
+    Marks live in a bitmap over time; `tree` is a Fenwick tree of per-word counts. A hit
+    moves a mark from word a to now's word b, and its distance counts the marks between:
+    both Fenwick walks start at a and b and stop where their paths meet, so they cost
+    O(log(b - a)) rather than O(log(time axis)), and nothing when a == b (short reuse).
+    First touches do not walk the tree at all: they are counted in `pending` and added to
+    the tree in one walk when their word is complete (the tree is only read below b).
     """
     now = state[0]
     live = state[1]
     n_keys = state[2]
     i = state[3]
+    pending = state[4]
     cap = keys.shape[0]
     mask = np.uint64(cap - 1)
-    t_len = owner.shape[0]
-    n_words = tree.shape[0] - 1  # Fenwick is 1-indexed
+    hash_shift = _hash_shift(mask)
+    t_len = bits.shape[0] * 64
+    n_words = tree.shape[0] - 1  # Fenwick is 1-indexed: position k holds word k-1
     n = lines.shape[0]
     one = np.uint64(1)
+    full = np.uint64(0xFFFFFFFFFFFFFFFF)
+    cold = hist.shape[0] - 1  # the last slot counts cold misses
     while i < n:
         if now >= t_len:
             break
+        b = now >> 6
+        if (now & 63) == 0 and pending:  # word b-1 is complete: add its first touches
+            k = b
+            while k <= n_words:
+                tree[k] += pending
+                k += k & (-k)
+            pending = 0
         line = lines[i]
-        slot = ((line * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
-        while keys[slot] != line and keys[slot] != np.uint64(0xFFFFFFFFFFFFFFFF):
+        slot = _home(line, hash_shift, mask)
+        while keys[slot] != line and keys[slot] != full:
             slot = (slot + one) & mask
         if keys[slot] == line:
             t = times[slot]
-            w = t >> 6
-            word = bits[w]
-            s = _popcount(word & (np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(63 - (t & 63))))
-            k = w  # words strictly before w: Fenwick prefix over 1-indexed positions 1..w
-            while k > 0:
-                s += tree[k]
-                k &= k - 1
-            d = live - s
-            bits[w] = word & ~(one << np.uint64(t & 63))
-            k = w + 1
-            while k <= n_words:
-                tree[k] -= 1
-                k += k & (-k)
+            a = t >> 6
+            word = bits[a]
+            tb = np.uint64(t & 63)
+            bits[a] = word & ~(one << tb)
+            d = _popcount(word & ((full << tb) << one))  # marks strictly after t in its word
+            if a == b:  # the mark moves within one word: the tree's word counts do not change
+                pass
+            elif b - a <= _NEAR_WORDS:
+                d += _popcount(bits[b])
+                x = b  # marks in words a+1..b-1 = prefix(b) - prefix(a+1); the walks meet
+                y = a + 1
+                while x != y:
+                    if x > y:
+                        d += tree[x]
+                        x &= x - 1
+                    else:
+                        d -= tree[y]
+                        y &= y - 1
+                x = a + 1  # -1 at word a, +1 at word b: the upward paths merge and cancel
+                y = b + 1
+                while x != y:
+                    if x < y:
+                        if x > n_words:
+                            break
+                        tree[x] -= 1
+                        x += x & (-x)
+                    else:
+                        if y > n_words:
+                            break
+                        tree[y] += 1
+                        y += y & (-y)
+            else:  # far apart: one prefix walk and two plain updates are cheaper
+                d = live - _popcount(word & (full >> (np.uint64(63) - tb)))
+                k = a
+                while k > 0:
+                    d -= tree[k]
+                    k &= k - 1
+                k = a + 1
+                while k <= n_words:
+                    tree[k] -= 1
+                    k += k & (-k)
+                k = b + 1
+                while k <= n_words:
+                    tree[k] += 1
+                    k += k & (-k)
         else:
             if n_keys + 1 > limit:
                 break
@@ -124,77 +187,106 @@ def _process(lines, keys, times, owner, bits, tree, state, out, hist, hist_sum, 
             n_keys += 1
             live += 1
             d = -1
+            pending += 1
         times[slot] = now
-        owner[now] = slot
-        w = now >> 6
-        bits[w] |= one << np.uint64(now & 63)
-        k = w + 1
-        while k <= n_words:
-            tree[k] += 1
-            k += k & (-k)
+        bits[b] |= one << np.uint64(now & 63)
         now += 1
         if want_out:
             out[i] = d
         if d < 0:
-            hist[hist.shape[0] - 1] += 1  # the last slot counts cold misses
+            hist[cold] += 1
+        elif d < EXACT_LIMIT:  # exact bin: its sum is count * d, filled in by histogram()
+            hist[d] += 1
         else:
-            b = _bin_of(d)
-            hist[b] += 1
-            hist_sum[b] += d
+            bi = _bin_of(d)
+            hist[bi] += 1
+            hist_sum[bi] += d
         i += 1
     state[0] = now
     state[1] = live
     state[2] = n_keys
     state[3] = i
+    state[4] = pending
     return i
 
 
 @numba.njit(cache=True, nogil=True)
-def _rehash(keys, times, new_keys, new_times, owner):
-    """Move every key into a larger table and repoint owner[] at the new slots."""
+def _rehash(keys, times, new_keys, new_times):
+    """Move every key into a larger table."""
     mask = np.uint64(new_keys.shape[0] - 1)
+    hash_shift = _hash_shift(mask)
     for s in range(keys.shape[0]):
         line = keys[s]
         if line == np.uint64(0xFFFFFFFFFFFFFFFF):
             continue
-        slot = ((line * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
+        slot = _home(line, hash_shift, mask)
         while new_keys[slot] != np.uint64(0xFFFFFFFFFFFFFFFF):
             slot = (slot + np.uint64(1)) & mask
         new_keys[slot] = line
         new_times[slot] = times[s]
-        owner[times[s]] = slot
 
 
 @numba.njit(cache=True, nogil=True)
-def _compact(owner, bits, now, times, new_owner, new_bits, new_tree):
-    """Renumber live times 0..M-1 in order; rebuild bitmap and Fenwick tree. Returns M."""
+def _relabel(keys, times, new_keys, new_times, at_least, delta):
+    """Copy the table into new_keys/new_times, adding delta to every line id >= at_least."""
+    mask = np.uint64(new_keys.shape[0] - 1)
+    hash_shift = _hash_shift(mask)
+    for s in range(keys.shape[0]):
+        line = keys[s]
+        if line == np.uint64(0xFFFFFFFFFFFFFFFF):
+            continue
+        if line >= at_least:
+            line += delta
+        slot = _home(line, hash_shift, mask)
+        while new_keys[slot] != np.uint64(0xFFFFFFFFFFFFFFFF):
+            slot = (slot + np.uint64(1)) & mask
+        new_keys[slot] = line
+        new_times[slot] = times[s]
+
+
+@numba.njit(cache=True, nogil=True)
+def _compact(keys, times, bits, now, new_bits, new_tree):
+    """Renumber live times 0..M-1 in order; rebuild bitmap and Fenwick tree. Returns M.
+
+    A live time's new number is its rank among the live marks: the marks in earlier words
+    (a running count, kept in new_tree while it is free) plus those below it in its word.
+    The new arrays may be the old ones: they are written only after the last read.
+    """
+    n_w = (now + 63) >> 6
     m = 0
-    for w in range((now + 63) >> 6):
-        word = bits[w]
-        while word:  # visit set bits only, lowest first
-            low = word & (~word + np.uint64(1))
-            t = (w << 6) + _popcount(low - np.uint64(1))
-            s = owner[t]
-            times[s] = m
-            new_owner[m] = s
-            m += 1
-            word ^= low
+    for w in range(n_w):
+        new_tree[w] = m
+        m += _popcount(bits[w])
+    for s in range(keys.shape[0]):
+        if keys[s] != np.uint64(0xFFFFFFFFFFFFFFFF):
+            t = times[s]
+            w = t >> 6
+            times[s] = new_tree[w] + _popcount(bits[w] & ((np.uint64(1) << np.uint64(t & 63)) - np.uint64(1)))
     full = m >> 6
     for w in range(full):
         new_bits[w] = np.uint64(0xFFFFFFFFFFFFFFFF)
     if m & 63:
         new_bits[full] = (np.uint64(1) << np.uint64(m & 63)) - np.uint64(1)
+    for w in range((m + 63) >> 6, new_bits.shape[0]):
+        new_bits[w] = np.uint64(0)
     for k in range(1, new_tree.shape[0]):  # words k-lowbit(k)..k-1, each 64 full until m
         low = k & (-k)
         new_tree[k] = max(0, min(64 * k, m) - 64 * (k - low))
+    new_tree[0] = 0
     return m
 
 
-def _time_axis(t_len: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """owner[time] -> slot, the live bitmap, and the per-word Fenwick tree for t_len times."""
-    t_len = -(-t_len // 64) * 64
-    return (np.zeros(t_len, dtype=np.int32), np.zeros(t_len // 64, dtype=np.uint64),
-            np.zeros(t_len // 64 + 1, dtype=np.int32))
+def _axis_length(t_len: int) -> int:
+    """Round a time-axis length up to a multiple of 64 on a 1/8-octave grid, so that a
+    growing engine keeps the same length (and compacts in place) over most compactions."""
+    step = max(64, 1 << max(0, int(t_len).bit_length() - 4))
+    return -(-int(t_len) // step) * step
+
+
+def _time_axis(t_len: int) -> tuple[np.ndarray, np.ndarray]:
+    """The live bitmap and the per-word Fenwick tree for t_len times."""
+    t_len = _axis_length(t_len)
+    return np.zeros(t_len // 64, dtype=np.uint64), np.zeros(t_len // 64 + 1, dtype=np.int32)
 
 
 class ReuseEngine:
@@ -204,8 +296,8 @@ class ReuseEngine:
         cap = 1 << max(4, int(np.ceil(np.log2(max(initial_lines, 16) / _MAX_LOAD))))
         self._keys = np.full(cap, EMPTY, dtype=np.uint64)
         self._times = np.zeros(cap, dtype=np.int32)
-        self._owner, self._bits, self._tree = _time_axis(max(_MIN_TIME_AXIS, 2 * initial_lines))
-        self._state = np.zeros(4, dtype=np.int64)  # now, live, n_keys, start
+        self._bits, self._tree = _time_axis(max(_MIN_TIME_AXIS, 2 * initial_lines))
+        self._state = np.zeros(5, dtype=np.int64)  # now, live, n_keys, start, pending
         self._hist = np.zeros(N_BINS + 1, dtype=np.int64)  # last slot counts cold misses
         self._hist_sum = np.zeros(N_BINS + 1, dtype=np.int64)
 
@@ -216,7 +308,25 @@ class ReuseEngine:
     @property
     def nbytes(self) -> int:
         """Bytes held by the tables that grow with distinct lines."""
-        return sum(a.nbytes for a in (self._keys, self._times, self._owner, self._bits, self._tree))
+        return sum(a.nbytes for a in (self._keys, self._times, self._bits, self._tree))
+
+    def copy(self) -> "ReuseEngine":
+        """An independent engine in the same state (continues exactly as this one would)."""
+        twin = ReuseEngine.__new__(ReuseEngine)
+        for name, value in vars(self).items():
+            setattr(twin, name, value.copy() if isinstance(value, np.ndarray) else value)
+        return twin
+
+    def relabel(self, at_least: int, delta: int) -> None:
+        """Add delta (mod 2^64) to every line id >= at_least seen so far.
+
+        Distances depend only on which accesses touch the same line, so a relabelling that
+        keeps distinct lines distinct leaves the engine exact; it lets core c's engine carry
+        on as core c' (whose per-core offsets differ)."""
+        keys = np.full(self._keys.shape[0], EMPTY, dtype=np.uint64)
+        times = np.zeros(self._times.shape[0], dtype=np.int32)
+        _relabel(self._keys, self._times, keys, times, np.uint64(at_least), np.uint64(delta % (1 << 64)))
+        self._keys, self._times = keys, times
 
     def feed(self, lines: np.ndarray) -> None:
         """Add accesses (cache-line ids, program order) to the stream."""
@@ -234,11 +344,11 @@ class ReuseEngine:
         want = out is not None
         buf = out if want else np.empty(0, dtype=np.int64)
         self._state[3] = 0
-        while _process(lines, self._keys, self._times, self._owner, self._bits, self._tree, self._state,
+        while _process(lines, self._keys, self._times, self._bits, self._tree, self._state,
                        buf, self._hist, self._hist_sum, want, self._key_limit()) < lines.shape[0]:
             if self._state[2] + 1 > self._key_limit():
                 self._grow_hash()
-            if self._state[0] >= self._owner.shape[0]:
+            if self._state[0] >= self._bits.shape[0] * 64:
                 self._compact()
 
     def _key_limit(self) -> int:
@@ -249,24 +359,30 @@ class ReuseEngine:
         cap = self._keys.shape[0] * 2
         keys = np.full(cap, EMPTY, dtype=np.uint64)
         times = np.zeros(cap, dtype=np.int32)
-        _rehash(self._keys, self._times, keys, times, self._owner)
+        _rehash(self._keys, self._times, keys, times)
         self._keys, self._times = keys, times
 
     def _compact(self) -> None:
         """Renumber the time axis; size it at a multiple of the live lines so compaction is amortised O(1)."""
         live = int(self._state[1])
-        t_len = max(_MIN_TIME_AXIS, _TIME_AXIS_PER_LINE * live)
-        if t_len >= 2**31 - 1:
+        if 4 * live >= _MAX_TIME_AXIS:
             raise PptmcError(f"{live} distinct cache lines: above the engine's 2^29 limit (int32 times); "
                              f"profile a smaller input or a larger --line-size")
-        owner, bits, tree = _time_axis(t_len)
-        self._state[0] = _compact(self._owner, self._bits, int(self._state[0]), self._times, owner, bits, tree)
-        self._owner, self._bits, self._tree = owner, bits, tree
+        t_len = min(max(_MIN_TIME_AXIS, _TIME_AXIS_PER_LINE * live), _MAX_TIME_AXIS)
+        n = max(_axis_length(t_len), self._bits.shape[0] * 64)  # never shrink: the renumbering needs the room
+        if n == self._bits.shape[0] * 64:
+            bits, tree = self._bits, self._tree  # in place: no allocation
+        else:
+            bits, tree = np.empty(n // 64, dtype=np.uint64), np.empty(n // 64 + 1, dtype=np.int32)
+        self._state[0] = _compact(self._keys, self._times, self._bits, int(self._state[0]), bits, tree)
+        self._state[4] = 0  # the rebuilt tree counts every mark
+        self._bits, self._tree = bits, tree
 
     def histogram(self) -> ReuseProfile:
         """The reuse profile of everything fed so far."""
         counts = self._hist[:N_BINS]
-        sums = self._hist_sum[:N_BINS]
+        sums = self._hist_sum[:N_BINS].copy()
+        sums[:EXACT_LIMIT] = counts[:EXACT_LIMIT] * np.arange(EXACT_LIMIT)  # the kernel skips exact bins' sums
         lower, upper = histogram_bins(N_BINS, EXACT_LIMIT, EXACT_BITS, SUB_BITS)
         nz = np.nonzero(counts)[0]
         return ReuseProfile(lower=lower[nz].copy(), upper=upper[nz].copy(), count=counts[nz].copy(),

@@ -180,3 +180,13 @@ def test_paper_mode_with_chunk_size_deals_instances_round_robin():
     owner = cmap.core_of(ch)
     assert owner[:2].tolist() == [-1, -1]  # single-instance blocks: every core
     assert owner[2::3].tolist() == [(i // 2) % 3 for i in range(12)]
+
+
+def test_guided_chunk_starts_hand_computed():
+    """20 iterations, 3 cores, minimum chunk 2: sizes ceil(remaining / 3), at least 2.
+
+    remaining 20 -> 7, 13 -> 5, 8 -> 3, 5 -> 2, 3 -> max(2, 1) = 2, 1 -> the last one."""
+    assert guided_starts(20, 3, 2).tolist() == [0, 7, 12, 15, 17, 19]
+    owner, _ = core_of_iterations(SCHED_GUIDED, 2, 20, 3)
+    assert owner.tolist() == [0] * 7 + [1] * 5 + [2] * 3 + [0] * 2 + [1] * 2 + [2]
+    assert guided_starts(5, 8, 0).tolist() == [0, 1, 2, 3, 4]  # chunk 0 means 1

@@ -13,7 +13,7 @@ from analysis.hitrates import predict_hit_rates
 from analysis.interleave import interleave_arrays
 from analysis.private_traces import core_streams
 from analysis.profiles import ProfileSet, ReuseProfile, compute_profiles_from
-from instrument.trace_types import SCHED_STATIC
+from instrument.trace_types import SCHED_DYNAMIC, SCHED_GUIDED, SCHED_STATIC
 from machines.model import CacheLevel, Machine, Ram
 from pptmc.cli import run
 from pptmc.errors import InputError
@@ -130,3 +130,63 @@ def test_cli_errors(tmp_path):
     (tmp_path / "t").write_bytes(b"")
     with pytest.raises(InputError, match="--cores"):
         run(["profile", str(tmp_path / "t"), "--cores", "2,x", "-o", str(tmp_path / "o")])
+
+
+def straightforward_profiles(info, factory, cores, mode, interleave, seed, k):
+    """The plain path: materialise each core count's private and shared traces with mimic()
+    and run a fresh engine over each (what profile_configs must reproduce exactly)."""
+    from analysis.private_traces import InterleaveSpec, mimic
+    from analysis.reuse import ReuseEngine
+
+    specs = [InterleaveSpec(p, interleave, seed, k) for p in cores]
+    private = {p: [[] for _ in range(p)] for p in cores}
+    shared = {p: [] for p in cores}
+    for i, batch in mimic(info, factory, specs, mode, 64):
+        p = cores[i]
+        shared[p].append(batch.lines)
+        for core, piece in batch.pieces:
+            private[p][core].append(piece)
+    out = {}
+    for p in cores:
+        def prof(parts):
+            engine = ReuseEngine()
+            engine.feed(np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64))
+            return engine.histogram()
+        out[p] = ([prof(parts) for parts in private[p]], prof(shared[p]))
+    return out
+
+
+@pytest.mark.parametrize("mode,interleave,k,sched,chunk", [
+    ("iteration", "rr", 1, SCHED_STATIC, 0), ("iteration", "random", 2, SCHED_STATIC, 0),
+    ("iteration", "rr", 3, SCHED_DYNAMIC, 2), ("iteration", "random", 1, SCHED_GUIDED, 1),
+    ("paper", "rr", 1, SCHED_STATIC, 0), ("paper", "random", 2, SCHED_STATIC, 0)])
+def test_fast_sweep_is_bit_identical_to_straightforward_path(mode, interleave, k, sched, chunk):
+    from test_private_traces import make_trace as mk
+
+    info, ch = mk(trip=90, schedule=sched, chunk=chunk, n_loops=3, seed=2)
+    cores = [1, 2, 3, 4, 8, 16]
+    ps = compute_profiles_from(info, chunker(ch, 37), cores, mode, interleave, seed=13, refs_per_turn=k)
+    ref = straightforward_profiles(info, chunker(ch, 53), cores, mode, interleave, 13, k)
+    without_one = compute_profiles_from(info, chunker(ch, 37), [3, 8], mode, interleave, seed=13, refs_per_turn=k)
+    for p in cores:
+        assert all(same(ps.prd[(p, c)], ref[p][0][c]) for c in range(p))
+        assert same(ps.crd[p], ref[p][1])
+    for p in (3, 8):  # no one-core task to fork core 0 from
+        assert all(same(without_one.prd[(p, c)], ref[p][0][c]) for c in range(p))
+        assert same(without_one.crd[p], ref[p][1])
+    # and both against brute force for one core count
+    private = [np.concatenate(list(s)) for s in core_streams(info, chunker(ch, 50), 4, mode)]
+    shared, _ = interleave_arrays(private, interleave, seed=13, refs_per_turn=k)
+    assert same(ps.crd[4], exact(shared)) and all(same(ps.prd[(4, c)], exact(private[c])) for c in range(4))
+
+
+def test_spilled_sweep_matches_in_memory(trace, tmp_path):
+    """A tiny interleaving budget forces lanes to disk; the profiles must not change."""
+    from analysis.profiles import profile_configs
+
+    info, ch = trace
+    args = (info, chunker(ch, 11), [1, 2, 4], "iteration", "rr", 0, 1, 64)
+    small = profile_configs(*args, memory_budget=64, spill_dir=str(tmp_path))
+    big = profile_configs(*args)
+    for (prd_a, crd_a), (prd_b, crd_b) in zip(small, big):
+        assert same(crd_a, crd_b) and all(same(a, b) for a, b in zip(prd_a, prd_b))

@@ -117,3 +117,55 @@ def test_profile_from_distances_is_exact():
     prof = ReuseProfile.from_distances(np.array([-1, 0, 3, 3, -1, 7]))
     assert prof.lower.tolist() == [0, 3, 7] and prof.count.tolist() == [1, 2, 1]
     assert (prof.cold, prof.total) == (2, 6)
+
+
+def lru_stack_distances(lines) -> list[int]:
+    """Independent oracle: position in an explicit LRU stack (most recent first)."""
+    stack: list[int] = []
+    out = []
+    for x in (int(v) for v in lines):
+        try:
+            d = stack.index(x)
+            del stack[d]
+        except ValueError:
+            d = -1
+        stack.insert(0, x)
+        out.append(d)
+    return out
+
+
+@pytest.mark.parametrize("min_axis", [64, 1 << 16])
+def test_near_far_walks_and_compaction_match_lru_stack(monkeypatch, min_axis):
+    """Short reuses (same bitmap word, a few words back), far ones, and many compactions."""
+    import analysis.reuse as reuse
+
+    monkeypatch.setattr(reuse, "_MIN_TIME_AXIS", min_axis)
+    rng = np.random.default_rng(5)
+    parts = []
+    for k in range(12):  # mixes of tight loops, sweeps over 1500 lines, and random reuse
+        if k % 3 == 0:
+            parts.append(np.tile(np.arange(k, k + 5), 300))
+        elif k % 3 == 1:
+            parts.append(np.arange(1500) * 3 + k)
+        else:
+            parts.append(rng.integers(0, 2000, 3000))
+    lines = np.concatenate(parts).astype(np.uint64)
+    engine_d = fed_in_pieces(lines, [999, 12345, 20000], initial=16)
+    assert engine_d.tolist() == lru_stack_distances(lines)
+
+
+def test_copy_and_relabel_continue_exactly():
+    """A copied engine whose high lines are relabelled continues as if fed relabelled lines."""
+    rng = np.random.default_rng(9)
+    high = np.uint64(1 << 41)
+    first = rng.integers(0, 300, 2000).astype(np.uint64)
+    first[::3] += high  # "offset" lines of core 1
+    later = rng.integers(0, 300, 2000).astype(np.uint64)
+    later[::4] += np.uint64(3) * high  # the same kind of lines as core 3 sees them
+    engine = ReuseEngine(initial_lines=16)
+    engine.feed(first)
+    twin = engine.copy()
+    twin.relabel(int(high), 2 * int(high))
+    relabelled = np.where(first >= high, first + np.uint64(2) * high, first)
+    assert twin.feed_distances(later).tolist() == lru_stack_distances(np.concatenate([relabelled, later]))[2000:]
+    assert engine.feed_distances(later).tolist() == lru_stack_distances(np.concatenate([first, later]))[2000:]
