@@ -38,7 +38,7 @@ test: setup
 
 demo: setup
 	$(PPTMC) doctor
-	$(PPTMC) suite --size $(DEMO_SIZE) -o $(DEMO_DIR)
+	$(PPTMC) suite --size $(DEMO_SIZE) --validate -o $(DEMO_DIR)
 
 bench: setup
 	$(PY) -m benchmarks.run_all
