@@ -12,7 +12,7 @@ from pathlib import Path
 
 from instrument.build import load_block_table, side_paths
 from instrument.trace_types import TraceInfo
-from instrument.tracefile import FORMAT_VERSION, mark_incomplete, open_trace
+from instrument.tracefile import FORMAT_VERSION, mark_incomplete, open_trace, read_footer
 from pptmc.errors import InputError, RunError
 from pptmc.io import atomic_path
 
@@ -78,13 +78,16 @@ def run_trace(binary: Path, args: list[str], output: Path, threads: int = 1, env
             raise RunError(f"{binary}: {_describe(proc.returncode)} before the trace runtime started; "
                            f"no trace written")
         failure = None
+        footer = _runtime_footer(part)
         if proc.returncode != 0:
             failure = f"the program {_describe(proc.returncode)}"
-        elif not _has_footer(part):
+        elif footer is None:
             failure = "the trace runtime did not write its footer"
+        elif not footer.get("complete"):
+            failure = "the trace runtime marked the trace incomplete"
         if failure:
             try:
-                mark_incomplete(part, failure, proc.returncode)
+                failure = mark_incomplete(part, failure, proc.returncode)
             except InputError as exc:
                 raise RunError(f"{binary}: {failure}, and no usable trace was left ({exc})") from exc
     if failure:
@@ -95,14 +98,13 @@ def run_trace(binary: Path, args: list[str], output: Path, threads: int = 1, env
     return info
 
 
-def _has_footer(path: Path) -> bool:
-    """Whether the runtime finished the file (its trailer is present)."""
+def _runtime_footer(path: Path) -> dict | None:
+    """The footer the runtime wrote, or None when it wrote none (killed, or the file was cut)."""
     with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        if f.tell() < 16:
-            return False
-        f.seek(-8, os.SEEK_END)
-        return f.read(8) == b"PPTMCEND"
+        try:
+            return read_footer(f, path, path.stat().st_size)[0]
+        except InputError:
+            return None
 
 
 def run_counts(binary: Path, args, threads: int = 1, env=None) -> CountResult:

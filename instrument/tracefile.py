@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import struct
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -58,16 +59,25 @@ class _Tables:
     site_block: np.ndarray
     site_size: np.ndarray
     site_store: np.ndarray
-    site_explicit: np.ndarray  # sized sites (memcpy/memset) always have an event
+    site_explicit: np.ndarray  # memcpy/memset/masked-lane sites: never predicted, one row per event
     bs_off: np.ndarray       # sites of real block b (program order): bs[bs_off[b]:bs_off[b+1]]
     bs: np.ndarray
     virt_of: np.ndarray      # real block -> its shared-var pseudo-block, or -1
     n_blocks: int
 
-    def n_accesses(self, block_counts: dict[int, int]) -> int:
-        """Accesses implied by block entry counts (each entry runs each of its sites once)."""
-        per = np.diff(self.bs_off)
-        return int(sum(int(c) * int(per[b]) for b, c in block_counts.items() if b < per.shape[0]))
+    def n_accesses(self, block_counts: dict[int, int], n_sized: int | None = None) -> int:
+        """Accesses of a complete trace: each block entry runs each of its sites once.
+
+        Explicit sites (memcpy/memset, masked lanes) are counted by their events when the footer
+        has `n_sized`; a masked lane may not run. Older traces have no masked sites, and their
+        memcpy/memset sites run once per block entry like the others.
+        """
+        host = np.repeat(np.arange(self.n_blocks), np.diff(self.bs_off))  # the real block of each bs entry
+        if n_sized is not None:
+            host = host[~self.site_explicit[self.bs]]
+        per = np.bincount(host, minlength=self.n_blocks)
+        implied = sum(int(c) * int(per[b]) for b, c in block_counts.items() if b < per.shape[0])
+        return implied + int(n_sized or 0)
 
 
 @numba.njit(cache=True)
@@ -89,14 +99,31 @@ def _unzig(v):
     return np.int64(v >> np.uint64(1)) ^ -np.int64(v & np.uint64(1))
 
 
-SIZED_KINDS = ("memcpy", "memmove", "memset")  # sites the runtime always records, with their length
+# sites the runtime records explicitly, with their length (masked lanes: only when active)
+SIZED_KINDS = ("memcpy", "memmove", "memset", "masked.")
 MAX_DEPTH = 256  # nesting of instrumented calls the decoder follows
 
 
 @numba.njit(cache=True)
+def _emit(out, k, s, a, sz, site_block, site_store, last_inst, reg, lp, it, top, stack_lo, stack_hi):
+    """Write output row k: an access of site s at address a, of sz bytes, in the current state."""
+    out_addr, out_size, out_store, out_block, out_inst, out_region, out_loop, out_iter, out_stack = out
+    blk = site_block[s]
+    out_addr[k] = np.uint64(a)
+    out_size[k] = sz
+    out_store[k] = site_store[s]
+    out_block[k] = blk
+    out_inst[k] = last_inst[blk]
+    out_region[k] = reg
+    out_loop[k] = lp
+    out_iter[k] = it
+    hi = top if reg >= 0 and top > 0 else stack_hi  # inside a region, the stack below its frame top
+    out_stack[k] = a >= stack_lo and a < hi
+
+
+@numba.njit(cache=True)
 def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off, bs, virt_of, counts,
-            last_inst, enc_last, pred_last, pred_stride, fb, fc, st, loops_out, stack_lo, stack_hi, out_addr,
-            out_size, out_store, out_block, out_inst, out_region, out_loop, out_iter, out_stack):
+            last_inst, enc_last, pred_last, pred_stride, fb, fc, st, loops_out, stack_lo, stack_hi, out):
     """Replay a chunk's events from byte `start`; returns (status, rows, loop begins, next byte).
 
     status 0 = chunk done, 1 = paused because the output (or loops_out) is full: call again
@@ -106,7 +133,7 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
     take their predictor's address (last + stride), as the runtime did when it wrote nothing.
     """
     n_sites = site_block.shape[0]
-    cap = out_addr.shape[0]
+    cap = out[0].shape[0]
     d, reg, lp, it, top = st[0], st[1], st[2], st[3], st[4]
     pos, k, n_loops = start, 0, 0
     end = buf.shape[0]
@@ -146,17 +173,8 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
                         return 1, k, n_loops, ev
                     a = pred_last[s] + pred_stride[s]
                     pred_last[s] = a
-                    blk = site_block[s]
-                    out_addr[k] = np.uint64(a)
-                    out_size[k] = site_size[s]
-                    out_store[k] = site_store[s]
-                    out_block[k] = blk
-                    out_inst[k] = last_inst[blk]
-                    out_region[k] = reg
-                    out_loop[k] = lp
-                    out_iter[k] = it
-                    hi = top if reg >= 0 and top > 0 else stack_hi
-                    out_stack[k] = a >= stack_lo and a < hi
+                    _emit(out, k, s, a, site_size[s], site_block, site_store, last_inst, reg, lp, it, top,
+                          stack_lo, stack_hi)
                     k += 1
                 c += 1
             fc[d] = c
@@ -189,17 +207,7 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
                 enc_last[s] = a
                 nb, pos = _varint(buf, pos)
                 sz = np.uint32(nb)
-            blk = site_block[s]
-            out_addr[k] = np.uint64(a)
-            out_size[k] = sz
-            out_store[k] = site_store[s]
-            out_block[k] = blk
-            out_inst[k] = last_inst[blk]
-            out_region[k] = reg
-            out_loop[k] = lp
-            out_iter[k] = it
-            hi = top if reg >= 0 and top > 0 else stack_hi
-            out_stack[k] = a >= stack_lo and a < hi
+            _emit(out, k, s, a, sz, site_block, site_store, last_inst, reg, lp, it, top, stack_lo, stack_hi)
             k += 1
             fc[d] += 1
         elif tag == 3:
@@ -382,15 +390,16 @@ class TraceReader:
         counts = {i: int(c) for i, c in enumerate(self.footer.get("block_counts", []))}
         # complete traces: every entered block ran each of its sites once; incomplete ones
         # carry the number of accesses actually decoded
-        n_acc = int(self.footer["n_accesses"]) if "n_accesses" in self.footer else self.tables.n_accesses(counts)
+        n_acc = (int(self.footer["n_accesses"]) if "n_accesses" in self.footer
+                 else self.tables.n_accesses(counts, self.footer.get("n_sized")))
         for b in self.header["blocks"]:
             if b["is_shared_var_block"]:
                 counts[b["id"]] = counts.get(b["host_block"], 0)
         edges = {(int(a), int(b)): int(n) for a, b, n in self.footer.get("edge_counts", [])}
         loops = [LoopInstance(i, int(l[0]), int(l[1]), int(l[2]), int(l[3]))
                  for i, l in enumerate(self.footer.get("loops", []))]
-        extra = {k: self.footer[k] for k in ("n_chunks", "reason", "exit_status", "elapsed_s")
-                 if k in self.footer}
+        extra = {k: self.footer[k] for k in ("n_chunks", "reason", "exit_status", "signal", "lost_threads",
+                                          "elapsed_s") if k in self.footer}
         extra.update({k: self.header[k] for k in ("threads_requested", "block_table_hash") if k in self.header})
         return TraceInfo(path=str(self.path), format_version=FORMAT_VERSION,
                          program=self.header.get("program", ""), args=list(self.header.get("args", [])),
@@ -459,8 +468,8 @@ class ChunkDecoder:
                 buf, pos, self.t.site_block, self.t.site_size, self.t.site_store, self.t.site_explicit,
                 self.t.bs_off, self.t.bs, self.t.virt_of, self.counts, self.last_inst, enc_last, th.pred_last,
                 th.pred_stride, th.fb, th.fc, th.st, loops_out, np.int64(hdr.stack_lo), np.int64(hdr.stack_hi),
-                out.addr, out.size, out.is_store, out.block, out.block_instance, out.region, out.loop,
-                out.iteration, out.is_stack)
+                (out.addr, out.size, out.is_store, out.block, out.block_instance, out.region, out.loop,
+                 out.iteration, out.is_stack))
             if status < 0:
                 raise InputError(f"{self.path}: chunk {self.index} at byte {hdr.offset} holds invalid events "
                                  f"(an id out of range or an access outside its block, event at byte {pos} of "
@@ -496,40 +505,69 @@ def open_trace(path: Path) -> TraceReader:
     return TraceReader(Path(path))
 
 
-def mark_incomplete(path: Path, reason: str, exit_status: int | None) -> None:
+def mark_incomplete(path: Path, reason: str, exit_status: int | None) -> str:
     """Cut a trace after its last intact chunk and give it a footer with `complete: false`.
 
-    When the runtime still wrote its footer (the program exited non-zero), its counts are kept;
-    otherwise counts and loops are rebuilt by decoding the intact chunks (no edge counts).
+    Returns the reason written into the footer. When the runtime wrote its own footer (the
+    program exited non-zero, called `_exit`, or died of a signal the runtime catches) its counts,
+    loops and note are kept; otherwise (SIGKILL, a failed flush) counts and loops are rebuilt by
+    decoding the intact chunks and there are no edge counts. Either way `n_accesses` is the
+    number of accesses the intact chunks decode to.
     """
     path = Path(path)
     size = path.stat().st_size
     with open(path, "rb") as f:
         header, start = read_header(f, path)
         try:
-            old, old_start = read_footer(f, path, size)
+            old, data_stop = read_footer(f, path, size)
         except InputError:
-            old = None
-        if old is not None:
-            _rewrite_footer(path, old_start, {**old, "complete": False, "reason": reason,
-                                              "exit_status": exit_status})
-            return
-        tables = _tables(header, path)
-        decoder = ChunkDecoder(tables, path)
-        stop, n_acc, n_chunks, threads = start, 0, 0, set()
-        try:
-            for hdr, payload in iter_chunk_headers(f, path, start, size):
-                n_acc += sum(len(c) for c in decoder.decode(hdr, payload))
-                stop = hdr.offset + CHUNK_HEADER.size + hdr.comp_len
-                n_chunks += 1
-                threads.add(hdr.thread)
-        except InputError:
-            pass  # everything after the last intact chunk is dropped
-    footer = {"complete": False, "reason": reason, "exit_status": exit_status, "n_chunks": n_chunks,
-              "n_accesses": n_acc, "n_threads": max(len(threads), 1),
-              "block_counts": [int(c) for c in decoder.counts[:_n_real(header)]],
-              "edge_counts": [], "loops": [list(l[1:]) for l in sorted(decoder.loops)]}
-    _rewrite_footer(path, stop, footer)
+            old, data_stop = None, size
+        intact = _decode_intact(f, path, header, start, data_stop)
+    loops = [list(l[1:]) for l in sorted(intact.decoder.loops)]
+    if old is not None and intact.stop == data_stop:
+        note = old.get("reason")
+        full = f"{reason}; {note}" if note else reason
+        footer = {"loops": loops,  # unless the runtime could list them
+                  **old, "complete": False, "reason": full, "exit_status": exit_status, "n_accesses": intact.n_rows}
+    else:
+        why = "SIGKILL cannot be caught, so " if exit_status == -signal.SIGKILL else ""
+        if old is None:
+            full = (f"{reason}; {why}the runtime wrote no footer: events after the last flushed chunk (up to two "
+                    f"buffers per thread) and the edge counts are lost")
+        else:
+            full = (f"{reason}; the chunk at byte {intact.stop} is damaged: it, every later chunk and the edge "
+                    f"counts are lost")
+        footer = {"complete": False, "reason": full, "exit_status": exit_status, "n_chunks": intact.n_chunks,
+                  "n_accesses": intact.n_rows, "n_threads": max(len(intact.threads), 1),
+                  "block_counts": [int(c) for c in intact.decoder.counts[:_n_real(header)]],
+                  "edge_counts": [], "loops": loops}
+    _rewrite_footer(path, intact.stop, footer)
+    return full
+
+
+@dataclass
+class _Intact:
+    """What the verified prefix of a damaged or unfinished trace decodes to."""
+
+    decoder: ChunkDecoder
+    stop: int = 0            # byte after the last intact chunk
+    n_rows: int = 0
+    n_chunks: int = 0
+    threads: set = field(default_factory=set)
+
+
+def _decode_intact(f, path: Path, header: dict, start: int, stop: int) -> _Intact:
+    """Decode chunks from `start` until `stop` or the first one that does not verify."""
+    out = _Intact(ChunkDecoder(_tables(header, path), path), start)
+    try:
+        for hdr, payload in iter_chunk_headers(f, path, start, stop):
+            out.n_rows += sum(len(c) for c in out.decoder.decode(hdr, payload))
+            out.stop = hdr.offset + CHUNK_HEADER.size + hdr.comp_len
+            out.n_chunks += 1
+            out.threads.add(hdr.thread)
+    except InputError:
+        pass  # everything after the last intact chunk is dropped
+    return out
 
 
 def _rewrite_footer(path: Path, stop: int, footer: dict) -> None:

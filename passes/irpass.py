@@ -28,6 +28,8 @@ _OPCODE_KEY = {"add": "int_add", "sub": "int_sub", "mul": "int_mul", "sdiv": "in
 _LABEL_RE = re.compile(r'^("(?:[^"\\]|\\.)*"|[-\w.$]+):')
 _LABEL_REF_RE = re.compile(r'label %("(?:[^"\\]|\\.)*"|[-\w.$]+)')
 _MEM_INTRINSIC_RE = re.compile(r"@llvm\.(memcpy|memmove|memset)(?:\.inline)?\.")
+_MASKED_RE = re.compile(r"@llvm\.masked\.(load|store|gather|scatter|expandload|compressstore)\.")
+_MASKED_STORES = ("store", "scatter", "compressstore")
 _FMA_RE = re.compile(r"@llvm\.(fma|fmuladd)\.")
 _VEC_RE = re.compile(r"<(\d+) x ")
 SHARED_LABEL_RE = re.compile(r"shared_var_trace\d*")
@@ -102,7 +104,7 @@ def split_top(text: str) -> list[str]:
     return parts
 
 
-_VALUE_WORDS = {"null", "undef", "poison", "true", "false", "zeroinitializer", "getelementptr",
+_VALUE_WORDS = {"null", "undef", "poison", "true", "false", "zeroinitializer", "splat", "getelementptr",
                 "inttoptr", "bitcast", "addrspacecast", "ptrtoint", "select", "add", "sub", "mul"}
 
 
@@ -326,6 +328,42 @@ class _FunctionPass:
                 calls.append(f"  call void @__pptmc_mem(i32 {sid}, ptr {ptr})")
         elif op == "call" and _MEM_INTRINSIC_RE.search(text):
             calls.extend(self._mem_intrinsic_calls(blk, text))
+        elif op == "call" and _MASKED_RE.search(text):
+            calls.extend(self._masked_calls(blk, inst))
+        return calls
+
+    def _masked_calls(self, blk: Block, inst: _Inst) -> list[str]:
+        """llvm.masked.*: one site per lane, recorded only when the lane's mask bit is set.
+
+        Lane addresses: load/store p + k*size; gather/scatter the k-th pointer; expandload/
+        compressstore p + (active lanes before k)*size. Operands are found by type, not by
+        position, because LLVM 22 (llvmlite) dropped the alignment operand that clang-19 prints.
+        """
+        kind = _MASKED_RE.search(inst.text).group(1)
+        if "vscale" in inst.text:
+            return []  # scalable vectors (not produced for x86): lane count unknown here, not traced
+        args = [(_split_space(a)[0], operand_value(a)) for a in _call_args(inst.text)]
+        mask_t, mask = next((t, v) for t, v in args if t.endswith(" x i1>"))
+        vec = inst.ref.type if kind not in _MASKED_STORES else next(iter(inst.ref.operands)).type
+        lanes, size = vec.element_count, self.td.get_abi_size(next(iter(vec.elements)))
+        ptrs_t, ptrs = next(((t, v) for t, v in args if t.endswith(" x ptr>")), (None, None))
+        base = next((v for t, v in args if t == "ptr"), None)
+        calls, rank = [], "0"
+        for k in range(lanes):
+            sid = self._add_site(blk, size, kind in _MASKED_STORES, f"masked.{kind}", False)
+            m, a = f"%__pptmc_m{sid}", f"%__pptmc_a{sid}"
+            calls.append(f"  {m} = extractelement {mask_t} {mask}, i64 {k}")
+            if kind in ("gather", "scatter"):
+                calls.append(f"  {a} = extractelement {ptrs_t} {ptrs}, i64 {k}")
+            elif kind in ("load", "store"):
+                calls.append(f"  {a} = getelementptr i8, ptr {base}, i64 {k * size}")
+            else:  # expandload/compressstore: consecutive elements for the active lanes
+                calls.append(f"  %__pptmc_o{sid} = mul i64 {rank}, {size}")
+                calls.append(f"  {a} = getelementptr i8, ptr {base}, i64 %__pptmc_o{sid}")
+                calls.append(f"  %__pptmc_z{sid} = zext i1 {m} to i64")
+                calls.append(f"  %__pptmc_r{sid} = add i64 {rank}, %__pptmc_z{sid}")
+                rank = f"%__pptmc_r{sid}"
+            calls.append(f"  call void @__pptmc_lane(i32 {sid}, ptr {a}, i64 {size}, i1 {m})")
         return calls
 
     def _mem_intrinsic_calls(self, blk: Block, text: str) -> list[str]:
@@ -412,6 +450,7 @@ declare void @__pptmc_fn_exit(i32)
 declare void @__pptmc_sync(i32)
 declare void @__pptmc_mem(i32, ptr)
 declare void @__pptmc_memn(i32, ptr, i64)
+declare void @__pptmc_lane(i32, ptr, i64, i1)
 """
 
 

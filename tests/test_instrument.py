@@ -180,10 +180,9 @@ def test_failed_run_leaves_incomplete_trace(builds, tmp_path, how, expect):
     assert not info.complete and expect in info.extra["reason"]
     rows = sum(len(c) for c in open_trace(out).chunks())
     assert rows == info.n_accesses
-    if how == "fail":  # exit after the regions: every access was flushed, the counts kept
-        assert rows > 3 * N and info.edge_counts
-    else:  # killed inside region 1: region 0 was not flushed either (it sat in the buffer)
-        assert info.edge_counts == {}
+    # "fail" exits after the regions; "crash" raises SIGSEGV inside region 1, and the runtime's
+    # handler still writes region 0 and region 1's accesses up to the crash, with the counts
+    assert rows > 3 * N and info.edge_counts
 
 
 def test_export_and_cli(builds, tmp_path, capfd):
@@ -291,3 +290,209 @@ def test_openmp_program_gives_per_thread_streams(tmp_path, capfd):
                             for j in range(sz // 8))
     halves = [list(range(0, n // 2)), list(range(n // 2, n))]
     assert sorted([covered[0], covered[1]]) == halves  # static schedule: one contiguous half each
+
+
+CRASH = CASE.parent / "crash.c"
+SMALL_CHUNKS = {"PPTMC_CHUNK_BYTES": "4096"}
+
+
+@pytest.fixture(scope="module")
+def crash_binary(tmp_path_factory):
+    """crash.c: the region stores A[i] for i < n, then ends the way its second argument says."""
+    return build_instrumented(CRASH, tmp_path_factory.mktemp("crash") / "crash").binary
+
+
+def _stores_into_a(c: TraceChunk, a: int) -> list[int]:
+    """Addresses of the 8-byte stores into crash.c's array A, in trace order."""
+    sel = c.is_store & (c.addr >= a) & (c.addr < a + 8 * 100000)
+    return c.addr[sel].tolist()
+
+
+def _crash_run(binary, out, args, capfd, match, env=None, threads=1):
+    """run_trace must fail with a RunError matching `match`; returns (info, rows, printed addresses)."""
+    with pytest.raises(RunError, match=match):
+        run_trace(binary, [str(x) for x in args], out, threads=threads, env={**os.environ, **(env or {})})
+    ad = {k: int(v, 16) for k, v in re.findall(r"(\w+)=0x([0-9a-f]+)", capfd.readouterr().err)}
+    info = open_trace(out).info
+    c = _all(open_trace(out))
+    assert not info.complete and len(c) == info.n_accesses
+    return info, c, ad
+
+
+@pytest.mark.parametrize("mode,sig,env", [
+    ("segv", "SIGSEGV", SMALL_CHUNKS), ("segv", "SIGSEGV", None), ("stack", "SIGSEGV", SMALL_CHUNKS),
+    ("fpe", "SIGFPE", SMALL_CHUNKS), ("ill", "SIGILL", SMALL_CHUNKS), ("abrt", "SIGABRT", SMALL_CHUNKS),
+    ("term", "SIGTERM", SMALL_CHUNKS)])
+def test_fatal_signal_flushes_every_event(crash_binary, tmp_path, capfd, mode, sig, env):
+    """The signal handler writes the queued chunks and the thread's buffer; nothing before the crash is lost."""
+    n = 3000
+    info, c, ad = _crash_run(crash_binary, tmp_path / "c.trace", [n, mode], capfd,
+                             rf"killed by {sig}; {sig} in traced thread 0: .*marked incomplete", env)
+    assert _stores_into_a(c, ad["A"]) == [ad["A"] + 8 * i for i in range(n)]
+    assert sig in info.extra["reason"] and info.extra["exit_status"] < 0
+    assert info.edge_counts and max(info.block_counts.values()) == n  # the runtime's counts are kept
+    assert info.extra["n_chunks"] > (3 if env else 0)  # small chunks: queued ones and the thread's own
+
+
+def test_sigkill_keeps_the_flushed_chunks(crash_binary, tmp_path, capfd):
+    """SIGKILL cannot be caught: the trace keeps the chunks already written and says what is lost."""
+    n = 3000
+    info, c, ad = _crash_run(crash_binary, tmp_path / "k.trace", [n, "kill"], capfd,
+                             r"SIGKILL; SIGKILL cannot be caught.*events after the last flushed chunk .*lost",
+                             SMALL_CHUNKS)
+    stores = _stores_into_a(c, ad["A"])
+    # a thread waits for its previous buffer to be written before filling the next, so all but
+    # the last two buffers (512 words each, one block entry per iteration) reached the file
+    assert n - 2 * 512 <= len(stores) < n
+    assert stores == [ad["A"] + 8 * i for i in range(len(stores))]
+    assert info.edge_counts == {} and "SIGKILL" in info.extra["reason"]
+
+
+@pytest.mark.parametrize("mode,status", [("_exit", 5), ("exit", 4)])
+def test_exit_inside_region_keeps_every_event(crash_binary, tmp_path, capfd, mode, status):
+    """exit() runs the runtime's destructor, _exit() its interposed flush: both keep every access."""
+    n = 3000
+    info, c, ad = _crash_run(crash_binary, tmp_path / "e.trace", [n, mode], capfd, rf"status {status}",
+                             SMALL_CHUNKS)
+    assert _stores_into_a(c, ad["A"]) == [ad["A"] + 8 * i for i in range(n)]
+    assert info.extra["exit_status"] == status and info.edge_counts
+    assert ("_exit(5) in traced thread 0" in info.extra["reason"]) == (mode == "_exit")
+
+
+def test_exit0_after_the_region_gives_a_complete_trace(crash_binary, tmp_path, capfd):
+    """_exit(0) outside any region with nothing left in other threads loses nothing."""
+    n = 3000
+    info = run_trace(crash_binary, [str(n), "_exit0"], tmp_path / "z.trace", env={**os.environ, **SMALL_CHUNKS})
+    a = int(re.search(r"A=0x([0-9a-f]+)", capfd.readouterr().err).group(1), 16)
+    c = _all(open_trace(tmp_path / "z.trace"))
+    assert info.complete and len(c) == info.n_accesses == n + 2  # plus the two shared-variable loads
+    assert _stores_into_a(c, a) == [a + 8 * i for i in range(n)]
+
+
+def test_crash_in_one_thread_keeps_its_own_events(tmp_path, capfd):
+    """Thread 1 crashes after its half of the loop: its stores are all there; thread 0's buffer is lost."""
+    binary = build_instrumented(CASE.parent / "omp_static.c", tmp_path / "ompc", functions=r"\.omp_outlined").binary
+    n = 10000
+    info, c, ad = _crash_run(binary, tmp_path / "oc.trace", [n, "crash"], capfd,
+                             r"SIGSEGV in traced thread 1: .* 1 other thread\(s\) had events still in memory",
+                             threads=2)
+    sel = c.is_store & (c.thread == 1) & (c.addr >= ad["X"]) & (c.addr < ad["X"] + 8 * n)
+    covered = sorted((a - ad["X"]) // 8 + j for a, sz in zip(c.addr[sel].tolist(), c.size[sel].tolist())
+                     for j in range(sz // 8))
+    assert covered == list(range(n // 2, n))
+    assert info.extra["lost_threads"] == 1
+
+
+MASKED_KINDS = {f"masked.{k}" for k in ("load", "store", "gather", "scatter", "expandload", "compressstore")}
+
+
+@pytest.fixture(scope="module")
+def masked_lanes_binary(tmp_path_factory):
+    """masked_lanes.ll: each llvm.masked.* intrinsic on 4 doubles, mask = argv[1]'s low 4 bits."""
+    return build_instrumented(CASE.parent / "masked_lanes.ll", tmp_path_factory.mktemp("ml") / "ml").binary
+
+
+@pytest.mark.parametrize("bits", [0b1011, 0b0100, 0])
+def test_masked_intrinsics_log_each_active_lane(masked_lanes_binary, tmp_path, capfd, bits):
+    """One 8-byte access per active lane, at the lane's address; inactive lanes leave no row."""
+    kinds = {s["kind"] for s in load_block_table(masked_lanes_binary).sites}
+    assert MASKED_KINDS <= kinds  # -O2 kept every intrinsic, so each is checked below
+    info, ad = _trace(masked_lanes_binary, tmp_path / "m.trace", [bits], capfd)
+    c = _all(open_trace(tmp_path / "m.trace"))
+    a, b = ad["A"], ad["B"]
+    sel = ((c.addr >= a) & (c.addr < a + 512)) | ((c.addr >= b) & (c.addr < b + 512))
+    got = list(zip(c.addr[sel].tolist(), c.size[sel].tolist(), c.is_store[sel].tolist()))
+    on = [k for k in range(4) if bits >> k & 1]
+    gather, scatter = [7, 3, 12, 1], [20, 30, 25, 21]
+    expected = ([(a + 8 * k, 8, False) for k in on] + [(b + 32 + 8 * k, 8, True) for k in on]
+                + [(a + 8 * gather[k], 8, False) for k in on] + [(b + 8 * scatter[k], 8, True) for k in on]
+                + [(a + 128 + 8 * r, 8, False) for r in range(len(on))]
+                + [(b + 256 + 8 * r, 8, True) for r in range(len(on))]
+                + [(b + 8 * scatter[k], 8, False) for k in (0, 2, 3)]  # the constant-mask gather
+                + [(b + 384, 32, True)])
+    assert got == expected
+    # plus the shared-variable load of *arg and the volatile load of @pa
+    assert info.complete and info.n_accesses == len(c) == len(expected) + 2
+
+
+def _cpu_has(flag: str) -> bool:
+    """Whether /proc/cpuinfo lists `flag` (False where there is no /proc)."""
+    try:
+        return flag in Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _cpu_has("avx2"), reason="masked.c is vectorised for AVX2")
+def test_clang_masked_load_store_and_gather_are_traced(tmp_path, capfd):
+    """clang-19 -O2 emits masked.load/store (AVX2) and masked.gather (Skylake tuning) for masked.c."""
+    binary = build_instrumented(CASE.parent / "masked.c", tmp_path / "masked").binary
+    kinds = {s["kind"] for s in load_block_table(binary).sites}
+    assert {"masked.load", "masked.store", "masked.gather"} <= kinds
+    n = 1001
+    info, ad = _trace(binary, tmp_path / "k.trace", [n], capfd)
+    x, cond, idx = 12345, [], []
+    for _ in range(n):
+        x = (x * 1103515245 + 12345) % (1 << 32)
+        cond.append((x >> 12) % 3 == 0)
+        idx.append((x >> 8) % 1024)
+    c = _all(open_trace(tmp_path / "k.trace"))
+    assert info.complete and info.n_accesses == len(c)
+
+    def addrs(region, base, store):
+        sel = (c.region == region) & (c.is_store == store) & (c.addr >= base) & (c.addr < base + 8 * 4096)
+        return c.addr[sel].tolist()
+    assert addrs(0, ad["A"], True) == [ad["A"] + 8 * i for i in range(n) if cond[i]]
+    assert addrs(0, ad["B"], False) == [ad["B"] + 8 * i for i in range(n) if cond[i]]
+    assert addrs(1, ad["T"], False) == [ad["T"] + 8 * i for i in idx]
+
+
+def _export_oracle(trace: Path) -> str:
+    """The paper's text format built row by row in plain Python: the independent oracle."""
+    reader = open_trace(trace)
+    names = {b: i.name for b, i in reader.info.blocks.items()}
+    lines, prev = [], None
+    for c in reader.chunks():
+        for i in range(len(c)):
+            key = (int(c.block[i]), int(c.block_instance[i]), int(c.thread[i]))
+            if key != prev:
+                if prev is not None:
+                    lines.append(f"BB_END {names[prev[0]]}")
+                lines.append(f"BB_START {names[key[0]]}")
+                prev = key
+            lines.append(f"{hex(int(c.addr[i]))} {'S' if c.is_store[i] else 'L'} {int(c.size[i])}")
+    if prev is not None:
+        lines.append(f"BB_END {names[prev[0]]}")
+    return "\n".join(lines) + "\n"
+
+
+def test_export_matches_row_by_row_oracle(builds, tmp_path, capfd):
+    """Vectorised export = the per-row oracle, for any batch size, across blocks, instances and threads."""
+    _trace(builds["trace"].binary, tmp_path / "r.trace", [50], capfd)
+    omp = build_instrumented(CASE.parent / "omp_static.c", tmp_path / "omp", functions=r"\.omp_outlined").binary
+    run_trace(omp, ["300"], tmp_path / "o.trace", threads=2)
+    for trace in (tmp_path / "r.trace", tmp_path / "o.trace"):
+        expected = _export_oracle(trace)
+        assert expected.count("BB_START") > 3
+        for max_rows in (1, 7, 1 << 20):
+            out = tmp_path / f"{trace.stem}.{max_rows}.txt"
+            assert export_text(trace, out, max_rows=max_rows) == open_trace(trace).info.n_accesses
+            assert out.read_text() == expected
+
+
+def test_damaged_chunk_is_cut_even_with_a_runtime_footer(crash_binary, tmp_path):
+    """mark_incomplete verifies every chunk: a damaged one and all after it are dropped, counts rebuilt."""
+    from instrument.tracefile import mark_incomplete
+    out = tmp_path / "d.trace"
+    with pytest.raises(RunError, match="status 4"):
+        run_trace(crash_binary, ["3000", "exit"], out, env={**os.environ, **SMALL_CHUNKS})
+    headers = [h for h, _ in open_trace(out).disk_chunks()]
+    assert len(headers) > 4
+    data = bytearray(out.read_bytes())
+    data[headers[2].offset + 88 + headers[2].comp_len // 2] ^= 0xFF
+    out.write_bytes(bytes(data))
+    reason = mark_incomplete(out, "test", 4)
+    assert f"chunk at byte {headers[2].offset} is damaged" in reason
+    info = open_trace(out).info
+    rows = sum(len(c) for c in open_trace(out).chunks())
+    assert info.extra["n_chunks"] == 2 and rows == info.n_accesses and info.edge_counts == {}

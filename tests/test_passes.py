@@ -154,3 +154,39 @@ def test_mark_noinline_drops_alwaysinline():
     assert "define void @g() #0 {" in out
     assert "attributes #1 = { noinline nounwind }" in out
     llvm.parse_assembly(out).verify()
+
+
+MASKED_IR = r"""
+target datalayout = "e-m:e-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:16:32:64-S128"
+target triple = "x86_64-pc-linux-gnu"
+
+define void @OUT__m(ptr %p, <2 x ptr> %ps, <2 x i1> %m) {
+  %v = call <2 x float> @llvm.masked.load.v2f32.p0(ptr %p, i32 4, <2 x i1> %m, <2 x float> poison)
+  call void @llvm.masked.scatter.v2f32.v2p0(<2 x float> %v, <2 x ptr> %ps, i32 4, <2 x i1> <i1 true, i1 false>)
+  %e = call <2 x float> @llvm.masked.expandload.v2f32(ptr %p, <2 x i1> %m, <2 x float> poison)
+  ret void
+}
+
+declare <2 x float> @llvm.masked.load.v2f32.p0(ptr, i32 immarg, <2 x i1>, <2 x float>)
+declare void @llvm.masked.scatter.v2f32.v2p0(<2 x float>, <2 x ptr>, i32 immarg, <2 x i1>)
+declare <2 x float> @llvm.masked.expandload.v2f32(ptr, <2 x i1>, <2 x float>)
+"""
+
+
+def test_masked_intrinsics_get_one_site_per_lane():
+    res = instrument_ir(MASKED_IR, r"OUT__", "trace", "masked.ll")
+    assert [(s.kind, s.size, s.is_store) for s in res.sites] == [
+        ("masked.load", 4, False)] * 2 + [("masked.scatter", 4, True)] * 2 + [("masked.expandload", 4, False)] * 2
+    body = res.ir_text.split("define void @OUT__m", 1)[1].split("\n}\n", 1)[0]
+    # lane k of the contiguous load is at p + 4k and is logged only when mask bit k is set
+    assert "%__pptmc_a1 = getelementptr i8, ptr %p, i64 4" in body
+    assert "%__pptmc_m1 = extractelement <2 x i1> %m, i64 1" in body
+    assert "call void @__pptmc_lane(i32 1, ptr %__pptmc_a1, i64 4, i1 %__pptmc_m1)" in body
+    # scatter lanes take their pointer from the vector; the constant mask is reused as spelled
+    assert "%__pptmc_a3 = extractelement <2 x ptr> %ps, i64 1" in body
+    assert "%__pptmc_m3 = extractelement <2 x i1> <i1 true, i1 false>, i64 1" in body
+    # expandload lane 1 reads element (active lanes before it): rank from lane 0's mask bit
+    assert "%__pptmc_r4 = add i64 0, %__pptmc_z4" in body and "%__pptmc_o5 = mul i64 %__pptmc_r4, 4" in body
+    assert res.blocks[0].ops["load"] == 4 and res.blocks[0].ops["store_bytes"] == 8
+    count = instrument_ir(MASKED_IR, r"OUT__", "count", "masked.ll")
+    assert count.table_hash == res.table_hash and "__pptmc_lane(" not in count.ir_text.split("declare", 1)[0]

@@ -5,13 +5,27 @@
  * re-encodes full buffers as varint events, compresses them with zstd and appends them as chunks;
  * a footer with block/edge counts and loop instances is written at exit.
  * Count mode (PPTMC_COUNTS_OUT set): only block and edge counters, written as JSON at exit.
- * Nothing here is called by the program itself except the XOMP_trace_* loop hooks. */
+ * Nothing here is called by the program itself except the XOMP_trace_* loop hooks (and `_exit`,
+ * which the runtime interposes so that a program leaving through it still gets a footer).
+ *
+ * Crashes: fatal signals (and `_exit`) run emergency_flush(), which must be async-signal-safe:
+ * it takes no blocking lock, never allocates (the zstd context, the compression buffer and the
+ * count sums are allocated at start-up) and writes with write(2). The writer thread is stopped
+ * between two chunks by a two-flag handshake (rt_state / writer_writing, both seq_cst), then the
+ * queued buffers and the crashing thread's own buffer are appended and a footer saying
+ * `complete: false` is written. Other threads' half-filled buffers are lost (they may be mid-update). */
 #define _GNU_SOURCE
+#define ZSTD_STATIC_LINKING_ONLY  /* ZSTD_initStaticCCtx: a context that never allocates */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -26,6 +40,7 @@ extern int xomp_trace_enabled __attribute__((weak));
 #define BUF_WORDS (1u << 19)   /* 4 MiB of 8-byte words per thread before a chunk is cut */
 #define SLACK_WORDS 8u         /* the longest slow-path event */
 #define ADDR_BITS 48           /* user-space addresses on x86-64/aarch64 fit in 48 bits */
+#define ALT_STACK_BYTES (256u << 10)  /* per-thread signal stack: a stack overflow is still handled */
 
 /* Each site has a stride predictor (last address, last stride); an access whose address is
  * last + stride writes nothing. Otherwise the hot path writes one in-memory word:
@@ -50,6 +65,7 @@ typedef struct tbuf {
     uint64_t *words;           /* the buffer being filled: bufs[slot] */
     uint64_t *bufs[2];         /* double buffering: the writer thread drains one while the other fills */
     int slot, busy[2];
+    int in_flush;              /* 1 while `words` is queued but not yet swapped (the signal handler skips it) */
     struct job *jobs;
     uint64_t *bcount;          /* per-block entry counts */
     uint64_t *ecount;          /* per static CFG edge counts (index into __pptmc_pred) */
@@ -86,16 +102,28 @@ static uint64_t *last_addr;    /* per-site previous address, reset at every chun
 static ZSTD_CCtx *cctx;
 
 static __thread tbuf *tls;
+static __thread int is_writer;  /* set on the writer thread (its crash cannot flush: the file may be mid-chunk) */
 static tbuf *all_threads;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static FILE *out;
+/* error-checking, so a signal handler can tell whether its own thread holds it (unlock fails otherwise) */
+static pthread_mutex_t lock = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
+static int out_fd = -1;
 static int tracing, counting;
+/* rt_state: who may still write the trace file. The destructor moves RUNNING to FINISHING, the
+ * emergency path moves RUNNING to EMERGENCY; whoever wins the compare-and-swap writes the footer. */
+enum { RT_OFF = 0, RT_RUNNING = 1, RT_FINISHING = 2, RT_EMERGENCY = 3 };
+static int rt_state;
+static int writer_writing;     /* the writer thread is between taking a job and finishing its chunk */
+static int exit_status = -1;   /* the status passed to exit(), recorded by on_exit */
+static uint8_t *comp_buf;      /* compressed chunk: 88-byte header + zstd frame */
+static size_t comp_cap;
+static uint64_t *sum_blocks, *sum_edges;  /* scratch for the footer's count sums */
 static size_t buf_words = BUF_WORDS;  /* PPTMC_CHUNK_BYTES overrides it (tests use small chunks) */
 static uint32_t next_tid;
-static uint64_t n_chunks, total_acc, file_crc;
+static uint64_t n_chunks, total_acc, total_sized, file_crc;  /* sized: memcpy/memset/masked-lane events */
 static int64_t loop_seq;
 static int64_t *loops;        /* instance records: loop_id, trip, schedule, chunk */
 static size_t loops_len, loops_cap;
+static int loops_moving;      /* set while `loops` is reallocated: a crash footer then leaves them out */
 
 static uint32_t crc_table[256];
 
@@ -114,9 +142,19 @@ static uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t n) {
     return ~crc;
 }
 
-static void die(const char *what) {
-    fprintf(stderr, "pptmc runtime: %s\n", what);
-    _exit(86);
+static void say(const char *a, const char *b) {
+    /* write(2), not stdio: also used from signal handlers */
+    if (write(2, a, strlen(a)) < 0 || write(2, b, strlen(b)) < 0 || write(2, "\n", 1) < 0) return;
+}
+
+__attribute__((noreturn)) static void exit_group(int status) {
+    syscall(SYS_exit_group, status);
+    __builtin_unreachable();
+}
+
+__attribute__((noreturn)) static void die(const char *what) {
+    say("pptmc runtime: ", what);
+    exit_group(86);  /* not _exit: the runtime interposes it */
 }
 
 static void stack_bounds(tbuf *t) {
@@ -129,6 +167,14 @@ static void stack_bounds(tbuf *t) {
     }
     t->stack_lo = (uint64_t)addr;
     t->stack_hi = (uint64_t)addr + size;
+}
+
+/* Give the calling thread its own signal stack, so a stack overflow still reaches the handler. */
+static void alt_stack(void) {
+    stack_t old;
+    if (sigaltstack(NULL, &old) == 0 && !(old.ss_flags & SS_DISABLE)) return;
+    stack_t ss = {.ss_sp = malloc(ALT_STACK_BYTES), .ss_size = ALT_STACK_BYTES, .ss_flags = 0};
+    if (ss.ss_sp) sigaltstack(&ss, NULL);
 }
 
 __attribute__((noinline, cold)) static tbuf *tb_init(void) {
@@ -153,6 +199,7 @@ __attribute__((noinline, cold)) static tbuf *tb_init(void) {
     t->region = t->loop = t->c_region = t->c_loop = -1;
     t->iter = t->c_iter = -1;
     stack_bounds(t);
+    if (tracing) alt_stack();
     pthread_mutex_lock(&lock);
     t->tid = next_tid++;
     t->next = all_threads;
@@ -170,8 +217,18 @@ static inline tbuf *tb(void) {
 static inline void put_u64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
 static inline void put_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 
-static void write_all(const void *p, size_t n) {
-    if (fwrite(p, 1, n, out) != n) die("cannot write the trace file (disk full?)");
+/* Unbuffered write(2) of whole chunks: at any moment the file ends at a chunk boundary unless a
+ * write is in progress, which the emergency path waits out. Returns 0, or -1 on failure. */
+static int write_all(const void *p, size_t n) {
+    const uint8_t *c = p;
+    while (n) {
+        ssize_t k = write(out_fd, c, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        c += k;
+        n -= (size_t)k;
+    }
+    return 0;
 }
 
 static inline uint8_t *varint(uint8_t *restrict p, uint64_t v) {
@@ -193,12 +250,12 @@ static inline uint8_t *mem_event(uint64_t *restrict last, uint8_t *restrict p, u
 
 /* Re-encode the word buffer as varint events (per-site address deltas); returns the byte count.
  * Locals with `restrict` matter: byte stores would otherwise force reloads of every field. */
-static size_t encode(const job *j, uint64_t *n_acc) {
+static size_t encode(const job *j, uint64_t *n_acc, uint64_t *n_sized) {
     uint8_t *restrict p = enc_buf;
     uint64_t *restrict last = last_addr;
     const uint64_t *w = j->words, *stop = j->words + j->n;
     const uint64_t mask = (1ull << ADDR_BITS) - 1;
-    uint64_t acc = 0;
+    uint64_t acc = 0, sized = 0;
     memset(last, 0, (size_t)__pptmc_n_sites * sizeof *last);
     for (; w < stop; w++) {
         uint64_t v = *w, top = v >> ADDR_BITS;
@@ -213,29 +270,30 @@ static size_t encode(const job *j, uint64_t *n_acc) {
         switch (v & 7) {
         case W_BLOCK: p = varint(p, id << 2 | TAG_BLOCK); break;
         case W_MEMBIG: p = varint(p, id << 2 | TAG_MEM); p = varint(p, zigzag((int64_t)w[1])); w += 1; acc++; break;
-        case W_MEMN: p = mem_event(last, p, id, w[1], TAG_MEMN); p = varint(p, w[2]); w += 2; acc++; break;
+        case W_MEMN: p = mem_event(last, p, id, w[1], TAG_MEMN); p = varint(p, w[2]); w += 2; acc++; sized++; break;
         case W_CTRL:
             p = varint(p, id << 2 | TAG_CTRL);
             for (int i = 1; i <= ctrl_args[id]; i++) p = varint(p, w[i]);
             w += ctrl_args[id];
             break;
-        default: die("corrupt event buffer");
+        default: return (size_t)-1;  /* corrupt event buffer */
         }
     }
     *n_acc = acc;
+    *n_sized = sized;
     return (size_t)(p - enc_buf);
 }
 
-/* Writer thread: encode and compress one job into a chunk whose header carries its start state. */
-static void write_chunk(const job *j) {
-    uint64_t n_acc;
-    size_t raw = encode(j, &n_acc);
-    size_t bound = ZSTD_compressBound(raw);
-    uint8_t *comp = malloc(bound + 88);
-    if (!comp) die("out of memory");
-    uint8_t *h = comp, *payload = comp + 88;
-    size_t clen = ZSTD_compress2(cctx, payload, bound, enc_buf, raw);
-    if (ZSTD_isError(clen)) die(ZSTD_getErrorName(clen));
+/* Encode and compress one job into a chunk whose header carries its start state, and append it.
+ * Run by the writer thread, or by the emergency path once the writer is stopped; allocates
+ * nothing. Returns NULL or what went wrong. */
+static const char *write_chunk(const job *j) {
+    uint64_t n_acc, n_sized;
+    size_t raw = encode(j, &n_acc, &n_sized);
+    if (raw == (size_t)-1) return "corrupt event buffer";
+    uint8_t *h = comp_buf, *payload = comp_buf + 88;
+    size_t clen = ZSTD_compress2(cctx, payload, comp_cap - 88, enc_buf, raw);
+    if (ZSTD_isError(clen)) return ZSTD_getErrorName(clen);
     memcpy(h, "PCHK", 4);
     put_u32(h + 4, j->tid);
     put_u64(h + 8, clen);
@@ -249,30 +307,55 @@ static void write_chunk(const job *j) {
     put_u64(h + 72, j->region_top);
     put_u32(h + 80, crc32_update(0, payload, clen));
     put_u32(h + 84, crc32_update(0, h, 84));
-    write_all(h, 88 + clen);
+    if (write_all(h, 88 + clen) != 0) return "cannot write the trace file (disk full?)";
     file_crc = crc32_update((uint32_t)file_crc, h, 88 + clen);
     n_chunks++;
     total_acc += n_acc;
-    free(comp);
+    total_sized += n_sized;
+    return NULL;
 }
 
+static void writer_park(void) {
+    for (;;) pause();  /* the crashing thread re-raises its signal and ends the process */
+}
+
+/* The writer announces each chunk (writer_writing = 1) before checking rt_state; the emergency
+ * path sets rt_state before reading writer_writing. With seq_cst atomics one of them sees the
+ * other, so the writer never starts a chunk once the emergency path has begun appending. */
 static void *writer_main(void *arg) {
     (void)arg;
-    pthread_mutex_lock(&lock);
+    is_writer = 1;
     for (;;) {
+        pthread_mutex_lock(&lock);
         while (!queue_head && !writer_stop) pthread_cond_wait(&queue_cond, &lock);
-        if (!queue_head) break;
+        int done = queue_head == NULL;
+        pthread_mutex_unlock(&lock);
+        if (done) break;
+        __atomic_store_n(&writer_writing, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&rt_state, __ATOMIC_SEQ_CST) == RT_EMERGENCY) {
+            __atomic_store_n(&writer_writing, 0, __ATOMIC_SEQ_CST);
+            writer_park();
+        }
+        pthread_mutex_lock(&lock);
         job *j = queue_head;
         queue_head = j->next;
         if (!queue_head) queue_tail = NULL;
         pthread_mutex_unlock(&lock);
-        write_chunk(j);
+        const char *err = write_chunk(j);
+        if (err) die(err);
         pthread_mutex_lock(&lock);
         j->owner->busy[j->slot] = 0;
         pthread_cond_broadcast(&free_cond);
+        pthread_mutex_unlock(&lock);
+        __atomic_store_n(&writer_writing, 0, __ATOMIC_SEQ_CST);
     }
-    pthread_mutex_unlock(&lock);
     return NULL;
+}
+
+/* The job describing thread t's current buffer, with the state its chunk starts in. */
+static job job_of(tbuf *t) {
+    return (job){NULL, t, t->slot, t->words, (size_t)(t->cur - t->words), t->tid, t->c_region, t->c_loop,
+                 t->c_iter, t->c_region_top, t->stack_lo, t->stack_hi};
 }
 
 /* Hand the full buffer to the writer and continue in the other one (waiting if it is still queued). */
@@ -280,10 +363,12 @@ __attribute__((noinline)) static void flush(tbuf *t) {
     if (t->cur == t->words) return;
     int s = t->slot, o = 1 - s;
     job *j = &t->jobs[s];
-    *j = (job){NULL, t, s, t->words, (size_t)(t->cur - t->words), t->tid, t->c_region, t->c_loop, t->c_iter,
-               t->c_region_top, t->stack_lo, t->stack_hi};
+    *j = job_of(t);
     pthread_mutex_lock(&lock);
     t->busy[s] = 1;
+    /* before the append: a handler on this thread then loses this buffer in a two-store window
+     * rather than writing it twice (which would corrupt the decoding of every later chunk) */
+    __atomic_store_n(&t->in_flush, 1, __ATOMIC_SEQ_CST);
     if (queue_tail) queue_tail->next = j; else queue_head = j;
     queue_tail = j;
     pthread_cond_signal(&queue_cond);
@@ -296,6 +381,7 @@ __attribute__((noinline)) static void flush(tbuf *t) {
     t->c_loop = t->loop;
     t->c_iter = t->iter;
     t->c_region_top = t->region_top;
+    __atomic_store_n(&t->in_flush, 0, __ATOMIC_SEQ_CST);
 }
 
 /* Room for one slow-path event (at most SLACK_WORDS words). */
@@ -383,6 +469,11 @@ void __pptmc_memn(int site, const void *p, long n) {
     t->cur += 3;
 }
 
+/* One lane of an llvm.masked.* access: recorded like memcpy (always explicit), only when active. */
+__attribute__((always_inline)) void __pptmc_lane(int site, const void *p, long n, _Bool active) {
+    if (active) __pptmc_memn(site, p, n);
+}
+
 static inline void ctrl(tbuf *t, uint64_t kind, uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e) {
     uint64_t *w = t->cur;
     w[0] = kind << 3 | W_CTRL;
@@ -422,7 +513,9 @@ void XOMP_trace_loop_begin(int loop_id, long trip_count, int schedule, long chun
     int64_t inst = loop_seq++;
     if (loops_len + 4 > loops_cap) {
         loops_cap = loops_cap ? loops_cap * 2 : 256;
+        __atomic_store_n(&loops_moving, 1, __ATOMIC_SEQ_CST);
         loops = realloc(loops, loops_cap * sizeof *loops);
+        __atomic_store_n(&loops_moving, 0, __ATOMIC_SEQ_CST);
         if (!loops) die("out of memory");
     }
     loops[loops_len++] = loop_id;
@@ -465,67 +558,146 @@ static void copy_header_file(const char *path) {
     memcpy(h, "PPTMCTR\0", 8);
     put_u32(h + 8, FORMAT_VERSION);
     put_u32(h + 12, (uint32_t)n);
-    write_all(h, 16);
-    write_all(body, (size_t)n);
-    uint32_t hl = (uint32_t)strlen(__pptmc_table_hash);
-    write_all(&hl, 4);
-    write_all(__pptmc_table_hash, hl);
+    uint8_t hl[4];
+    put_u32(hl, (uint32_t)strlen(__pptmc_table_hash));
+    if (write_all(h, 16) || write_all(body, (size_t)n) || write_all(hl, 4) ||
+        write_all(__pptmc_table_hash, strlen(__pptmc_table_hash)))
+        die("cannot write the trace file header");
     free(body);
 }
 
-__attribute__((constructor)) static void pptmc_start(void) {
-    crc_init();
-    const char *trace_out = getenv("PPTMC_TRACE_OUT");
-    const char *count_out = getenv("PPTMC_COUNTS_OUT");
-    if (trace_out && *trace_out) {
-        const char *hdr = getenv("PPTMC_TRACE_HEADER");
-        out = fopen(trace_out, "wb");
-        if (!out || !hdr) die("cannot open PPTMC_TRACE_OUT (and PPTMC_TRACE_HEADER must be set)");
-        setvbuf(out, NULL, _IOFBF, 1 << 20);
-        copy_header_file(hdr);
-        fflush(out);  /* a crash must still leave a readable header */
-        const char *cb = getenv("PPTMC_CHUNK_BYTES");
-        if (cb && atol(cb) >= 4096) buf_words = (size_t)atol(cb) / 8;
-        enc_buf = calloc(buf_words, 16);
-        last_addr = calloc((size_t)__pptmc_n_sites + 1, sizeof *last_addr);
-        cctx = ZSTD_createCCtx();
-        if (!enc_buf || !last_addr || !cctx) die("out of memory");
-        ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 1);
-        ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
-        if (pthread_create(&writer_thread, NULL, writer_main, NULL) != 0) die("cannot start the writer thread");
-        tracing = 1;
+/* A small buffered writer on a file descriptor: the footer is also written from signal
+ * handlers, where stdio and snprintf are not safe. */
+typedef struct { int fd, failed; size_t n, total; char buf[8192]; } obuf;
+static obuf ob_static;  /* used by one path at a time: the destructor or the emergency flush */
+
+static void ob_flush(obuf *o) {
+    for (size_t done = 0; done < o->n && !o->failed;) {
+        ssize_t k = write(o->fd, o->buf + done, o->n - done);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) o->failed = 1; else done += (size_t)k;
     }
-    counting = count_out && *count_out;
-    if (tracing && &xomp_trace_enabled) xomp_trace_enabled = 1;
-    if (tracing || counting) tb();  /* the main thread is thread 0 */
+    o->n = 0;
 }
 
-/* Sum every thread's counters and print them as the JSON members "block_counts" and "edge_counts". */
-static void print_counts(FILE *f) {
-    uint64_t *sum = calloc((size_t)__pptmc_n_blocks + 1, sizeof *sum);
+static void ob_put(obuf *o, const char *s, size_t n) {
+    while (n) {
+        if (o->n == sizeof o->buf) ob_flush(o);
+        size_t k = sizeof o->buf - o->n < n ? sizeof o->buf - o->n : n;
+        memcpy(o->buf + o->n, s, k);
+        o->n += k;
+        o->total += k;
+        s += k;
+        n -= k;
+    }
+}
+
+static void ob_str(obuf *o, const char *s) { ob_put(o, s, strlen(s)); }
+
+static void ob_u64(obuf *o, uint64_t v) {
+    char d[24];
+    int i = 24;
+    do { d[--i] = (char)('0' + v % 10); v /= 10; } while (v);
+    ob_put(o, d + i, (size_t)(24 - i));
+}
+
+static void ob_i64(obuf *o, int64_t v) {
+    if (v < 0) { ob_str(o, "-"); ob_u64(o, -(uint64_t)v); } else ob_u64(o, (uint64_t)v);
+}
+
+static obuf *ob_open(int fd) {
+    obuf *o = &ob_static;
+    o->fd = fd;
+    o->failed = 0;
+    o->n = o->total = 0;
+    return o;
+}
+
+/* Sum every thread's counters and print them as the JSON members "edge_counts", "unlisted_edges"
+ * and "block_counts" (the sums go to arrays allocated at start-up). */
+static void print_counts(obuf *o) {
     int n_edges = __pptmc_pred_off[__pptmc_n_blocks];
-    uint64_t *esum = calloc((size_t)n_edges + 1, sizeof *esum);
+    memset(sum_blocks, 0, ((size_t)__pptmc_n_blocks + 1) * sizeof *sum_blocks);
+    memset(sum_edges, 0, ((size_t)n_edges + 1) * sizeof *sum_edges);
     uint64_t other = 0;
     for (tbuf *t = all_threads; t; t = t->next) {
-        for (int b = 0; b < __pptmc_n_blocks; b++) sum[b] += t->bcount[b];
-        for (int e = 0; e < n_edges; e++) esum[e] += t->ecount[e];
+        for (int b = 0; b < __pptmc_n_blocks; b++) sum_blocks[b] += t->bcount[b];
+        for (int e = 0; e < n_edges; e++) sum_edges[e] += t->ecount[e];
         other += t->n_other_edges;
     }
-    fprintf(f, "\"edge_counts\": [");
+    ob_str(o, "\"edge_counts\": [");
     int first = 1;
     for (int b = 0; b < __pptmc_n_blocks; b++) {
         for (int i = __pptmc_pred_off[b]; i < __pptmc_pred_off[b + 1]; i++) {
-            if (!esum[i]) continue;
-            fprintf(f, "%s[%d, %d, %llu]", first ? "" : ", ", __pptmc_pred[i], b, (unsigned long long)esum[i]);
+            if (!sum_edges[i]) continue;
+            ob_str(o, first ? "[" : ", [");
+            ob_i64(o, __pptmc_pred[i]);
+            ob_str(o, ", ");
+            ob_i64(o, b);
+            ob_str(o, ", ");
+            ob_u64(o, sum_edges[i]);
+            ob_str(o, "]");
             first = 0;
         }
     }
-    fprintf(f, "], \"unlisted_edges\": %llu, \"block_counts\": [", (unsigned long long)other);
-    for (int b = 0; b < __pptmc_n_blocks; b++)
-        fprintf(f, "%s%llu", b ? ", " : "", (unsigned long long)sum[b]);
-    fprintf(f, "]");
-    free(sum);
-    free(esum);
+    ob_str(o, "], \"unlisted_edges\": ");
+    ob_u64(o, other);
+    ob_str(o, ", \"block_counts\": [");
+    for (int b = 0; b < __pptmc_n_blocks; b++) {
+        if (b) ob_str(o, ", ");
+        ob_u64(o, sum_blocks[b]);
+    }
+    ob_str(o, "]");
+}
+
+/* Append the footer and trailer (FORMAT.md). `reason` and `signal` are JSON-safe text or NULL;
+ * `status` < 0 and `lost` < 0 are left out. Returns 0, or -1 when a write failed. */
+static int append_footer(int complete, const char *reason, const char *sig, int status, int lost) {
+    off_t start = lseek(out_fd, 0, SEEK_END);
+    if (start < 0) return -1;
+    obuf *o = ob_open(out_fd);
+    uint8_t h[8];
+    memcpy(h, "PFTR", 4);
+    put_u32(h + 4, 0);  /* the length is patched in below */
+    ob_put(o, (const char *)h, 8);
+    ob_str(o, complete ? "{\"complete\": true, \"n_chunks\": " : "{\"complete\": false, \"n_chunks\": ");
+    ob_u64(o, n_chunks);
+    ob_str(o, ", \"n_events\": ");
+    ob_u64(o, total_acc);
+    ob_str(o, ", \"n_sized\": ");
+    ob_u64(o, total_sized);
+    ob_str(o, ", \"n_threads\": ");
+    ob_u64(o, next_tid);
+    ob_str(o, ", \"crc32\": ");
+    ob_u64(o, file_crc);
+    ob_str(o, ", \"table_hash\": \"");
+    ob_str(o, __pptmc_table_hash);
+    ob_str(o, "\", ");
+    print_counts(o);
+    if (!__atomic_load_n(&loops_moving, __ATOMIC_SEQ_CST)) {  /* else the reader rebuilds them from the chunks */
+        ob_str(o, ", \"loops\": [");
+        for (size_t i = 0; i < loops_len; i += 4) {
+            ob_str(o, i ? ", [" : "[");
+            for (int k = 0; k < 4; k++) {
+                if (k) ob_str(o, ", ");
+                ob_i64(o, loops[i + (size_t)k]);
+            }
+            ob_str(o, "]");
+        }
+        ob_str(o, "]");
+    }
+    if (reason) { ob_str(o, ", \"reason\": \""); ob_str(o, reason); ob_str(o, "\""); }
+    if (sig) { ob_str(o, ", \"signal\": \""); ob_str(o, sig); ob_str(o, "\""); }
+    if (status >= 0) { ob_str(o, ", \"exit_status\": "); ob_i64(o, status); }
+    if (lost >= 0) { ob_str(o, ", \"lost_threads\": "); ob_i64(o, lost); }
+    ob_str(o, "}");
+    ob_flush(o);
+    uint8_t len[4], tail[16];
+    put_u32(len, (uint32_t)(o->total - 8));
+    put_u64(tail, (uint64_t)start);
+    memcpy(tail + 8, "PPTMCEND", 8);
+    if (o->failed || pwrite(out_fd, len, 4, start + 4) != 4 || write_all(tail, 16)) return -1;
+    return 0;
 }
 
 static void write_footer(void) {
@@ -535,41 +707,225 @@ static void write_footer(void) {
     pthread_cond_signal(&queue_cond);
     pthread_mutex_unlock(&lock);
     pthread_join(writer_thread, NULL);
-    long start = ftell(out);
-    char *json = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&json, &len);
-    fprintf(mem, "{\"complete\": true, \"n_chunks\": %llu, \"n_events\": %llu, \"n_threads\": %u, "
-            "\"crc32\": %llu, \"table_hash\": \"%s\", ", (unsigned long long)n_chunks,
-            (unsigned long long)total_acc, next_tid, (unsigned long long)file_crc, __pptmc_table_hash);
-    print_counts(mem);
-    fprintf(mem, ", \"loops\": [");
-    for (size_t i = 0; i < loops_len; i += 4)
-        fprintf(mem, "%s[%lld, %lld, %lld, %lld]", i ? ", " : "", (long long)loops[i], (long long)loops[i + 1],
-                (long long)loops[i + 2], (long long)loops[i + 3]);
-    fprintf(mem, "]}");
-    fclose(mem);
-    uint8_t h[8];
-    memcpy(h, "PFTR", 4);
-    put_u32(h + 4, (uint32_t)len);
-    write_all(h, 8);
-    write_all(json, len);
-    uint8_t tail[16];
-    put_u64(tail, (uint64_t)start);
-    memcpy(tail + 8, "PPTMCEND", 8);
-    write_all(tail, 16);
-    free(json);
-    if (fclose(out) != 0) die("cannot close the trace file (disk full?)");
-    out = NULL;
+    int st = exit_status;  /* from on_exit; -1 when the program ended without calling exit() */
+    int bad = st > 0 ? append_footer(0, NULL, NULL, st, -1)
+                     : append_footer(1, NULL, NULL, -1, -1);
+    if (bad || close(out_fd) != 0) die("cannot write the trace footer (disk full?)");
+    out_fd = -1;
 }
 
 static void write_counts(const char *path) {
-    FILE *f = fopen(path, "w");
-    if (!f) die("cannot open PPTMC_COUNTS_OUT");
-    fprintf(f, "{\"table_hash\": \"%s\", \"n_threads\": %u, ", __pptmc_table_hash, next_tid);
-    print_counts(f);
-    fprintf(f, "}\n");
-    if (fclose(f) != 0) die("cannot write PPTMC_COUNTS_OUT");
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) die("cannot open PPTMC_COUNTS_OUT");
+    obuf *o = ob_open(fd);
+    ob_str(o, "{\"table_hash\": \"");
+    ob_str(o, __pptmc_table_hash);
+    ob_str(o, "\", \"n_threads\": ");
+    ob_u64(o, next_tid);
+    ob_str(o, ", ");
+    print_counts(o);
+    ob_str(o, "}\n");
+    ob_flush(o);
+    if (o->failed || close(fd) != 0) die("cannot write PPTMC_COUNTS_OUT");
+}
+
+/* ---- crashes, _exit and fork ---- */
+
+static void nap_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+static char *cat(char *p, char *end, const char *s) {
+    while (*s && p < end - 1) *p++ = *s++;
+    *p = 0;
+    return p;
+}
+
+static char *cat_u64(char *p, char *end, uint64_t v) {
+    char d[24];
+    int i = 23;
+    d[23] = 0;
+    do { d[--i] = (char)('0' + v % 10); v /= 10; } while (v);
+    return cat(p, end, d + i);
+}
+
+/* Say on stderr why the emergency flush stopped; the trace then ends at its last intact chunk. */
+static int give_up(const char *what, const char *why) {
+    say("pptmc runtime: could not flush the trace after ", what);
+    say("pptmc runtime: because ", why);
+    return 0;
+}
+
+/* Best effort after a fatal signal or `_exit`, async-signal-safe: stop the writer between two
+ * chunks, append every queued buffer and the calling thread's own buffer, then a footer.
+ * Returns 1 when the footer was written, 0 when nothing more could be saved, -1 when another
+ * thread is already doing this. `what` names the event (a signal name, or "_exit(3)"). */
+static int emergency_flush(const char *what, const char *sig, int status) {
+    int expect = RT_RUNNING;
+    if (!__atomic_compare_exchange_n(&rt_state, &expect, RT_EMERGENCY, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        return expect == RT_EMERGENCY ? -1 : 0;
+    if (is_writer) return give_up(what, "it happened on the writer thread");  /* the file may end mid-chunk */
+    for (int i = 0; __atomic_load_n(&writer_writing, __ATOMIC_SEQ_CST); i++) {
+        if (i >= 10000) return give_up(what, "the writer thread is stuck");  /* leave the file as it is */
+        nap_ms(1);
+    }
+    /* The lock is kept to the end: threads reaching the runtime's slow path now wait instead of
+     * queueing more. */
+    int locked = pthread_mutex_trylock(&lock) == 0;
+    /* The signal may have interrupted this thread inside its own critical section (typically
+     * waiting in flush() for the writer): the queue is consistent there, so take the lock over. */
+    if (!locked && pthread_mutex_unlock(&lock) == 0) locked = pthread_mutex_trylock(&lock) == 0;
+    for (int i = 0; i < 1000 && !locked; i++) {
+        nap_ms(1);
+        locked = pthread_mutex_trylock(&lock) == 0;
+    }
+    if (!locked) return give_up(what, "the runtime's lock stayed busy");
+    const char *err = NULL;
+    for (job *j = queue_head; j && !err; j = j->next) err = write_chunk(j);
+    tbuf *me = tls;
+    if (!err && me && !__atomic_load_n(&me->in_flush, __ATOMIC_SEQ_CST) && me->cur != me->words) {
+        job j = job_of(me);
+        err = write_chunk(&j);
+    }
+    if (err) return give_up(what, err);
+    int lost = 0;
+    for (tbuf *t = all_threads; t; t = t->next)
+        if (t != me && t->cur != t->words) lost++;
+    /* a plain _exit(0) outside any region with nothing left in other threads loses nothing */
+    int complete = !sig && status == 0 && lost == 0 && (!me || me->depth == 0);
+    static char reason[320];
+    char *p = reason, *end = reason + sizeof reason;
+    p = cat(p, end, what);
+    if (me) { p = cat(p, end, " in traced thread "); p = cat_u64(p, end, me->tid); }
+    else p = cat(p, end, " in an untraced thread");
+    p = cat(p, end, ": the runtime wrote every queued buffer and this thread's events; ");
+    p = cat_u64(p, end, (uint64_t)lost);
+    cat(p, end, " other thread(s) had events still in memory, which are lost");
+    if (append_footer(complete, complete ? NULL : reason, sig, status, lost) != 0)
+        return give_up(what, "the footer could not be written");
+    return 1;
+}
+
+static const struct { int sig; const char *name; } fatal_signals[] = {
+    {SIGSEGV, "SIGSEGV"}, {SIGBUS, "SIGBUS"}, {SIGFPE, "SIGFPE"}, {SIGILL, "SIGILL"}, {SIGABRT, "SIGABRT"},
+    {SIGTERM, "SIGTERM"}, {SIGINT, "SIGINT"}, {SIGQUIT, "SIGQUIT"}, {SIGHUP, "SIGHUP"}};
+#define N_FATAL ((int)(sizeof fatal_signals / sizeof fatal_signals[0]))
+
+/* Save what can be saved, then die of the same signal (the exit status stays the signal's). */
+static void on_fatal(int sig, siginfo_t *si, void *uc) {
+    (void)si; (void)uc;
+    const char *name = "signal";
+    for (int i = 0; i < N_FATAL; i++)
+        if (fatal_signals[i].sig == sig) name = fatal_signals[i].name;
+    int r = emergency_flush(name, name, -1);
+    if (r > 0) say("pptmc runtime: the trace was flushed and marked incomplete after ", name);
+    for (int i = 0; r < 0 && i < 30000 && __atomic_load_n(&rt_state, __ATOMIC_SEQ_CST) == RT_EMERGENCY; i++)
+        nap_ms(1);  /* another thread is flushing; it ends the process when done */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, sig);
+    sigprocmask(SIG_UNBLOCK, &s, NULL);
+    raise(sig);  /* a fault re-executes its instruction on return anyway, now with the default action */
+}
+
+/* Install the handler only where the disposition is still the default (nohup's SIG_IGN stays). */
+static void install_handlers(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_fatal;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < N_FATAL; i++) sigaddset(&sa.sa_mask, fatal_signals[i].sig);
+    for (int i = 0; i < N_FATAL; i++) {
+        struct sigaction old;
+        if (sigaction(fatal_signals[i].sig, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+            old.sa_handler == SIG_DFL)
+            sigaction(fatal_signals[i].sig, &sa, NULL);
+    }
+}
+
+/* `_exit` skips exit handlers and destructors; the runtime interposes it (the program's calls
+ * bind to this definition) to flush first. libc's own exit() reaches the kernel without it. */
+void _exit(int status) {
+    if (__atomic_load_n(&rt_state, __ATOMIC_SEQ_CST) == RT_RUNNING) {
+        char what[40], *p = what;
+        p = cat(p, what + sizeof what, "_exit(");
+        p = cat_u64(p, what + sizeof what, (uint64_t)(status & 0xff));
+        cat(p, what + sizeof what, ")");
+        emergency_flush(what, NULL, status & 0xff);
+    }
+    exit_group(status);
+}
+
+void _Exit(int status) __attribute__((alias("_exit")));
+
+static void record_exit(int status, void *arg) {
+    (void)arg;
+    exit_status = status & 0xff;
+}
+
+/* A forked child must not write into the parent's trace (it shares the file descriptor). */
+static void in_child(void) {
+    tracing = counting = 0;
+    tls = NULL;
+    __atomic_store_n(&rt_state, RT_OFF, __ATOMIC_SEQ_CST);
+    out_fd = -1;
+}
+
+static void start_writer(void) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);  /* process-directed signals go to a traced thread */
+    int bad = pthread_create(&writer_thread, NULL, writer_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (bad) die("cannot start the writer thread");
+}
+
+static void start_tracing(const char *trace_out) {
+    const char *hdr = getenv("PPTMC_TRACE_HEADER");
+    out_fd = open(trace_out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out_fd < 0 || !hdr) die("cannot open PPTMC_TRACE_OUT (and PPTMC_TRACE_HEADER must be set)");
+    copy_header_file(hdr);  /* written at once: a crash still leaves a readable header */
+    const char *cb = getenv("PPTMC_CHUNK_BYTES");
+    if (cb && atol(cb) >= 4096) buf_words = (size_t)atol(cb) / 8;
+    enc_buf = calloc(buf_words, 16);
+    last_addr = calloc((size_t)__pptmc_n_sites + 1, sizeof *last_addr);
+    comp_cap = ZSTD_compressBound(buf_words * 16) + 88;
+    comp_buf = malloc(comp_cap);
+    size_t ws_size = ZSTD_estimateCCtxSize(1);
+    void *ws = malloc(ws_size);
+    cctx = ws ? ZSTD_initStaticCCtx(ws, ws_size) : NULL;
+    if (!enc_buf || !last_addr || !comp_buf || !cctx) die("out of memory");
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 1);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+    start_writer();
+    tracing = 1;
+    on_exit(record_exit, NULL);
+    install_handlers();
+    __atomic_store_n(&rt_state, RT_RUNNING, __ATOMIC_SEQ_CST);
+}
+
+__attribute__((constructor)) static void pptmc_start(void) {
+    crc_init();
+    const char *trace_out = getenv("PPTMC_TRACE_OUT");
+    const char *count_out = getenv("PPTMC_COUNTS_OUT");
+    counting = count_out && *count_out;
+    int trace = trace_out && *trace_out;
+    if (trace || counting) {
+        sum_blocks = calloc((size_t)__pptmc_n_blocks + 1, sizeof *sum_blocks);
+        sum_edges = calloc((size_t)__pptmc_pred_off[__pptmc_n_blocks] + 1, sizeof *sum_edges);
+        if (!sum_blocks || !sum_edges) die("out of memory");
+        pthread_atfork(NULL, NULL, in_child);
+    }
+    if (trace) start_tracing(trace_out);
+    if (tracing && &xomp_trace_enabled) xomp_trace_enabled = 1;
+    if (tracing || counting) tb();  /* the main thread is thread 0 */
 }
 
 __attribute__((destructor)) static void pptmc_finish(void) {
@@ -577,6 +933,11 @@ __attribute__((destructor)) static void pptmc_finish(void) {
     int t = tracing, c = counting;
     tracing = counting = 0;  /* late events from other threads are dropped, not half-written */
     pthread_mutex_unlock(&lock);
-    if (t) write_footer();
+    int expect = RT_RUNNING;
+    if (t && __atomic_compare_exchange_n(&rt_state, &expect, RT_FINISHING, 0, __ATOMIC_SEQ_CST,
+                                         __ATOMIC_SEQ_CST)) {
+        write_footer();
+        __atomic_store_n(&rt_state, RT_OFF, __ATOMIC_SEQ_CST);
+    }
     if (c) write_counts(getenv("PPTMC_COUNTS_OUT"));
 }
