@@ -137,8 +137,15 @@ def operand_value(typed: str) -> str | None:
         elif re.fullmatch(r"[a-z_]+(\(.*\))?", tok) and tok.split("(")[0] not in _VALUE_WORDS:
             i += 1
         else:
-            return " ".join(toks[i:])
+            rest = toks[i:]
+            # `load atomic ..., ptr %p monotonic`: the ordering (and sync scope) follow the pointer.
+            while len(rest) > 1 and (rest[-1] in _ATOMIC_ORDERINGS or rest[-1].startswith("syncscope(")):
+                rest = rest[:-1]
+            return " ".join(rest)
     return None
+
+
+_ATOMIC_ORDERINGS = frozenset({"unordered", "monotonic", "acquire", "release", "acq_rel", "seq_cst"})
 
 
 def _call_args(text: str) -> list[str]:
