@@ -924,7 +924,8 @@ __attribute__((constructor)) static void pptmc_start(void) {
         pthread_atfork(NULL, NULL, in_child);
     }
     if (trace) start_tracing(trace_out);
-    if (tracing && &xomp_trace_enabled) xomp_trace_enabled = 1;
+    /* Counting runs take the marker branches too, so their block counts equal a traced run's. */
+    if ((tracing || counting) && &xomp_trace_enabled) xomp_trace_enabled = 1;
     if (tracing || counting) tb();  /* the main thread is thread 0 */
 }
 
