@@ -39,7 +39,8 @@ def hit_rate_figure(hits: pd.DataFrame, machine: str, path: Path) -> Path:
     cores = sorted(data["cores"].unique())
     levels = sorted(data["level"].unique())
     benchmarks = list(dict.fromkeys(data["benchmark"]))
-    fig, axes = plt.subplots(len(cores), 1, figsize=(max(8, len(benchmarks) * 0.8), 2.6 * len(cores)), squeeze=False)
+    fig, axes = plt.subplots(len(cores), 1, figsize=(max(8, len(benchmarks) * 0.8), 2.8 * len(cores)), squeeze=False,
+                             constrained_layout=True)
     width = 0.8 / max(1, len(levels))
     x = np.arange(len(benchmarks))
     for ax, ncores in zip(axes[:, 0], cores):
