@@ -10,6 +10,7 @@ from typing import Sequence
 from analysis.runtime_model import (CONTENTIONS, CPU_FORMS, LAYOUTS, RuntimePrediction, local_rates_by_cores, predict_many,
                                     region_facts)
 from machines import Machine, load_machine
+from pptmc.args import parse_counts
 from pptmc.errors import InputError
 from pptmc.io import write_json, write_table
 
@@ -19,13 +20,7 @@ _TIMES = (("t_mem_s", "T_mem[s]"), ("t_cpu_s", "T_CPU[s]"), ("contention_s", "co
 
 def parse_cores(text: str) -> list[int]:
     """'1,2,4' -> [1, 2, 4]; a clear error for anything else."""
-    try:
-        cores = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError as exc:
-        raise InputError(f"--cores {text!r}: give comma-separated positive integers, e.g. 1,2,4,8") from exc
-    if not cores or cores[0] < 1:
-        raise InputError(f"--cores {text!r}: give comma-separated positive integers, e.g. 1,2,4,8")
-    return cores
+    return parse_counts(text, "--cores")
 
 
 def hit_rates_for(args: argparse.Namespace, machine: Machine, cores: list[int]):

@@ -5,23 +5,22 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from pptmc.args import parse_counts
 from pptmc.errors import InputError
+
+if TYPE_CHECKING:
+    from pptmc.suite import SuiteConfig
 
 DEFAULT_MACHINES = "haswell-i7-5960x,broadwell-e5-2699v4,zen2-epyc-7702p"
 
 
-def parse_cores(text: str) -> tuple[int, ...]:
+def parse_cores(text: str, option: str = "--cores") -> tuple[int, ...]:
     """'1,2,4' -> (1, 2, 4); rejects anything that is not a positive integer list."""
-    try:
-        cores = tuple(int(c) for c in text.split(",") if c.strip())
-    except ValueError:
-        cores = ()
-    if not cores or min(cores) < 1:
-        raise InputError(f"--cores {text!r}: expected a comma-separated list of positive integers, e.g. 1,2,4,8")
-    return cores
+    return tuple(parse_counts(text, option))
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -82,7 +81,7 @@ def suite_config(args: argparse.Namespace) -> "SuiteConfig":
                        machines=_names(args.machines), cores=parse_cores(args.cores), mode=args.mode,
                        interleave=args.interleave, seed=args.seed, jobs=args.jobs, layout=args.layout,
                        contention=args.contention, validate=args.validate, measure=args.measure,
-                       measure_size=args.measure_size, measure_threads=parse_cores(args.measure_threads),
+                       measure_size=args.measure_size, measure_threads=parse_cores(args.measure_threads, "--measure-threads"),
                        host_machine=args.host_machine)
 
 

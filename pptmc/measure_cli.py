@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from pptmc.args import parse_counts
 from pptmc.errors import InputError
 from pptmc.io import write_json, write_table
 
@@ -14,13 +15,7 @@ HOST_FILE = "host-machine.toml"
 
 def parse_threads(text: str) -> tuple[int, ...]:
     """'1,2' -> (1, 2); a clear error for anything else."""
-    try:
-        threads = sorted({int(part) for part in text.split(",") if part.strip()})
-    except ValueError as exc:
-        raise InputError(f"--threads {text!r}: give comma-separated positive integers, e.g. 1,2") from exc
-    if not threads or threads[0] < 1:
-        raise InputError(f"--threads {text!r}: give comma-separated positive integers, e.g. 1,2")
-    return tuple(threads)
+    return tuple(parse_counts(text, "--threads", "1,2"))
 
 
 def select(names: str | None):

@@ -15,7 +15,7 @@ import scipy.linalg
 import scipy.stats
 
 from benchmarks.polybench import catalog
-from benchmarks.polybench.build import build_native, compile_command, parse_output, run_native
+from benchmarks.polybench.build import build_native, parse_output, run_native
 from pptmc.errors import InputError, RunError, ToolError
 from pptmc.toolchain import toolchain
 
