@@ -28,6 +28,8 @@ def register(subparsers) -> None:
     p.add_argument("--line-size", type=int, default=64, help="cache line size in bytes")
     p.add_argument("--paper-chunk", type=int, default=0,
                    help="paper mode: deal block instances to cores in runs of this many (0: even contiguous split)")
+    p.add_argument("--no-coherence", dest="coherence", action="store_false",
+                   help="private profiles ignore write-invalidate coherence misses (the model before it)")
     p.add_argument("--sample-rate", type=float, default=None, metavar="R",
                    help="estimate every profile from a sample of about R of each stream (e.g. 0.01); "
                         "default: exact profiles")
@@ -76,7 +78,8 @@ def run_profile(args: argparse.Namespace) -> int:
     cores = parse_cores(args.cores)
     if args.sample_rate is None:
         ps = compute_profiles(args.trace, cores, args.mode, args.interleave, args.seed,
-                              args.refs_per_turn, args.line_size, progress=True, paper_chunk=args.paper_chunk)
+                              args.refs_per_turn, args.line_size, progress=True, paper_chunk=args.paper_chunk,
+                              coherence=args.coherence)
         extra: dict = {}
     else:
         ps, extra = _sampled(args, cores)

@@ -195,8 +195,12 @@ class PreparedChunk:
     key1: np.ndarray     # iteration or block instance
 
 
-def prepare_chunk(ch: TraceChunk, mode: str, shared_block: np.ndarray, shift: int, path: str) -> PreparedChunk:
-    """Line ids, offset masks and core-decision runs of a chunk, for any number of cores."""
+def prepare_chunk(ch: TraceChunk, mode: str, shared_block: np.ndarray, shift: int, path: str,
+                  stores: bool = False) -> PreparedChunk:
+    """Line ids, offset masks and core-decision runs of a chunk, for any number of cores.
+
+    stores: tag store accesses' line ids with analysis.coherence.STORE_TAG (for coherence);
+    every consumer of tagged ids must strip the tag first."""
     if len(ch) and int(ch.addr.max()) >> OFFSET_BITS:
         raise InputError(f"{path}: address {int(ch.addr.max()):#x} is above 2^{OFFSET_BITS}; "
                          f"per-core offsets would collide (unsupported address space)")
@@ -205,7 +209,12 @@ def prepare_chunk(ch: TraceChunk, mode: str, shared_block: np.ndarray, shift: in
     offmask = np.zeros(len(ch), dtype=np.uint64)
     offmask[flag] = np.uint64(0xFFFFFFFFFFFFFFFF)
     key0, key1 = (ch.loop, ch.iteration) if iteration else (ch.block, ch.block_instance)
-    return PreparedChunk(ch.addr >> np.uint64(shift), offmask, _runs(key0, key1), key0, key1)
+    lines = ch.addr >> np.uint64(shift)
+    if stores:
+        from analysis.coherence import tag_stores
+
+        lines = tag_stores(lines, ch.is_store)
+    return PreparedChunk(lines, offmask, _runs(key0, key1), key0, key1)
 
 
 class CoreMap:

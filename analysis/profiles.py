@@ -3,14 +3,17 @@
 On-disk layout of a profile directory (written by `ProfileSet.save`, read by `load`):
 
 * `profiles.json`  metadata: line_size, mode, interleave, seed, refs_per_turn, trace, cores,
-  paper_chunk, trace_complete (False when the traced run crashed or was cut short).
+  paper_chunk, trace_complete (False when the traced run crashed or was cut short),
+  coherence (PRDs count write-invalidate coherence misses; absent = False).
 * `summary.csv` / `summary.parquet`  one row per profile: kind ("prd"|"crd"), cores,
-  core (-1 for crd), total accesses, cold (first-touch) accesses.
+  core (-1 for crd), total accesses, cold (infinite-distance) accesses, coherence (those
+  of the cold that are coherence misses; absent = 0).
 * `bins.csv` / `bins.parquet`  the non-empty histogram bins: kind, cores, core,
   lower (inclusive distance), upper (exclusive), count, dist_sum (sum of distances in the bin).
 """
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +26,7 @@ from analysis.interleave import DEFAULT_MEMORY_BUDGET, Interleaver
 from analysis.private_traces import (ALL_CORES, OFFSET_BITS, CoreMap, InterleaveSpec, PreparedChunk, line_shift,
                                      prepare_chunk, resolve_mode)
 from instrument.trace_types import TraceChunk, TraceInfo
-from pptmc.errors import InputError
+from pptmc.errors import InputError, PptmcError
 from pptmc.io import write_json, write_table
 
 ChunkFactory = Callable[[], Iterable[TraceChunk]]
@@ -55,8 +58,9 @@ class ReuseProfile:
     upper: np.ndarray      # int64 exclusive upper distance (lower + 1 for exact bins)
     count: np.ndarray      # int64 accesses in the bin
     dist_sum: np.ndarray   # int64 sum of the distances in the bin (mean = dist_sum / count)
-    cold: int              # accesses with infinite distance (first touch of a line)
+    cold: int              # accesses with infinite distance (first touch of a line, or a coherence miss)
     total: int             # all accesses, cold included
+    coherence: int = 0     # of the cold accesses, those that are coherence misses (line invalidated by a store)
 
     def mean_distance(self) -> np.ndarray:
         """Representative distance of each bin (exact for single-distance bins)."""
@@ -97,6 +101,7 @@ class ProfileSet:
     crd: dict[int, ReuseProfile] = field(default_factory=dict)
     paper_chunk: int = 0  # paper mode: block instances dealt round-robin in runs of this many (0 = even split)
     trace_complete: bool = True  # False: the traced run crashed or its file was cut short
+    coherence: bool = False  # PRDs count write-invalidate coherence misses (compute_profiles: on by default)
 
     @property
     def cores(self) -> list[int]:
@@ -105,15 +110,16 @@ class ProfileSet:
     def metadata(self) -> dict:
         return {"line_size": self.line_size, "mode": self.mode, "interleave": self.interleave,
                 "seed": self.seed, "refs_per_turn": self.refs_per_turn, "trace": self.trace,
-                "cores": self.cores, "paper_chunk": self.paper_chunk, "trace_complete": self.trace_complete}
+                "cores": self.cores, "paper_chunk": self.paper_chunk, "trace_complete": self.trace_complete,
+                "coherence": self.coherence}
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(summary, bins) tables in the documented layout."""
         items = [("prd", c, k, p) for (c, k), p in sorted(self.prd.items())]
         items += [("crd", c, -1, p) for c, p in sorted(self.crd.items())]
-        summary = pd.DataFrame([{"kind": kind, "cores": c, "core": k, "total": p.total, "cold": p.cold}
-                                for kind, c, k, p in items],
-                               columns=["kind", "cores", "core", "total", "cold"])
+        summary = pd.DataFrame([{"kind": kind, "cores": c, "core": k, "total": p.total, "cold": p.cold,
+                                 "coherence": p.coherence} for kind, c, k, p in items],
+                               columns=["kind", "cores", "core", "total", "cold", "coherence"])
         parts = [pd.DataFrame({"kind": kind, "cores": c, "core": k, "lower": p.lower, "upper": p.upper,
                                "count": p.count, "dist_sum": p.dist_sum}) for kind, c, k, p in items]
         cols = ["kind", "cores", "core", "lower", "upper", "count", "dist_sum"]
@@ -143,13 +149,14 @@ class ProfileSet:
             ps = ProfileSet(int(meta["line_size"]), str(meta["mode"]), str(meta["interleave"]),
                             int(meta["seed"]), int(meta["refs_per_turn"]), str(meta["trace"]),
                             paper_chunk=int(meta.get("paper_chunk", 0)),
-                            trace_complete=bool(meta.get("trace_complete", True)))
+                            trace_complete=bool(meta.get("trace_complete", True)),
+                            coherence=bool(meta.get("coherence", False)))
         except (KeyError, ValueError, TypeError) as exc:
             raise InputError(f"{d}: malformed profile directory ({exc}); regenerate it with `pptmc profile`") from exc
         groups = {key: g for key, g in bins.groupby(["kind", "cores", "core"])}
         for row in summary.itertuples(index=False):
             g = groups.get((row.kind, row.cores, row.core))
-            prof = _profile_from_rows(g, int(row.cold), int(row.total))
+            prof = _profile_from_rows(g, int(row.cold), int(row.total), int(getattr(row, "coherence", 0)))
             if row.kind == "prd":
                 ps.prd[(int(row.cores), int(row.core))] = prof
             elif row.kind == "crd":
@@ -169,25 +176,26 @@ def _read_table(d: Path, name: str) -> pd.DataFrame:
     raise InputError(f"{pq}: not found; regenerate the directory with `pptmc profile`")
 
 
-def _profile_from_rows(g: pd.DataFrame | None, cold: int, total: int) -> ReuseProfile:
+def _profile_from_rows(g: pd.DataFrame | None, cold: int, total: int, coherence: int = 0) -> ReuseProfile:
     """Rebuild one ReuseProfile from its bin rows."""
     if g is None:
-        return ReuseProfile(*(np.zeros(0, dtype=np.int64) for _ in range(4)), cold, total)
+        return ReuseProfile(*(np.zeros(0, dtype=np.int64) for _ in range(4)), cold, total, coherence)
     cols = [g[c].to_numpy(dtype=np.int64) for c in ("lower", "upper", "count", "dist_sum")]
-    return ReuseProfile(*cols, cold, total)
+    return ReuseProfile(*cols, cold, total, coherence)
 
 
 def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int], mode: str = "auto",
                           interleave: str = "rr", seed: int = 0, refs_per_turn: int = 1,
-                          line_size: int = 64, progress: bool = False, paper_chunk: int = 0) -> ProfileSet:
+                          line_size: int = 64, progress: bool = False, paper_chunk: int = 0,
+                          coherence: bool = True) -> ProfileSet:
     """Profiles for each core count from a re-streamable chunk source, in one pass over it."""
     _check_cores(cores)
     resolved = resolve_mode(info, mode)
     ps = ProfileSet(line_size, resolved, interleave, seed, refs_per_turn, info.path, paper_chunk=paper_chunk,
-                    trace_complete=info.complete)
+                    trace_complete=info.complete, coherence=coherence)
     counts = sorted(set(int(c) for c in cores))
     results = profile_configs(info, chunks, counts, resolved, interleave, seed, refs_per_turn, line_size, progress,
-                              paper_chunk)
+                              paper_chunk, coherence=coherence)
     for p, (prd, crd) in zip(counts, results):
         ps.prd.update({(p, c): prof for c, prof in enumerate(prd)})
         ps.crd[p] = crd
@@ -197,30 +205,41 @@ def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int
 def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mode: str, interleave: str,
                     seed: int, refs_per_turn: int, line_size: int, progress: bool = False,
                     paper_chunk: int = 0, memory_budget: int = DEFAULT_MEMORY_BUDGET,
-                    spill_dir: str | None = None) -> list[tuple[list[ReuseProfile], ReuseProfile]]:
+                    spill_dir: str | None = None, coherence: bool = True
+                    ) -> list[tuple[list[ReuseProfile], ReuseProfile]]:
     """Every core's PRD and the CRD for each core count; each count is an independent task
     (call with one count per worker to distribute), sharing one trace pass when run together.
 
     What does not depend on the core count (line ids, offset masks, the runs on which cores
     are decided) is computed once per chunk and shared by every task, and so are private
-    traces that coincide (see `_Mirrors`).
+    traces that coincide (see `_Mirrors`; with coherence too, see CoreCountTask).
+    coherence: count write-invalidate coherence misses in the PRDs of p > 1 (ANALYSIS.md).
     """
     resolved = resolve_mode(info, mode)
     shift = line_shift(line_size)
     n_shared = sum(1 for p in counts if p > 1)  # only interleaving tasks buffer references
     tasks = [CoreCountTask(info, InterleaveSpec(p, interleave, seed, refs_per_turn), resolved, shift, paper_chunk,
-                           memory_budget // max(n_shared, 1), spill_dir) for p in counts]
+                           memory_budget // max(n_shared, 1), spill_dir, coherence) for p in counts]
     mirrors = _Mirrors(tasks, shift)
+    tag = any(t.coherent for t in tasks)
+    for t in tasks:  # a one-core task may lead the engines of coherent tasks' cores 0
+        t.tagged, t.distances = tag, tag
+    by_cores = sorted(range(len(tasks)), key=lambda j: tasks[j].spec.cores)
     bar = _progress(progress, info, len(counts))
     for ch in chunks():
         if not tasks:
             break
         tasks[0].cmap.check(ch)  # the header tables checked are the same for every core count
-        prep = prepare_chunk(ch, resolved, tasks[0].cmap.shared_block, shift, info.path)
+        prep = prepare_chunk(ch, resolved, tasks[0].cmap.shared_block, shift, info.path, stores=tag)
         splits = [t.cmap.split_runs(prep, shift) for t in tasks]
         mirrors.update([run_core for _, run_core in splits])  # forks before the leaders take this chunk
-        for j, (task, (parts, _)) in enumerate(zip(tasks, splits)):
-            task.feed(parts, skip=mirrors.following(j))
+        leader_of = mirrors.leader_of if tag else {}
+        for j in by_cores:  # class leaders (fewest cores first, then lower cores) are fed before their followers
+            def lend(c: int, j: int = j) -> np.ndarray:
+                lj, lc = leader_of[(j, c)]
+                return tasks[lj].last_distances[lc]
+
+            tasks[j].feed(splits[j][0], skip=mirrors.following(j), lend=lend if tag else None)
         if bar is not None:
             bar.update(len(ch) * len(tasks))
     if bar is not None:
@@ -243,6 +262,10 @@ class _Mirrors:
     inputs give equal states). With a static schedule core 0 follows the one-core trace
     through the first 1/p of the first loop, and core 2c of 2p follows core c of p
     through half of its block.
+
+    With write-invalidate coherence this still holds: coherence changes how a core count's
+    accesses are counted (CoreCountTask), not the engines' stack states. A follower then
+    takes its leader's distances for the chunk (`leader_of`); leaders are fed first.
     """
 
     def __init__(self, tasks: list["CoreCountTask"], shift: int) -> None:
@@ -256,6 +279,11 @@ class _Mirrors:
     @staticmethod
     def _followers_of(classes: list[list[tuple[int, int]]]) -> set[tuple[int, int]]:
         return {m for cls in classes for m in cls[1:]}
+
+    @property
+    def leader_of(self) -> dict[tuple[int, int], tuple[int, int]]:
+        """The fed (task, core) of every follower."""
+        return {m: cls[0] for cls in self.classes for m in cls[1:]}
 
     def following(self, j: int) -> set[int]:
         """Cores of task j whose engines are not fed (their class leader's is)."""
@@ -298,44 +326,95 @@ class _Mirrors:
 
 class CoreCountTask:
     """The profiles of one core count: a private engine per core, the interleaver and the
-    CRD engine. Independent of every other core count's task (a unit of distribution)."""
+    CRD engine. Independent of every other core count's task (a unit of distribution).
+
+    With coherence (p > 1) the private engines are still fed in each core's own order, as
+    the chunks arrive (so `_Mirrors` can share them), and return every access's plain
+    distance. The distances travel through a second Interleaver with the same strategy,
+    seed and pushes as the line ids', so its batches are the same interleaving of them;
+    the Directory then finds the coherence misses in that order and their counts are moved
+    to the cold slot at the end (`ReuseEngine.reclassify`). That is exact: an invalidation
+    changes how an access is counted, never the stack state that later distances see.
+    """
 
     def __init__(self, info: TraceInfo, spec: InterleaveSpec, mode: str, shift: int, paper_chunk: int = 0,
-                 memory_budget: int = DEFAULT_MEMORY_BUDGET, spill_dir: str | None = None) -> None:
+                 memory_budget: int = DEFAULT_MEMORY_BUDGET, spill_dir: str | None = None,
+                 coherence: bool = False) -> None:
+        from analysis.coherence import Directory
         from analysis.reuse import ReuseEngine  # lazy: reuse imports ReuseProfile from this module
 
         self.spec, self.shift = spec, shift
+        self.coherent = coherence and spec.cores > 1
+        if self.coherent and spec.cores >= 1 << (63 - OFFSET_BITS):
+            raise InputError(f"--cores {spec.cores}: coherence modelling supports fewer than "
+                             f"{1 << (63 - OFFSET_BITS)} cores; use --no-coherence")
+        self.tagged = self.coherent  # parts carry store tags (profile_configs sets it for a whole sweep)
+        self.distances = self.coherent  # feed() returns the plain distances (also to lead coherent followers)
+        self.directory = Directory(spec.cores) if self.coherent else None
+        self.last_distances: dict[int, np.ndarray] = {}
         self.cmap = CoreMap(info, spec.cores, mode, paper_chunk)
         self.private = [ReuseEngine() for _ in range(spec.cores)]
         # one core: the shared trace is the private one, so the CRD is the PRD
         self.shared = ReuseEngine() if spec.cores > 1 else None
-        self.itl = Interleaver(spec.cores, spec.strategy, spec.seed, spec.refs_per_turn, memory_budget,
-                               spill_dir) if spec.cores > 1 else None
+        budget = memory_budget // (2 if self.coherent else 1)  # line ids and distances wait alike
+        self.itl, self.ditl = (Interleaver(spec.cores, spec.strategy, spec.seed, spec.refs_per_turn, budget,
+                                           spill_dir) if wanted else None
+                               for wanted in (spec.cores > 1, self.coherent))
 
-    def feed(self, parts: list[np.ndarray], skip: set[int] | frozenset[int] = frozenset()) -> None:
-        """Add every core's part of one chunk (CoreMap.split); the engines of cores in skip are kept elsewhere."""
+    def feed(self, parts: list[np.ndarray], skip: set[int] | frozenset[int] = frozenset(),
+             lend: Callable[[int], np.ndarray] | None = None) -> None:
+        """Add every core's part of one chunk (CoreMap.split); the engines of cores in skip are kept
+        elsewhere, and lend(core) gives their distances for this chunk when they are needed. When
+        self.distances, the distances of the parts fed here are left in self.last_distances."""
+        from analysis.coherence import strip
+
+        own: dict[int, np.ndarray] = {}
+        self.last_distances = own
         for core, lines in enumerate(parts):
-            if len(lines):
-                if core not in skip:
-                    self.private[core].feed(lines)
-                if self.itl is not None:
-                    self.itl.push(core, lines)
+            if not len(lines):
+                continue
+            plain = strip(lines) if self.tagged else lines
+            if core not in skip:
+                if self.distances:
+                    own[core] = self.private[core].feed_distances(plain)
+                else:
+                    self.private[core].feed(plain)
+            if self.itl is not None:
+                self.itl.push(core, plain if self.directory is None else lines)
+            if self.ditl is not None:
+                self.ditl.push(core, (own[core] if core not in skip else lend(core)).view(np.uint64))
         self._drain()
 
     def feed_chunk(self, prep: PreparedChunk) -> None:
-        """Add one prepared chunk of the sequential trace (the task on its own)."""
+        """Add one prepared chunk of the sequential trace (the task on its own; with coherence,
+        prepared with prepare_chunk(stores=True))."""
         self.feed(self.cmap.split_prepared(prep, self.shift))
 
     def _drain(self) -> None:
-        if self.itl is not None:
+        if self.itl is None:
+            return
+        if self.directory is None:
             for batch in self.itl.drain():
                 self.shared.feed(batch.lines)
+            return
+        # both generators must run to their end: each updates its interleaver's turn state after a yield
+        for batch, dbatch in itertools.zip_longest(self.itl.drain(), self.ditl.drain()):
+            if batch is None or dbatch is None or len(batch.lines) != len(dbatch.lines):
+                raise PptmcError("internal error: the distance interleaving diverged from the line "
+                                 "interleaving; please report it with the trace")
+            lines, _ = self.directory.walk(batch.lines, batch.core, dbatch.lines.view(np.int64))
+            self.shared.feed(lines)
 
     def finish(self) -> tuple[list[ReuseProfile], ReuseProfile]:
         """Flush the interleaver; every core's PRD and the CRD."""
         if self.itl is not None:
-            self.itl.close_all()
+            for itl in (self.itl, self.ditl):
+                if itl is not None:
+                    itl.close_all()
             self._drain()
+        if self.directory is not None:
+            for core, engine in enumerate(self.private):
+                engine.reclassify(self.directory.moved[core], self.directory.moved_sum[core])
         prd = [e.histogram() for e in self.private]
         return prd, (self.shared.histogram() if self.shared is not None else prd[0])
 
@@ -357,11 +436,12 @@ def _check_cores(cores: list[int]) -> None:
 
 def compute_profiles(trace_path: str | Path, cores: list[int], mode: str = "auto", interleave: str = "rr",
                      seed: int = 0, refs_per_turn: int = 1, line_size: int = 64,
-                     progress: bool = False, max_rows: int = 1 << 20, paper_chunk: int = 0) -> ProfileSet:
+                     progress: bool = False, max_rows: int = 1 << 20, paper_chunk: int = 0,
+                     coherence: bool = True) -> ProfileSet:
     """Open a trace file and compute its ProfileSet."""
     info, factory = open_chunks(trace_path, max_rows)
     return compute_profiles_from(info, factory, cores, mode, interleave, seed, refs_per_turn, line_size, progress,
-                                 paper_chunk)
+                                 paper_chunk, coherence)
 
 
 def open_chunks(trace_path: str | Path, max_rows: int = 1 << 20) -> tuple[TraceInfo, ChunkFactory]:

@@ -30,6 +30,7 @@ _MAX_LOAD = 0.7
 _MIN_TIME_AXIS = 1 << 16
 _MAX_TIME_AXIS = (1 << 31) - (1 << 27)  # times are int32; a multiple of every _axis_length step
 _NEAR_WORDS = 16  # hits at most this many bitmap words back use the meeting walks
+_NO_FLAGS = np.zeros(0, dtype=np.bool_)  # stale flags when coherence is off (never read)
 _TIME_AXIS_PER_LINE = 16  # time slots per live line after compaction: 3/16 B each (bitmap + tree)
 
 # Histogram layout: distances below EXACT_LIMIT get one bin each; above it, each power of
@@ -93,11 +94,13 @@ def _hash_shift(mask):
 
 
 @numba.njit(cache=True, nogil=True)
-def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_out, limit):
+def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_out, limit, stale, use_stale):
     """Feed lines from state[3]; stop early when a table must grow. Returns the next index.
 
-    state = [now, live, n_keys, start, pending]; out receives distances (-1 cold) when
-    want_out; limit is the most keys the hash table may hold.
+    state = [now, live, n_keys, start, pending, coherence]; out receives distances (-1 cold)
+    when want_out; limit is the most keys the hash table may hold. When use_stale, an access
+    with stale[i] set whose line is in the stack is a coherence miss: it moves to the top as
+    a hit does, but its distance is infinite (counted cold, and in state[5]).
     Marks live in a bitmap over time; `tree` is a Fenwick tree of per-word counts. A hit
     moves a mark from word a to now's word b, and its distance counts the marks between:
     both Fenwick walks start at a and b and stop where their paths meet, so they cost
@@ -180,6 +183,9 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
                 while k <= n_words:
                     tree[k] += 1
                     k += k & (-k)
+            if use_stale and stale[i]:  # the stale copy's slot is reused as the line moves to the top
+                d = -1
+                state[5] += 1
         else:
             if n_keys + 1 > limit:
                 break
@@ -297,7 +303,7 @@ class ReuseEngine:
         self._keys = np.full(cap, EMPTY, dtype=np.uint64)
         self._times = np.zeros(cap, dtype=np.int32)
         self._bits, self._tree = _time_axis(max(_MIN_TIME_AXIS, 2 * initial_lines))
-        self._state = np.zeros(5, dtype=np.int64)  # now, live, n_keys, start, pending
+        self._state = np.zeros(6, dtype=np.int64)  # now, live, n_keys, start, pending, coherence misses
         self._hist = np.zeros(N_BINS + 1, dtype=np.int64)  # last slot counts cold misses
         self._hist_sum = np.zeros(N_BINS + 1, dtype=np.int64)
 
@@ -328,24 +334,45 @@ class ReuseEngine:
         _relabel(self._keys, self._times, keys, times, np.uint64(at_least), np.uint64(delta % (1 << 64)))
         self._keys, self._times = keys, times
 
-    def feed(self, lines: np.ndarray) -> None:
-        """Add accesses (cache-line ids, program order) to the stream."""
-        self._run(np.ascontiguousarray(lines, dtype=np.uint64), None)
+    def feed(self, lines: np.ndarray, stale: np.ndarray | None = None) -> None:
+        """Add accesses (cache-line ids, program order) to the stream.
 
-    def feed_distances(self, lines: np.ndarray) -> np.ndarray:
-        """Like feed, and also return each access's distance (-1 = cold)."""
+        stale (bool per access, optional): the line was invalidated in this core's copy since
+        its last access here, so a reuse is a coherence miss (infinite distance)."""
+        self._run(np.ascontiguousarray(lines, dtype=np.uint64), None, stale)
+
+    def feed_distances(self, lines: np.ndarray, stale: np.ndarray | None = None) -> np.ndarray:
+        """Like feed, and also return each access's distance (-1 = cold or coherence miss)."""
         lines = np.ascontiguousarray(lines, dtype=np.uint64)
         out = np.empty(lines.shape[0], dtype=np.int64)
-        self._run(lines, out)
+        self._run(lines, out, stale)
         return out
 
-    def _run(self, lines: np.ndarray, out: np.ndarray | None) -> None:
+    @property
+    def coherence_misses(self) -> int:
+        return int(self._state[5])
+
+    def reclassify(self, moved: np.ndarray, moved_sum: np.ndarray) -> None:
+        """Count accesses already histogrammed at finite distances (moved[bin], and their
+        distance sums for inexact bins) as coherence misses instead: the stack state is the
+        same either way (analysis/coherence.py finds them after the interleaving)."""
+        n = int(moved.sum())
+        self._hist[:N_BINS] -= moved
+        self._hist_sum[:N_BINS] -= moved_sum
+        self._hist[N_BINS] += n
+        self._state[5] += n
+
+    def _run(self, lines: np.ndarray, out: np.ndarray | None, stale: np.ndarray | None = None) -> None:
         """Drive the kernel, growing tables whenever it stops early."""
         want = out is not None
         buf = out if want else np.empty(0, dtype=np.int64)
+        use_stale = stale is not None
+        if use_stale and len(stale) != len(lines):
+            raise ValueError(f"stale flags ({len(stale)}) and lines ({len(lines)}) differ in length")
+        flags = np.ascontiguousarray(stale, dtype=np.bool_) if use_stale else _NO_FLAGS
         self._state[3] = 0
         while _process(lines, self._keys, self._times, self._bits, self._tree, self._state,
-                       buf, self._hist, self._hist_sum, want, self._key_limit()) < lines.shape[0]:
+                       buf, self._hist, self._hist_sum, want, self._key_limit(), flags, use_stale) < lines.shape[0]:
             if self._state[2] + 1 > self._key_limit():
                 self._grow_hash()
             if self._state[0] >= self._bits.shape[0] * 64:
@@ -387,7 +414,7 @@ class ReuseEngine:
         nz = np.nonzero(counts)[0]
         return ReuseProfile(lower=lower[nz].copy(), upper=upper[nz].copy(), count=counts[nz].copy(),
                             dist_sum=sums[nz].copy(), cold=int(self._hist[N_BINS]),
-                            total=int(counts.sum() + self._hist[N_BINS]))
+                            total=int(counts.sum() + self._hist[N_BINS]), coherence=self.coherence_misses)
 
 
 def reuse_distances(lines: np.ndarray) -> np.ndarray:

@@ -90,15 +90,19 @@ def atax_trace(n: int = 2048, max_rows: int = 1 << 18) -> tuple[TraceInfo, calla
             inner = np.stack([row_addr, x_addr], axis=2).reshape(len(its), 2 * n)
             addr = np.concatenate([inner, (np.uint64(y_base) + its.astype(np.uint64) * np.uint64(8))[:, None]], axis=1)
             it = np.repeat(its, per_it)
-            yield make_chunk(addr.ravel(), np.full(len(it), 2), it, np.zeros(len(it)), it, np.zeros(len(it), bool))
+            store = np.zeros(addr.shape, bool)
+            store[:, -1] = True  # y[i] = ...: neighbouring cores falsely share y's boundary lines
+            yield make_chunk(addr.ravel(), np.full(len(it), 2), it, np.zeros(len(it)), it, np.zeros(len(it), bool),
+                             store.ravel())
 
     return info, factory
 
 
-def make_chunk(addr, block, instance, loop, iteration, is_stack) -> TraceChunk:
+def make_chunk(addr, block, instance, loop, iteration, is_stack, is_store=None) -> TraceChunk:
     """A TraceChunk from the columns that matter here (others zero)."""
     n = len(addr)
-    cols = {"addr": addr, "size": np.full(n, 8), "is_store": np.zeros(n, bool), "block": block,
+    store = np.zeros(n, bool) if is_store is None else is_store
+    cols = {"addr": addr, "size": np.full(n, 8), "is_store": store, "block": block,
             "block_instance": instance, "thread": np.zeros(n), "region": np.zeros(n), "loop": loop,
             "iteration": iteration, "is_stack": is_stack}
     return TraceChunk(*(np.asarray(cols[k], dtype=d) for k, d in CHUNK_DTYPES.items()))
@@ -115,12 +119,15 @@ def cpu_seconds(fn, repeats: int = 5) -> float:
 
 
 def bench_core_sweep() -> list[dict]:
-    """Cost of profiling every core count in CORES versus the single-core analysis."""
+    """Cost of profiling every core count in CORES versus the single-core analysis,
+    with write-invalidate coherence in the private profiles (the default) and without."""
     info, factory = atax_trace()
     compute_profiles_from(info, factory, [1, 2])  # JIT warm-up
+    compute_profiles_from(info, factory, [1, 2], coherence=False)
     single = cpu_seconds(lambda: compute_profiles_from(info, factory, [1]))
     every = cpu_seconds(lambda: compute_profiles_from(info, factory, CORES))
-    ratio = every / single
+    every_plain = cpu_seconds(lambda: compute_profiles_from(info, factory, CORES, coherence=False))
+    ratio, ratio_plain = every / single, every_plain / single
     ps = compute_profiles_from(info, factory, CORES)
     engine_refs = sum(p.total for p in ps.prd.values()) + sum(p.total for c, p in ps.crd.items() if c > 1)
     # engine_refs_all_over_single counts the references profiled; the engines are fed fewer
@@ -128,6 +135,9 @@ def bench_core_sweep() -> list[dict]:
     return [row("single_core_analysis_cpu", single, "s", "", True),
             row("all_core_counts_analysis_cpu", every, "s", "", True),
             row("all_core_counts_over_single", ratio, "x", "<= 5", ratio <= 5),
+            row("all_core_counts_no_coherence_cpu", every_plain, "s", "", True),
+            row("all_core_counts_over_single_no_coherence", ratio_plain, "x", "<= 5", ratio_plain <= 5),
+            row("coherence_misses_16_cores", sum(ps.prd[(16, c)].coherence for c in range(16)), "refs", "", True),
             row("engine_refs_all_over_single", engine_refs / ps.crd[1].total, "x", "", True),
             row("sweep_trace_refs", info.n_accesses, "refs", "", True)]
 

@@ -190,3 +190,23 @@ def test_spilled_sweep_matches_in_memory(trace, tmp_path):
     big = profile_configs(*args)
     for (prd_a, crd_a), (prd_b, crd_b) in zip(small, big):
         assert same(crd_a, crd_b) and all(same(a, b) for a, b in zip(prd_a, prd_b))
+
+
+@pytest.mark.parametrize("mode,interleave,k", [("iteration", "rr", 1), ("paper", "random", 2)])
+def test_sweep_without_coherence_ignores_stores_and_matches_straightforward_path(mode, interleave, k):
+    """coherence=False: stores change nothing, and the shared sweep equals the plain path (as before)."""
+    from instrument.trace_types import CHUNK_DTYPES, TraceChunk
+    from test_private_traces import make_trace as mk
+
+    info, ch = mk(trip=90, schedule=SCHED_STATIC, n_loops=3, seed=4)
+    stores = np.random.default_rng(1).random(len(ch)) < 0.4
+    ch = TraceChunk(*(stores if name == "is_store" else getattr(ch, name) for name in CHUNK_DTYPES))
+    cores = [1, 2, 4, 8]
+    ps = compute_profiles_from(info, chunker(ch, 37), cores, mode, interleave, seed=3, refs_per_turn=k,
+                               coherence=False)
+    ref = straightforward_profiles(info, chunker(ch, 53), cores, mode, interleave, 3, k)
+    for p in cores:
+        assert all(same(ps.prd[(p, c)], ref[p][0][c]) and ps.prd[(p, c)].coherence == 0 for c in range(p))
+        assert same(ps.crd[p], ref[p][1])
+    on = compute_profiles_from(info, chunker(ch, 37), cores, mode, interleave, seed=3, refs_per_turn=k)
+    assert all(same(on.crd[p], ps.crd[p]) for p in cores)  # the shared cache is not affected

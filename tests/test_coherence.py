@@ -1,0 +1,286 @@
+"""Write-invalidate coherence in the private profiles, against a brute-force per-core LRU stack model."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from analysis.coherence import STORE_TAG, Directory, strip, tag_stores
+from analysis.interleave import interleave_arrays
+from analysis.private_traces import ALL_CORES, OFFSET_BITS, CoreMap
+from analysis.profiles import ProfileSet, ReuseProfile, compute_profiles_from
+from analysis.reuse import ReuseEngine
+from instrument.trace_types import (CHUNK_DTYPES, NO_LOOP, SCHED_DYNAMIC, SCHED_STATIC, BlockInfo, LoopInstance,
+                                   TraceChunk, TraceInfo)
+from pptmc.cli import run
+from test_private_traces import chunker
+
+
+def brute_coherent(shared: list[int], core: list[int], p: int) -> list[list[int]]:
+    """Per-core distances (-1 = cold or coherence miss) of an interleaved, store-tagged trace.
+
+    Each core has an LRU stack (a list, top first). A store by c marks the line stale in every
+    other core's stack; the stale entry keeps its place until its core touches the line again,
+    which is a coherence miss (infinite distance) that moves the line to the top."""
+    stacks: list[list[int]] = [[] for _ in range(p)]
+    stale: list[set[int]] = [set() for _ in range(p)]
+    out: list[list[int]] = [[] for _ in range(p)]
+    for raw, c in zip(shared, core):
+        line, store = raw & ~int(STORE_TAG), bool(raw & int(STORE_TAG))
+        st_c = stacks[c]
+        if line in st_c:
+            d = st_c.index(line)
+            out[c].append(-1 if line in stale[c] else d)
+            st_c.remove(line)
+        else:
+            out[c].append(-1)
+        st_c.insert(0, line)
+        stale[c].discard(line)
+        if store:
+            for o in range(p):
+                if o != c and line in stacks[o]:
+                    stale[o].add(line)
+    return out
+
+
+def random_trace(seed: int, n_iters: int, mode_loops: bool, schedule: int):
+    """A region with replicated (outside-loop) and work-shared accesses, stores and stack data."""
+    rng = np.random.default_rng(seed)
+    blocks = {0: BlockInfo(0, "OUT__1", "entry", False), 1: BlockInfo(1, "OUT__1", "shared_var_trace1", True),
+              2: BlockInfo(2, "OUT__1", "for.body", False)}
+    rows, loops, inst = [], [], {0: -1, 1: -1, 2: -1}
+    for lp in range(2):
+        for b, addr, stack in ((0, 0x7FF000, True), (1, 0x200000 + 64 * int(rng.integers(0, 4)), False)):
+            inst[b] += 1
+            rows.append((addr, bool(rng.random() < 0.5), b, inst[b], NO_LOOP, -1, stack))
+        loops.append(LoopInstance(lp, 0, n_iters, schedule, 2 if schedule == SCHED_DYNAMIC else 0))
+        for it in range(n_iters):
+            inst[2] += 1
+            for _ in range(int(rng.integers(1, 5))):
+                stack = bool(rng.random() < 0.15)
+                addr = 0x7FF000 - 64 * int(rng.integers(0, 3)) if stack else 0x100000 + 64 * int(rng.integers(0, 8))
+                rows.append((addr, bool(rng.random() < 0.3), 2, inst[2], lp, it, stack))
+            if rng.random() < 0.8:  # a shared variable (its own block: shared in paper mode too)
+                inst[1] += 1
+                rows.append((0x200000 + 64 * int(rng.integers(0, 2)), bool(rng.random() < 0.5), 1, inst[1], lp, it,
+                             False))
+    cols = {k: [] for k in CHUNK_DTYPES}
+    for addr, store, b, i, lp, it, stack in rows:
+        for k, v in zip(CHUNK_DTYPES, (addr, 8, store, b, i, 0, 0, lp, it, stack)):
+            cols[k].append(v)
+    chunk = TraceChunk(*(np.array(cols[k], dtype=d) for k, d in CHUNK_DTYPES.items()))
+    counts = {b: n + 1 for b, n in inst.items()}
+    info = TraceInfo("synthetic.trace", 1, "prog", [], True, len(chunk), blocks, counts,
+                     loops=loops if mode_loops else [])
+    return info, chunk
+
+
+def private_tagged(info, ch, p: int, mode: str, shift: int = 6) -> list[np.ndarray]:
+    """Each core's store-tagged line ids, built row by row in Python (an independent split)."""
+    cmap = CoreMap(info, p, mode)
+    where = cmap.core_of(ch)
+    offset = ch.is_stack if mode == "iteration" else ~cmap.shared_block[ch.block]
+    out: list[list[int]] = [[] for _ in range(p)]
+    for i in range(len(ch)):
+        cores = range(p) if where[i] == ALL_CORES else [int(where[i])]
+        for c in cores:
+            line = (int(ch.addr[i]) >> shift) + (c << (OFFSET_BITS - shift) if offset[i] else 0)
+            out[c].append(line | (int(STORE_TAG) if ch.is_store[i] else 0))
+    return [np.array(o, dtype=np.uint64) for o in out]
+
+
+def profile_of(distances: list[int]) -> ReuseProfile:
+    return ReuseProfile.from_distances(np.array(distances, dtype=np.int64))
+
+
+def same(a: ReuseProfile, b: ReuseProfile) -> bool:
+    return (a.cold, a.total) == (b.cold, b.total) and a.lower.tolist() == b.lower.tolist() \
+        and a.count.tolist() == b.count.tolist() and a.dist_sum.tolist() == b.dist_sum.tolist()
+
+
+def check_against_brute_force(seed, p, interleave, k, mode, schedule=SCHED_STATIC, chunk_rows=17):
+    info, ch = random_trace(seed, 16, mode == "iteration", schedule)
+    cores = sorted({1, p})
+    ps = compute_profiles_from(info, chunker(ch, chunk_rows), cores, mode, interleave, seed=seed, refs_per_turn=k)
+    private = private_tagged(info, ch, p, mode)
+    shared, core = interleave_arrays(private, interleave, seed=seed, refs_per_turn=k)
+    want = brute_coherent([int(x) for x in shared], [int(c) for c in core], p)
+    for c in range(p):
+        assert same(ps.prd[(p, c)], profile_of(want[c])), (c, want[c])
+    plain = ReuseEngine()
+    plain.feed(strip(shared))
+    assert same(ps.crd[p], plain.histogram())  # the shared cache is not affected
+    return ps, want
+
+
+@pytest.mark.parametrize("p", [2, 3, 4])
+@pytest.mark.parametrize("interleave", ["rr", "random"])
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("mode", ["iteration", "paper"])
+def test_engine_matches_brute_force_stacks(p, interleave, k, mode):
+    ps, want = check_against_brute_force(100 * p + 7 * k + len(interleave), p, interleave, k, mode)
+    n_coh = sum(prof.coherence for (q, _), prof in ps.prd.items() if q == p)
+    assert n_coh > 0  # the trace does exercise invalidations
+    assert n_coh <= sum(prof.cold for (q, _), prof in ps.prd.items() if q == p)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), p=st.integers(2, 4), interleave=st.sampled_from(["rr", "random"]),
+       k=st.sampled_from([1, 3]), mode=st.sampled_from(["iteration", "paper"]),
+       schedule=st.sampled_from([SCHED_STATIC, SCHED_DYNAMIC]), chunk_rows=st.integers(1, 40))
+def test_engine_matches_brute_force_random(seed, p, interleave, k, mode, schedule, chunk_rows):
+    check_against_brute_force(seed, p, interleave, k, mode, schedule, chunk_rows)
+
+
+def test_hand_computed_invalidation():
+    """core 0: load A, load B; core 1: store A; core 0: load A (coherence miss), load B (distance 1)."""
+    a, b = 10, 11
+    tagged = np.array([a, b, a | int(STORE_TAG), a, b], dtype=np.uint64)
+    core = np.array([0, 0, 1, 0, 0])
+    lines, stale = Directory(2).walk(tagged, core)
+    assert lines.tolist() == [a, b, a, a, b] and stale.tolist() == [False, False, False, True, False]
+    engine = ReuseEngine()
+    d = engine.feed_distances(lines[core == 0], stale[core == 0])
+    # the stale A kept its place (second from top) until core 0 touched it again
+    assert d.tolist() == [-1, -1, -1, 1] and engine.coherence_misses == 1
+    assert engine.histogram().cold == 3 and engine.histogram().coherence == 1
+
+
+def test_loads_never_invalidate_and_own_stores_do_not_either():
+    tagged = np.array([5, 5, 5 | int(STORE_TAG), 5, 5], dtype=np.uint64)
+    core = np.array([0, 1, 0, 0, 1])
+    _, stale = Directory(2).walk(tagged, core)
+    assert stale.tolist() == [False, False, False, False, True]  # core 1 lost its copy to core 0's store
+    _, stale = Directory(2).walk(np.array([7, 7, 7, 7], dtype=np.uint64), np.array([0, 1, 0, 1]))
+    assert stale.tolist() == [False] * 4
+
+
+def test_many_cores_and_table_growth():
+    """More than 64 cores (two bitmap words) and far more lines than the initial table."""
+    rng = np.random.default_rng(3)
+    p, n = 70, 20_000
+    lines = rng.integers(0, 5000, n).astype(np.uint64)
+    store = rng.random(n) < 0.2
+    core = rng.integers(0, p, n)
+    tagged = tag_stores(lines, store)
+    d = Directory(p, initial_lines=16)
+    got_lines, got_stale = d.walk(tagged, core)
+    holders: dict[int, set[int]] = {}  # valid copies of lines stored at least once
+    want = []
+    for line, s, c in zip(lines.tolist(), store.tolist(), core.tolist()):
+        want.append(line in holders and c not in holders[line])
+        if s:
+            holders[line] = set()
+        if line in holders:
+            holders[line].add(c)
+    assert got_lines.tolist() == lines.tolist() and got_stale.tolist() == want
+
+
+def test_without_coherence_or_stores_profiles_are_unchanged():
+    info, ch = random_trace(5, 9, True, SCHED_STATIC)
+    on = compute_profiles_from(info, chunker(ch, 13), [1, 2, 4], "iteration")
+    off = compute_profiles_from(info, chunker(ch, 13), [1, 2, 4], "iteration", coherence=False)
+    assert on.coherence and not off.coherence
+    assert all(same(on.crd[p], off.crd[p]) for p in (1, 2, 4)) and same(on.prd[(1, 0)], off.prd[(1, 0)])
+    assert sum(on.prd[(4, c)].cold for c in range(4)) > sum(off.prd[(4, c)].cold for c in range(4))
+    assert all(off.prd[k].coherence == 0 for k in off.prd)
+    loads = TraceChunk(*(np.zeros_like(ch.is_store) if k == "is_store" else getattr(ch, k) for k in CHUNK_DTYPES))
+    on = compute_profiles_from(info, chunker(loads, 13), [1, 2, 4], "iteration")
+    off = compute_profiles_from(info, chunker(loads, 13), [1, 2, 4], "iteration", coherence=False)
+    assert all(same(on.prd[k], off.prd[k]) for k in off.prd)
+
+
+def test_metadata_roundtrip_and_old_directories(tmp_path):
+    import json
+
+    info, ch = random_trace(6, 5, True, SCHED_STATIC)
+    ps = compute_profiles_from(info, chunker(ch, 13), [1, 2], "iteration")
+    ps.save(tmp_path)
+    back = ProfileSet.load(tmp_path)
+    assert back.coherence and back.metadata() == ps.metadata()
+    assert all(back.prd[k].coherence == ps.prd[k].coherence for k in ps.prd)
+    meta = json.loads((tmp_path / "profiles.json").read_text())
+    del meta["coherence"]
+    (tmp_path / "profiles.json").write_text(json.dumps(meta))
+    assert not ProfileSet.load(tmp_path).coherence  # written before coherence was modelled
+
+
+def test_cli_no_coherence_flag(tmp_path, monkeypatch):
+    """`pptmc profile --no-coherence` gives the plain profiles; the default counts coherence misses."""
+    import json
+
+    import instrument
+    from test_profiles import FakeReader
+
+    info, ch = random_trace(8, 16, True, SCHED_STATIC)
+    path = tmp_path / "prog.trace"
+    path.write_bytes(b"fake")
+    monkeypatch.setattr(instrument, "open_trace", lambda p: FakeReader(info, ch), raising=False)
+    for name, extra in (("on", []), ("off", ["--no-coherence"])):
+        assert run(["profile", str(path), "--cores", "1,4", "--mode", "iteration", "-o", str(tmp_path / name)]
+                   + extra) == 0
+    on, off = ProfileSet.load(tmp_path / "on"), ProfileSet.load(tmp_path / "off")
+    assert json.loads((tmp_path / "off" / "profiles.json").read_text())["coherence"] is False
+    assert on.coherence and sum(on.prd[(4, c)].coherence for c in range(4)) > 0
+    plain = compute_profiles_from(info, chunker(ch, 50), [1, 4], "iteration", coherence=False)
+    assert all(same(off.prd[k], plain.prd[k]) for k in plain.prd)
+
+
+def plain_coherent_profiles(info, ch, p, mode, interleave, seed, k):
+    """The straightforward coherent path for one core count: whole private traces, interleaved,
+    one Directory walk, and a fresh engine per core fed its accesses with their stale flags."""
+    private = private_tagged(info, ch, p, mode)
+    shared, core = interleave_arrays(private, interleave, seed=seed, refs_per_turn=k)
+    lines, stale = Directory(p).walk(shared, core)
+    prd = []
+    for c in range(p):
+        engine = ReuseEngine()
+        engine.feed(lines[core == c], stale[core == c])
+        prd.append(engine.histogram())
+    return prd
+
+
+@pytest.mark.parametrize("mode,interleave,k,sched", [
+    ("iteration", "rr", 1, SCHED_STATIC), ("iteration", "random", 2, SCHED_DYNAMIC),
+    ("paper", "rr", 3, SCHED_STATIC), ("paper", "random", 1, SCHED_STATIC)])
+def test_core_count_sweep_with_coherence_matches_plain_path(mode, interleave, k, sched):
+    """The sweep's shared work between core counts must not leak one count's invalidations into another."""
+    info, ch = random_trace(21, 40, mode == "iteration", sched)
+    cores = [1, 2, 3, 4, 8, 16]
+    ps = compute_profiles_from(info, chunker(ch, 37), cores, mode, interleave, seed=13, refs_per_turn=k)
+    for p in cores[1:]:
+        want = plain_coherent_profiles(info, ch, p, mode, interleave, 13, k)
+        assert all(same(ps.prd[(p, c)], want[c]) and ps.prd[(p, c)].coherence == want[c].coherence
+                   for c in range(p))
+    assert same(ps.prd[(1, 0)], ps.crd[1]) and ps.prd[(1, 0)].coherence == 0
+    assert sum(ps.prd[(16, c)].coherence for c in range(16)) > 0
+
+
+def test_store_tags_never_reach_untagging_consumers():
+    """mimic (the cache simulator's input) stays untagged; prepare_chunk tags only on request."""
+    from analysis.private_traces import InterleaveSpec, mimic, prepare_chunk
+
+    info, ch = random_trace(9, 8, True, SCHED_STATIC)
+    assert ch.is_store.any()
+    for _, batch in mimic(info, chunker(ch, 11), [InterleaveSpec(3)], "iteration"):
+        assert int(batch.lines.max()) < int(STORE_TAG)
+    cmap = CoreMap(info, 1, "iteration")
+    plain = prepare_chunk(ch, "iteration", cmap.shared_block, 6, info.path)
+    tagged = prepare_chunk(ch, "iteration", cmap.shared_block, 6, info.path, stores=True)
+    assert (tagged.lines >= STORE_TAG).tolist() == ch.is_store.tolist()
+    assert strip(tagged.lines).tolist() == plain.lines.tolist()
+
+
+@pytest.mark.parametrize("interleave", ["rr", "random"])
+def test_spilled_coherent_sweep_matches_in_memory(tmp_path, interleave):
+    """Lanes of line ids and of distances spilled to disk must interleave alike."""
+    from analysis.profiles import profile_configs
+
+    info, ch = random_trace(12, 40, True, SCHED_STATIC)
+    args = (info, chunker(ch, 11), [1, 2, 4, 8], "iteration", interleave, 5, 2, 64)
+    small = profile_configs(*args, memory_budget=64, spill_dir=str(tmp_path))
+    big = profile_configs(*args)
+    assert sum(prof.coherence for prd, _ in big for prof in prd) > 0
+    for (prd_a, crd_a), (prd_b, crd_b) in zip(small, big):
+        assert same(crd_a, crd_b) and all(same(a, b) and a.coherence == b.coherence for a, b in zip(prd_a, prd_b))
