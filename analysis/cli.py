@@ -11,6 +11,7 @@ import pandas as pd
 from analysis.interleave import STRATEGIES
 from analysis.private_traces import MODES
 from analysis.sampling import DEFAULT_WINDOW_LENGTH, STREAM_METHODS, STREAM_WINDOW
+from pptmc.args import parse_counts
 from pptmc.errors import InputError
 from pptmc.io import write_json, write_table
 
@@ -58,13 +59,7 @@ def register(subparsers) -> None:
 
 def parse_cores(text: str) -> list[int]:
     """'1,2,4' -> [1, 2, 4], with a clear error for anything else."""
-    try:
-        cores = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise InputError(f"--cores {text!r}: expected comma-separated positive integers, e.g. 1,2,4,8") from None
-    if not cores or min(cores) < 1:
-        raise InputError(f"--cores {text!r}: expected comma-separated positive integers, e.g. 1,2,4,8")
-    return sorted(set(cores))
+    return parse_counts(text, "--cores")
 
 
 def run_profile(args: argparse.Namespace) -> int:

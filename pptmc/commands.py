@@ -39,6 +39,8 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
                              "paper's Eq. 5 with a contiguous or non-contiguous block")
     parser.add_argument("--contention", choices=("roofline", "queuing"), default="roofline",
                         help="DRAM contention model: bandwidth cap or closed queuing network")
+    parser.add_argument("--no-coherence", dest="coherence", action="store_false",
+                        help="ignore write-invalidate coherence between private caches (the paper's model)")
     parser.add_argument("--json", action="store_true", help="print machine-readable results")
 
 
@@ -66,7 +68,7 @@ def run_program(args: argparse.Namespace) -> int:
         include_dirs=tuple(Path(d) for d in args.include), defines=tuple(args.define),
         extra_sources=tuple(Path(s) for s in args.extra_source), machines=_names(args.machines),
         cores=parse_cores(args.cores), mode=args.mode, interleave=args.interleave, seed=args.seed,
-        layout=args.layout, contention=args.contention)
+        layout=args.layout, contention=args.contention, coherence=args.coherence)
     result = run_pipeline(cfg, progress=lambda step: print(f"[pptmc] {source.name}: {step}", file=sys.stderr))
     table = summary_table(result.hit_rates, result.runtimes)
     print(table.to_json(orient="records", indent=2) if args.json else table.to_string(index=False))
@@ -80,7 +82,7 @@ def suite_config(args: argparse.Namespace) -> "SuiteConfig":
     return SuiteConfig(outdir=Path(args.output), size=args.size, benchmarks=_names(args.benchmarks or ""),
                        machines=_names(args.machines), cores=parse_cores(args.cores), mode=args.mode,
                        interleave=args.interleave, seed=args.seed, jobs=args.jobs, layout=args.layout,
-                       contention=args.contention, validate=args.validate, measure=args.measure,
+                       contention=args.contention, coherence=args.coherence, validate=args.validate, measure=args.measure,
                        measure_size=args.measure_size, measure_threads=parse_cores(args.measure_threads, "--measure-threads"),
                        host_machine=args.host_machine)
 

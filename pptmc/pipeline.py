@@ -36,6 +36,7 @@ class PipelineConfig:
     seed: int = 0
     opt_level: str = "2"
     line_size: int = 64
+    coherence: bool = True         # write-invalidate coherence in the private profiles (analysis/ANALYSIS.md)
     layout: str = "pipelined"      # memory-time form (analysis/RUNTIME_MODEL.md); "contiguous" is the paper's
     contention: str = "roofline"   # DRAM contention model: "roofline" or "queuing"
 
@@ -123,13 +124,13 @@ def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress) -> Path:
 
     out = cfg.workdir / "profiles"
     params = {"cores": cfg.cores, "mode": cfg.mode, "interleave": cfg.interleave, "seed": cfg.seed,
-              "line": cfg.line_size, "code": code_digest("analysis")}
+              "line": cfg.line_size, "coherence": cfg.coherence, "code": code_digest("analysis")}
     key = step_key([trace], params)
     stamp = out / ".key"
     if not is_fresh(stamp, key, [out]):
         progress("profile")
         profiles = compute_profiles(trace, list(cfg.cores), mode=cfg.mode, interleave=cfg.interleave,
-                                    seed=cfg.seed, line_size=cfg.line_size)
+                                    seed=cfg.seed, line_size=cfg.line_size, coherence=cfg.coherence)
         profiles.save(out)
         mark_done(stamp, key)
     return out

@@ -32,6 +32,7 @@ class SuiteConfig:
     jobs: int = 2
     layout: str = "pipelined"
     contention: str = "roofline"
+    coherence: bool = True
     validate: bool = False                 # also compare hit rates with the simulated ground truth
     measure: bool = False                  # also time the native programs on this host
     measure_size: str = "MEDIUM"           # regions long enough to time (pptmc measure's default)
@@ -71,7 +72,8 @@ def pipeline_config(cfg: SuiteConfig, bench) -> PipelineConfig:
         source=bench.source, workdir=cfg.outdir / "work" / bench.name, args=tuple(bench.args),
         include_dirs=(bench.include_dir,), defines=(size_define(cfg.size).removeprefix("-D"),),
         extra_sources=tuple(bench.harness_sources), machines=cfg.machines, cores=cfg.cores,
-        mode=cfg.mode, interleave=cfg.interleave, seed=cfg.seed, layout=cfg.layout, contention=cfg.contention)
+        mode=cfg.mode, interleave=cfg.interleave, seed=cfg.seed, layout=cfg.layout, contention=cfg.contention,
+        coherence=cfg.coherence)
 
 
 def _run_one(pcfg: PipelineConfig) -> BenchmarkOutcome:
