@@ -68,8 +68,9 @@ def accuracy_rows() -> list[dict]:
         rows.append({"benchmark": "validate.accuracy",
                      "metric": f"{level} mean |error| ({', '.join(ACCURACY_BENCHMARKS)})",
                      "value": round(err, 3), "unit": "pp", "target": "<= 1.0", "ok": err <= 1.0})
+        # Informational: how far the (coherent) model is from a machine without coherence.
         rows.append({"benchmark": "validate.accuracy", "metric": f"{level} mean |error| vs no-coherence ground truth",
-                     "value": round(err_nocoh, 3), "unit": "pp", "target": "<= 1.0", "ok": err_nocoh <= 1.0})
+                     "value": round(err_nocoh, 3), "unit": "pp", "target": "", "ok": True})
     rows.append({"benchmark": "validate.accuracy", "metric": "wall time (3 benchmarks, 5 thread counts)",
                  "value": round(seconds, 1), "unit": "s", "target": "<= 150", "ok": seconds <= 150})
     return rows
