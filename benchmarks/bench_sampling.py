@@ -236,21 +236,12 @@ SCALING_BENCHMARKS = ("atax", "convolution-2d", "blackscholes", "bicg")
 
 def build_benchmark(name: str, size: str, workdir):
     """Translate one built-in benchmark at `size` as the pipeline does; build count and trace binaries."""
-    import instrument
-    import translate
     from benchmarks.polybench import catalog
-    from pptmc.pipeline import _runtime_parts
+    from pptmc.pipeline import build_benchmark_binaries
 
     bench = catalog.by_name(name)
     d = workdir / f"{name}-{size}"
-    xomp_sources, xomp_includes = _runtime_parts()
-    defines = (catalog.size_macro(size),)
-    src = d / f"{name}.xomp.c"
-    translate.translate_file(bench.source, src, include_dirs=[bench.include_dir], defines=defines)
-    kw = {"include_dirs": (bench.include_dir, *xomp_includes), "defines": defines,
-          "extra_sources": [*xomp_sources, *bench.harness_sources]}
-    for mode in ("count", "trace"):
-        instrument.build_instrumented(src, d / f"{mode}.inst", mode=mode, **kw)
+    build_benchmark_binaries(bench, size, d)
     return bench, d
 
 

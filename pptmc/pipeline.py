@@ -84,6 +84,26 @@ def _runtime_parts() -> tuple[list[Path], list[Path]]:
     return sources, includes
 
 
+def build_benchmark_binaries(bench, size: str, workdir: Path, modes=("count", "trace")) -> dict[str, Path]:
+    """Translate one catalog benchmark at `size` as the pipeline does and build one instrumented
+    binary per mode (uncached: for tests and benchmarks that compare builds)."""
+    import instrument
+    import translate
+    from benchmarks.polybench.catalog import size_macro
+
+    xomp_sources, xomp_includes = _runtime_parts()
+    defines = (size_macro(size),)
+    translated = Path(workdir) / f"{bench.name}.xomp.c"
+    translate.translate_file(bench.source, translated, include_dirs=[bench.include_dir], defines=defines)
+    binaries = {}
+    for mode in modes:
+        binaries[mode] = Path(workdir) / f"{mode}.inst"
+        instrument.build_instrumented(translated, binaries[mode], mode=mode, defines=defines,
+                                      include_dirs=(bench.include_dir, *xomp_includes),
+                                      extra_sources=[*xomp_sources, *bench.harness_sources])
+    return binaries
+
+
 def instrument_step(cfg: PipelineConfig, translated: Path, progress: Progress) -> Path:
     """Build the instrumented binary of the translated program (cached)."""
     import instrument

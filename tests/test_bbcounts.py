@@ -179,22 +179,14 @@ def test_recursion_without_count_is_diagnosed():
 def polybench_runs(tmp_path_factory):
     """Each benchmark at MINI, translated as the pipeline does, built in count and trace mode and run once."""
     import instrument
-    import translate
     from benchmarks.polybench import catalog
-    from pptmc.pipeline import _runtime_parts
+    from pptmc.pipeline import build_benchmark_binaries
 
     root = tmp_path_factory.mktemp("bbcounts-e2e")
-    xomp_sources, xomp_includes = _runtime_parts()
-    defines = (catalog.size_macro("MINI"),)
     runs = {}
     for bench in catalog.benchmarks():
         d = root / bench.name
-        src = d / f"{bench.name}.xomp.c"
-        translate.translate_file(bench.source, src, include_dirs=[bench.include_dir], defines=defines)
-        kw = {"include_dirs": (bench.include_dir, *xomp_includes), "defines": defines,
-              "extra_sources": [*xomp_sources, *bench.harness_sources]}
-        for mode in ("count", "trace"):
-            instrument.build_instrumented(src, d / f"{mode}.inst", mode=mode, **kw)
+        build_benchmark_binaries(bench, "MINI", d)
         counted = instrument.run_counts(d / "count.inst", bench.args)
         info = instrument.run_trace(d / "trace.inst", bench.args, d / "t.trace")
         runs[bench.name] = (counted, info, bc.parse_cfg(instrument.load_cfg(d / "trace.inst")),
