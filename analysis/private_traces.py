@@ -109,18 +109,6 @@ def _paper_core(block, inst, count, paper_chunk, p):
 
 
 @numba.njit(cache=True, nogil=True)
-def _row_cores(iteration_mode, block, inst, loop, it, count, paper_chunk, trip, sched, chunk, gstarts, gptr, p):
-    """Core of every access of a chunk."""
-    out = np.empty(block.shape[0], dtype=np.int64)
-    for i in range(block.shape[0]):
-        if iteration_mode:
-            out[i] = _iteration_core(loop[i], it[i], trip, sched, chunk, gstarts, gptr, p)
-        else:
-            out[i] = _paper_core(block[i], inst[i], count, paper_chunk, p)
-    return out
-
-
-@numba.njit(cache=True, nogil=True)
 def _runs(key0, key1):
     """Starts of the runs of equal (key0, key1) rows, plus len; consecutive accesses usually
     share an iteration (or block instance), so cores are decided once per run."""
@@ -273,8 +261,10 @@ class CoreMap:
         self.check(ch)
         if self.cores == 1:
             return np.zeros(len(ch), dtype=np.int64)
-        return _row_cores(self.mode == "iteration", ch.block, ch.block_instance, ch.loop, ch.iteration,
-                          *self._tables())
+        iteration = self.mode == "iteration"
+        key0, key1 = (ch.loop, ch.iteration) if iteration else (ch.block, ch.block_instance)
+        starts = _runs(key0, key1)  # the per-run decision split() uses, expanded to rows
+        return np.repeat(_run_cores(iteration, starts, key0, key1, *self._tables()), np.diff(starts))
 
     def split(self, ch: TraceChunk, shift: int) -> list[np.ndarray]:
         """Line ids (uint64, program order) of every core's accesses in this chunk, offsets applied."""
