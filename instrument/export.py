@@ -23,6 +23,22 @@ def _put(out, k, src, a, b):
     return k
 
 
+@numba.njit(cache=True, inline="always")  # inlined, so the constant base divides by a shift
+def _put_number(out, k, value, base, hexd, digits):
+    """Write `value` in `base` (10 or 16, no prefix) at out[k]; returns the new end."""
+    v, n = np.uint64(value), 0
+    while True:
+        digits[n] = hexd[np.int64(v % np.uint64(base))]
+        n += 1
+        v //= np.uint64(base)
+        if v == 0:
+            break
+    for j in range(n - 1, -1, -1):
+        out[k] = digits[j]
+        k += 1
+    return k
+
+
 @numba.njit(cache=True)
 def _format(addr, size, store, start, block, prev_block, names, name_off, hexd, out):
     """Write the text lines of one batch into `out`; returns the number of bytes written.
@@ -42,30 +58,11 @@ def _format(addr, size, store, start, block, prev_block, names, name_off, hexd, 
         out[k] = 48  # "0x"
         out[k + 1] = 120
         k += 2
-        a, n = np.uint64(addr[i]), 0
-        while True:
-            digits[n] = hexd[np.int64(a & np.uint64(15))]
-            n += 1
-            a >>= np.uint64(4)
-            if a == 0:
-                break
-        for j in range(n - 1, -1, -1):
-            out[k] = digits[j]
-            k += 1
+        k = _put_number(out, k, addr[i], 16, hexd, digits)
         out[k] = 32
         out[k + 1] = 83 if store[i] else 76  # S / L
         out[k + 2] = 32
-        k += 3
-        s, n = np.uint64(size[i]), 0
-        while True:
-            digits[n] = 48 + np.uint8(s % np.uint64(10))
-            n += 1
-            s //= np.uint64(10)
-            if s == 0:
-                break
-        for j in range(n - 1, -1, -1):
-            out[k] = digits[j]
-            k += 1
+        k = _put_number(out, k + 3, size[i], 10, hexd, digits)
         out[k] = 10
         k += 1
     return k
