@@ -41,3 +41,18 @@ def fake_trace_files(monkeypatch):
 
     monkeypatch.setattr(analysis.profiles, "open_chunks", open_chunks)
     return traces
+
+
+@pytest.fixture
+def translate_rejects(tmp_path):
+    """assert that translating a C file with `text` fails with an InputError matching `match`."""
+    from pptmc.errors import InputError
+    from translate import translate_file
+
+    def check(name: str, text: str, match: str) -> None:
+        src = tmp_path / name
+        src.write_text(text)
+        with pytest.raises(InputError, match=match):
+            translate_file(src, tmp_path / "out.c")
+
+    return check

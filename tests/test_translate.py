@@ -238,12 +238,10 @@ def test_unsupported_construct_is_an_error_with_location(tmp_path, construct):
     ("parallel for proc_bind(close)", r"bad\.c:4:\d+: clause 'proc_bind' .* not supported"),
     ("parallel for reduction(/:i)", r"not supported|expected"),
 ])
-def test_misspelt_or_unsupported_clause_is_an_error(tmp_path, pragma, message):
-    src = tmp_path / "bad.c"
-    src.write_text(f"int main(void)\n{{\n  int i, a[10];\n#pragma omp {pragma}\n"
-                   f"  for (i = 0; i < 10; i++) a[i] = i;\n  return a[3];\n}}\n")
-    with pytest.raises(InputError, match=message):
-        translate_file(src, tmp_path / "out.c")
+def test_misspelt_or_unsupported_clause_is_an_error(translate_rejects, pragma, message):
+    translate_rejects("bad.c", f"int main(void)\n{{\n  int i, a[10];\n#pragma omp {pragma}\n"
+                      f"  for (i = 0; i < 10; i++) a[i] = i;\n  return a[3];\n}}\n",
+                      message)
 
 
 def test_nested_parallel_is_outlined_and_started_from_the_outer_region(tmp_path):
@@ -259,12 +257,10 @@ def test_nested_parallel_is_outlined_and_started_from_the_outer_region(tmp_path)
     assert [(lp.schedule, lp.chunk) for lp in inner_for.loops] == [("dynamic", "7")]
 
 
-def test_sizeof_of_shared_array_is_rejected(tmp_path):
-    src = tmp_path / "sz.c"
-    src.write_text("int main(void)\n{\n  double a[10];\n#pragma omp parallel\n  a[0] = sizeof(a);\n"
-                   "  return (int)a[0];\n}\n")
-    with pytest.raises(InputError, match=r"sz\.c:5:\d+: .*shared array 'a'.*not supported"):
-        translate_file(src, tmp_path / "out.c")
+def test_sizeof_of_shared_array_is_rejected(translate_rejects):
+    translate_rejects("sz.c", "int main(void)\n{\n  double a[10];\n#pragma omp parallel\n  a[0] = sizeof(a);\n"
+                      "  return (int)a[0];\n}\n",
+                      r"sz\.c:5:\d+: .*shared array 'a'.*not supported")
 
 
 def test_modified_pointer_and_static_local_are_passed_by_address(tmp_path):
@@ -274,18 +270,15 @@ def test_modified_pointer_and_static_local_are_passed_by_address(tmp_path):
     assert "double * *p = " in text and "(*p)[i]" in text and "(*pr).b" in text
 
 
-def test_syntax_error_names_file_and_line(tmp_path):
-    src = tmp_path / "syn.c"
-    src.write_text("int main(void)\n{\n  return 0\n}\n")
-    with pytest.raises(InputError, match=r"syn\.c:3:\d+: expected ';'"):
-        translate_file(src, tmp_path / "out.c")
+def test_syntax_error_names_file_and_line(translate_rejects):
+    translate_rejects("syn.c", "int main(void)\n{\n  return 0\n}\n",
+                      r"syn\.c:3:\d+: expected ';'")
 
 
-def test_default_none_violation_is_reported(tmp_path):
-    src = tmp_path / "dn.c"
-    src.write_text("int main(void)\n{\n  int x = 0;\n#pragma omp parallel default(none)\n  x = 1;\n  return x;\n}\n")
-    with pytest.raises(InputError, match=r"dn\.c:5:\d+: .*'x'"):
-        translate_file(src, tmp_path / "out.c")
+def test_default_none_violation_is_reported(translate_rejects):
+    translate_rejects("dn.c", "int main(void)\n{\n  int x = 0;\n#pragma omp parallel default(none)\n"
+                      "  x = 1;\n  return x;\n}\n",
+                      r"dn\.c:5:\d+: .*'x'")
 
 
 def test_empty_and_missing_files_are_errors(tmp_path):
@@ -297,12 +290,10 @@ def test_empty_and_missing_files_are_errors(tmp_path):
         translate_file(tmp_path / "missing.c", tmp_path / "out.c")
 
 
-def test_non_canonical_loop_is_an_error(tmp_path):
-    src = tmp_path / "nc.c"
-    src.write_text("int main(void)\n{\n  int i, a[10];\n#pragma omp parallel for\n"
-                   "  for (i = 0; i != 10; i++) a[i] = i;\n  return a[3];\n}\n")
-    with pytest.raises(InputError, match=r"nc\.c:4:1: .*canonical form"):
-        translate_file(src, tmp_path / "out.c")
+def test_non_canonical_loop_is_an_error(translate_rejects):
+    translate_rejects("nc.c", "int main(void)\n{\n  int i, a[10];\n#pragma omp parallel for\n"
+                      "  for (i = 0; i != 10; i++) a[i] = i;\n  return a[3];\n}\n",
+                      r"nc\.c:4:1: .*canonical form")
 
 
 def test_cli_prints_one_line_per_region(tmp_path, capsys):

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 import test_translate as tt
-from pptmc.errors import InputError
 from pptmc.toolchain import toolchain
 from translate import runtime_sources, translate_file
 
@@ -69,12 +68,10 @@ def test_vla_typedef_bound_is_passed_even_when_the_region_never_names_it(tmp_pat
     assert set(result.regions[1].shared) == {"m", "grid"}
 
 
-def test_shared_variable_of_unnamed_struct_is_a_clear_error(tmp_path):
-    src = tmp_path / "anon.c"
-    src.write_text("int main(void)\n{\n  struct { int a; } s = { 0 };\n#pragma omp parallel\n  s.a = 1;\n"
-                   "  return s.a;\n}\n")
-    with pytest.raises(InputError, match=r"anon\.c:3:\d+: .*'s' has an unnamed struct.*tag or a typedef"):
-        translate_file(src, tmp_path / "o.c")
+def test_shared_variable_of_unnamed_struct_is_a_clear_error(translate_rejects):
+    translate_rejects("anon.c", "int main(void)\n{\n  struct { int a; } s = { 0 };\n#pragma omp parallel\n  s.a = 1;\n"
+                      "  return s.a;\n}\n",
+                      r"anon\.c:3:\d+: .*'s' has an unnamed struct.*tag or a typedef")
 
 
 # ---- 2. macros in emitted types ------------------------------------------------------------------
@@ -161,12 +158,11 @@ def test_pointer_and_long_double_atomics_keep_the_lock(tmp_path, stmt):
     assert "XOMP_atomic_start();" in text and "__atomic_" not in text
 
 
-def test_atomic_capture_is_an_error(tmp_path):
-    src = tmp_path / "cap.c"
-    src.write_text("int main(void)\n{\n  int x = 0, v = 0;\n#pragma omp parallel\n  {\n#pragma omp atomic capture\n"
-                   "    v = x++;\n  }\n  return v;\n}\n")
-    with pytest.raises(InputError, match=r"cap\.c:6:\d+: .*atomic capture' is not supported"):
-        translate_file(src, tmp_path / "o.c")
+def test_atomic_capture_is_an_error(translate_rejects):
+    translate_rejects("cap.c", "int main(void)\n{\n  int x = 0, v = 0;\n#pragma omp parallel\n  {\n"
+                      "#pragma omp atomic capture\n"
+                      "    v = x++;\n  }\n  return v;\n}\n",
+                      r"cap\.c:6:\d+: .*atomic capture' is not supported")
 
 
 # ---- 4. if(), schedule(runtime|auto) -----------------------------------------------------------
@@ -222,10 +218,8 @@ def test_triangular_collapse_markers_use_the_flattened_index(tmp_path, xomp):
     ("for (i = 0; i < 8; i++) for (j = 0; j < 8; j++) for (k = i; k < 8; k++)",
      r"collapse\(3\) .*lower bound of loop 3 \('k'\) uses the outer variable 'i'"),
 ])
-def test_unsupported_non_rectangular_collapse_is_a_precise_error(tmp_path, nest, message):
+def test_unsupported_non_rectangular_collapse_is_a_precise_error(translate_rejects, nest, message):
     depth = nest.count("for (")
-    src = tmp_path / "nr.c"
-    src.write_text(f"int main(void)\n{{\n  int i, j, k, s = 0;\n#pragma omp parallel for collapse({depth}) "
-                   f"reduction(+:s)\n  {nest} s++;\n  return s;\n}}\n")
-    with pytest.raises(InputError, match=r"nr\.c:4:1: " + message):
-        translate_file(src, tmp_path / "o.c")
+    translate_rejects("nr.c", f"int main(void)\n{{\n  int i, j, k, s = 0;\n#pragma omp parallel for collapse({depth}) "
+                      f"reduction(+:s)\n  {nest} s++;\n  return s;\n}}\n",
+                      r"nr\.c:4:1: " + message)
