@@ -81,6 +81,29 @@ def runtime_errors(predicted: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFr
     return joined
 
 
+HOST_FILE = "host-machine.toml"
+
+
+def cached_host_machine(outdir: Path, machine: str | None = None, detect: bool = False,
+                        say: Progress | None = None) -> Machine:
+    """`machine` if given; else this host's machine file cached in outdir, detected once (again with
+    `detect`), so repeated measurements compare against the same description."""
+    from machines import load_machine
+    from machines.detect import detect_host
+    from machines.loader import validate_machine_dict
+
+    if machine:
+        return load_machine(machine)
+    path = Path(outdir) / HOST_FILE
+    if detect or not path.is_file():
+        (say or (lambda _msg: None))(f"detecting this host's machine file into {path}")
+        data = detect_host(progress=say)
+        validate_machine_dict(data, str(path))
+        write_text(path, "# Written by `pptmc measure` (machines detect); schema: machines/SCHEMA.md\n"
+                   + dumps_toml(data))
+    return load_machine(path)
+
+
 def machine_file(machine: Machine, workdir: Path) -> Path:
     """Write `machine` as a machine file in workdir, so the cached pipeline can name it by path."""
     path = Path(workdir) / "machine" / f"{machine.name}.toml"

@@ -10,9 +10,6 @@ from pptmc.args import parse_counts
 from pptmc.errors import InputError
 from pptmc.io import write_json, write_table
 
-HOST_FILE = "host-machine.toml"
-
-
 def parse_threads(text: str) -> tuple[int, ...]:
     """'1,2' -> (1, 2); a clear error for anything else."""
     return tuple(parse_counts(text, "--threads", "1,2"))
@@ -28,21 +25,9 @@ def select(names: str | None):
 
 def host_machine(args: argparse.Namespace, outdir: Path, say):
     """--machine if given; else the host file cached in DIR, detected once (again with --detect)."""
-    from machines import load_machine
-    from machines.detect import detect_host
-    from machines.loader import dumps_toml, validate_machine_dict
-    from pptmc.io import write_text
+    from pptmc.measure import cached_host_machine
 
-    if args.machine:
-        return load_machine(args.machine)
-    path = outdir / HOST_FILE
-    if args.detect or not path.is_file():
-        say(f"detecting this host's machine file into {path}")
-        data = detect_host(progress=say)
-        validate_machine_dict(data, str(path))
-        write_text(path, "# Written by `pptmc measure` (machines detect); schema: machines/SCHEMA.md\n"
-                   + dumps_toml(data))
-    return load_machine(path)
+    return cached_host_machine(outdir, args.machine, args.detect, say)
 
 
 def _check_size(size: str) -> str:

@@ -147,21 +147,12 @@ def run_validation(cfg: SuiteConfig, show_progress: bool = True) -> list[Validat
 def run_measurement(cfg: SuiteConfig, say=lambda _msg: None) -> pd.DataFrame:
     """Native region times on this host against the predictions from its machine file, one benchmark
     at a time (timings must not disturb each other)."""
-    from pptmc.measure import validate_runtimes
+    from pptmc.measure import cached_host_machine, validate_runtimes
 
-    machine = host_machine(cfg, say)
+    machine = cached_host_machine(cfg.outdir, cfg.host_machine, say=say)
     threads = tuple(t for t in cfg.measure_threads if t <= machine.cores)
     return validate_runtimes(select_benchmarks(cfg), cfg.measure_size, threads, cfg.outdir, machine,
                              progress=say, layout=cfg.layout, contention=cfg.contention)
-
-
-def host_machine(cfg: SuiteConfig, say):
-    """The host's machine file: the one given, else detected once into the results folder."""
-    import argparse
-
-    from pptmc.measure_cli import host_machine as cached_host_machine
-
-    return cached_host_machine(argparse.Namespace(machine=cfg.host_machine, detect=False), cfg.outdir, say)
 
 
 def combine(outcomes: list[BenchmarkOutcome]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
