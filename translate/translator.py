@@ -458,7 +458,8 @@ class Translator:
             prologue=prologue, epilogue=epilogue, levels=tvals, runtime=runtime,
             sched=f"__sched{c.loop_id}" if runtime else SCHED_CODES[d.schedule],
             chunk=f"__chunk{c.loop_id}" if runtime else f"(long)({chunk})", body=body,
-            lastprivate=d.lastprivate, nowait=int(d.nowait), triangular=triangular)
+            lastprivate=d.lastprivate, nowait=int(d.nowait), triangular=triangular,
+            odometer=_odometer(c.loop_id, n) if n > 1 and not triangular else "")
 
     def _step(self, lv: LoopLevel, ctx, region) -> str:
         """The signed step expression of one loop level."""
@@ -557,3 +558,18 @@ def translate_source(src: Source) -> tuple[str, list[RegionInfo], list[LoopInfo]
     tr = Translator(src)
     text = tr.translate()
     return text, sorted(tr.regions, key=lambda r: r.n), tr.orphan_loops
+
+
+def _odometer(loop_id: int, levels: int) -> str:
+    """Advance collapsed counters innermost first, carrying outward, so an iteration needs no division.
+
+    The flattened index k maps to level counters by k / (inner trip counts) % trip count; computing
+    that every iteration costs an integer division per level (the runtime trip counts are not
+    constants), which the native OpenMP build does not pay, so the mix the runtime model sees
+    would be wrong. The counters start from the chunk's first index and then step like an odometer.
+    """
+    expr = f"++__c{loop_id}_0"
+    for i in range(1, levels):
+        expr = f"(++__c{loop_id}_{i} == __n{loop_id}_{i} ? (__c{loop_id}_{i} = 0, {expr}) : 0)"
+    return expr
+

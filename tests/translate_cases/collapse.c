@@ -1,4 +1,4 @@
-/* collapse(2) and collapse(3), with a VLA parameter. */
+/* collapse(2) and collapse(3), with a VLA parameter, chunks starting mid-row, and continue. */
 #include <stdio.h>
 static void fill(int n, int m, double A[n][m])
 {
@@ -22,6 +22,18 @@ int main(void)
         for (k = 0; k < 6; k += 1)
           C[i][j][k] = i * j + k;
   }
+  int D[7][5] = {{0}};
+#pragma omp parallel for collapse(2) schedule(static, 3)
+  for (i = 1; i < 8; i++)
+    for (j = 10; j > 0; j -= 2) {
+      if ((i + j) % 3 == 0)
+        continue; /* the collapsed counters must still advance */
+      D[i - 1][j / 2 - 1] = i * 10 + j;
+    }
+  long u = 0;
+  for (i = 0; i < 7; i++)
+    for (j = 0; j < 5; j++)
+      u += D[i][j] * (i + 2 * j + 1);
   double s = 0;
   for (i = 0; i < n; i++)
     for (j = 0; j < m; j++)
@@ -31,6 +43,6 @@ int main(void)
     for (j = 0; j < 5; j++)
       for (k = 0; k < 6; k++)
         t += C[i][j][k] * (k + 1);
-  printf("collapse %.1f %ld\n", s, t);
+  printf("collapse %.1f %ld %ld\n", s, t, u);
   return 0;
 }
