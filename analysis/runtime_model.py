@@ -37,7 +37,7 @@ _BLOCK_KEYS = {"int_add": ("int_add", "int_sub"), "int_mul": ("int_mul",), "int_
                "fp_fma": ("fp_fma",), "load": ("load",), "store": ("store",),
                "load_bytes": ("load_bytes",), "store_bytes": ("store_bytes",)}
 LAYOUTS = ("contiguous", "noncontiguous", "pipelined")
-CPU_FORMS = ("throughput", "latency")
+CPU_FORMS = ("throughput", "latency", "critical-path")
 CONTENTIONS = ("roofline", "queuing")
 
 
@@ -66,6 +66,16 @@ class OpCounts:
         """Stores among memory operations; 0 when there are none."""
         total = self.load + self.store
         return self.store / total if total else 0.0
+
+
+@dataclass(frozen=True)
+class BlockWork:
+    """An executed block: its executions, static mix per execution and the operations on its
+    loop-carried dependence chain (passes/chains.py; empty if none), for the critical-path CPU form."""
+
+    count: float
+    ops: Mapping[str, float]
+    chain: Mapping[str, int]
 
 
 @dataclass(frozen=True)
@@ -120,6 +130,7 @@ class RuntimePrediction:
     t_mem_pipelined_s: float         # Eq. 5 as the block grows without bound: n * beta_avg
     t_cpu_throughput_s: float
     t_cpu_latency_s: float
+    t_cpu_critical_path_s: float     # per block max(chain, FP, integer, load/store), less T_mem's L1 part
     layout: str
     cpu_form: str
     t_mem_s: float
@@ -200,8 +211,9 @@ def effective_block_bytes(block_bytes: float, transfer_bytes: float, limit_bytes
 
 def cpu_time_cycles(ops: OpCounts, machine: Machine, form: str) -> float:
     """T_CPU per op class: throughput form delta + (N-1)*beta, latency form N*delta."""
-    if form not in CPU_FORMS:
-        raise InputError(f"cpu form {form!r}: use one of {', '.join(CPU_FORMS)}")
+    if form not in CPU_FORMS[:2]:
+        raise InputError(f"cpu form {form!r}: use throughput or latency (critical-path needs the blocks: "
+                         "predict_runtime)")
     total = 0.0
     for name in CPU_CLASSES:
         n = getattr(ops, name)
@@ -210,6 +222,44 @@ def cpu_time_cycles(ops: OpCounts, machine: Machine, form: str) -> float:
         cost = machine.ops[name]
         total += cost.latency + (n - 1.0) * cost.recip_throughput if form == "throughput" else n * cost.latency
     return total
+
+
+_FP_CLASSES = ("fp_add", "fp_mul", "fp_div", "fp_fma")
+_INT_CLASSES = ("int_add", "int_mul", "int_div")
+
+
+def block_core_cycles(blk: BlockWork, machine: Machine) -> float:
+    """Cycles of one execution of a block on an out-of-order core, its data in L1.
+
+    The bound is the slowest of: the loop-carried chain (its latencies in sequence), the
+    floating-point pipes, the integer ALUs and the load/store ports (each the sum of its
+    classes' reciprocal throughputs). Work on different resources overlaps, as an out-of-order
+    core issues independent operations to separate pipes (llvm-mca and OSACA take the same max).
+    """
+    mix = op_counts_from_blocks({0: blk.ops}, {0: 1})
+    fp = sum(getattr(mix, c) * machine.ops[c].recip_throughput for c in _FP_CLASSES)
+    integer = sum(getattr(mix, c) * machine.ops[c].recip_throughput for c in _INT_CLASSES)
+    ports = (mix.load + mix.store) * machine.caches[0].recip_throughput_cycles
+    chain = sum(n * _op_latency(machine, cls) for cls, n in blk.chain.items())
+    return max(chain, fp, integer, ports)
+
+
+def critical_path_cpu_cycles(blocks: Sequence[BlockWork], machine: Machine, share: float,
+                             l1_issue_cycles: float) -> float:
+    """T_CPU of the critical-path form: the busiest core's block-by-block core time, less the L1
+    load/store issue that T_mem already charges (so T_mem + T_CPU = core time + transfers beyond L1)."""
+    core = sum(blk.count * share * block_core_cycles(blk, machine) for blk in blocks)
+    return max(0.0, core - l1_issue_cycles)
+
+
+def _op_latency(machine: Machine, cls: str) -> float:
+    """Latency of one chain operation class; a load on the chain is store-to-load forwarding (~ an L1 hit)."""
+    if cls in machine.ops:
+        return machine.ops[cls].latency
+    if cls == "load":
+        return machine.caches[0].latency_cycles
+    raise InputError(f"machine {machine.name}: no latency for operation class {cls!r} on a dependence "
+                     f"chain; add [ops.{cls}] to the machine file")
 
 
 def overhead_seconds(machine: Machine, cores: int, regions: float, barriers: float) -> float:
@@ -317,14 +367,16 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
                     mem_accesses: float, mem_bytes: float, dram_bytes: float | None = None, *,
                     block_bytes: float | None = None, gap_bytes: float = 0.0, layout: str = "contiguous",
                     cpu_form: str = "throughput", work_share: float | None = None, regions: float = 0.0,
-                    barriers: float = 0.0, contention: str = "roofline") -> RuntimePrediction:
+                    barriers: float = 0.0, contention: str = "roofline",
+                    blocks: Sequence[BlockWork] = ()) -> RuntimePrediction:
     """Predict the region's runtime on `cores` cores (Eq. 4-7, the DRAM contention floor, the overhead).
 
     `ops`, `mem_accesses`, `mem_bytes` and `dram_bytes` count the whole region (all cores).
     `block_bytes` is the contiguous block (default: the mean access size, the paper's word);
     `gap_bytes` the gap v of Sec. 3.4.2; `work_share` the busiest core's fraction (default 1/cores);
     `regions` and `barriers` the parallel regions and barriers executed (for the overhead term);
-    `contention` the DRAM model: "roofline" floor or "queuing" network.
+    `contention` the DRAM model: "roofline" floor or "queuing" network; `blocks` the executed
+    blocks (whole-region counts) for cpu_form="critical-path" (without them it is the throughput form).
     """
     _check_args(machine, cores, layout, cpu_form, mem_accesses, mem_bytes)
     if contention not in CONTENTIONS:
@@ -345,7 +397,10 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
              "noncontiguous": memory_time_cycles(delta, beta, max(1.0, noncontiguous), per_core),
              "pipelined": beta * per_core}
     core_ops = ops.scaled(share)
-    t_cpu = {form: cpu_time_cycles(core_ops, machine, form) for form in CPU_FORMS}
+    t_cpu = {form: cpu_time_cycles(core_ops, machine, form) for form in CPU_FORMS[:2]}
+    l1_issue = per_core * rates.served()[0] * machine.caches[0].recip_throughput_cycles
+    t_cpu["critical-path"] = (critical_path_cpu_cycles(blocks, machine, share, l1_issue) if blocks
+                              else t_cpu["throughput"])
     if dram_bytes is None:
         dram_bytes = dram_traffic_bytes(mem_accesses, rates.local, machine.line_bytes, ops.store_fraction)
     overhead = overhead_seconds(machine, cores, regions, barriers)
@@ -388,7 +443,8 @@ def _assemble(machine: Machine, cores: int, share: float, rates: HitRates, delta
         beta_avg_cycles=beta, block_accesses_contiguous=contiguous, block_accesses_noncontiguous=noncontiguous,
         t_mem_contiguous_s=sec(t_mem["contiguous"]), t_mem_noncontiguous_s=sec(t_mem["noncontiguous"]),
         t_mem_pipelined_s=sec(t_mem["pipelined"]),
-        t_cpu_throughput_s=sec(t_cpu["throughput"]), t_cpu_latency_s=sec(t_cpu["latency"]), layout=layout,
+        t_cpu_throughput_s=sec(t_cpu["throughput"]), t_cpu_latency_s=sec(t_cpu["latency"]),
+        t_cpu_critical_path_s=sec(t_cpu["critical-path"]), layout=layout,
         cpu_form=cpu_form, t_mem_s=mem_s, t_cpu_s=cpu_s, dram_bytes=dram_bytes, dram_bandwidth_gbs=bandwidth,
         t_dram_s=t_dram, contention_s=max(0.0, loaded - (mem_s + cpu_s)), t_overhead_s=overhead_s,
         runtime_s=runtime)
@@ -406,6 +462,7 @@ class RegionFacts:
     mem_bytes: float
     loops: tuple[LoopInstance, ...]
     regions: int = 0        # parallel-region invocations (entries into the outlined OUT__ functions)
+    blocks: tuple[BlockWork, ...] = ()  # executed blocks: mix and loop-carried chain (critical-path form)
 
     @property
     def barriers(self) -> int:
@@ -433,10 +490,19 @@ def region_facts(trace: Path, binary: Path | None = None) -> RegionFacts:
     binary = Path(binary or info.program)
     if not binary.is_file():
         raise InputError(f"{binary}: instrumented binary of {trace} not found; pass it with --binary")
-    ops = op_counts_from_blocks(_block_ops(instrument.load_block_table(binary)), info.block_counts)
+    table = instrument.load_block_table(binary)
+    ops = op_counts_from_blocks(_block_ops(table), info.block_counts)
     mem_bytes = ops.load_bytes + ops.store_bytes or 8.0 * info.n_accesses
     return RegionFacts(ops=ops, mem_accesses=float(info.n_accesses), mem_bytes=float(mem_bytes),
-                       loops=tuple(info.loops), regions=region_count(getattr(info, "blocks", {}), info.block_counts))
+                       loops=tuple(info.loops), regions=region_count(getattr(info, "blocks", {}), info.block_counts),
+                       blocks=block_work(table, info.block_counts))
+
+
+def block_work(table: Any, block_counts: Mapping[int, int]) -> tuple[BlockWork, ...]:
+    """The executed blocks of a block table with their mixes and loop-carried chains."""
+    entries = getattr(table, "blocks", table)
+    return tuple(BlockWork(float(block_counts[b]), entry.ops, getattr(entry, "chain", {}))
+                 for b, entry in sorted(entries.items()) if block_counts.get(b))
 
 
 def region_count(blocks: Mapping[int, Any], block_counts: Mapping[int, int]) -> int:
@@ -465,7 +531,7 @@ def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Map
             raise InputError(f"hit rates: none for {c} cores; recompute them for cores {','.join(map(str, cores))}")
         out.append(predict_runtime(machine, c, rates[c], facts.ops, facts.mem_accesses, facts.mem_bytes,
                                    work_share=busiest_share(list(facts.loops), c), regions=facts.regions,
-                                   barriers=facts.barriers, **model_args))
+                                   barriers=facts.barriers, blocks=facts.blocks, **model_args))
     return out
 
 

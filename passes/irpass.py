@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
 
+from passes.chains import loop_carried_chain, parse_inst
 from pptmc.errors import InputError
 
 OP_KEYS = ("int_add", "int_sub", "int_mul", "int_div", "fp_add", "fp_sub", "fp_mul", "fp_div",
@@ -62,6 +63,7 @@ class Block:
     successors: list[int] = field(default_factory=list)
     terminator: str = ""
     n_host_sites: int = 0                # sites executed by this real block (incl. pseudo-block ones)
+    chain: dict[str, int] = field(default_factory=dict)  # loop-carried dependence chain (passes/chains.py)
 
 
 @dataclass
@@ -175,8 +177,9 @@ class _FunctionPass:
     """Instrument one function; block and site ids continue from the module-wide counters."""
 
     def __init__(self, fn, lines: list[str], td, next_block: int, next_site: int, fn_id: int,
-                 mode: str, shared_label: str):
+                 mode: str, shared_label: str, fused: bool = True):
         self.fn, self.lines, self.td, self.mode = fn, lines, td, mode
+        self.fused = fused  # the target has FMA instructions: llvm.fmuladd is one fused operation
         self.fn_id, self.next_block, self.next_site = fn_id, next_block, next_site
         self.shared_label = shared_label
         self.blocks: list[Block] = []
@@ -270,6 +273,7 @@ class _FunctionPass:
             text.extend(inst.lines)
         term = insts[-1]
         blk.terminator = term.ref.opcode
+        blk.chain = loop_carried_chain(label, [parse_inst(i.ref.opcode, i.text) for i in insts], self.fused)
         if term.ref.opcode not in ("ret", "unreachable"):
             for ref in _LABEL_REF_RE.findall(term.text):
                 succ = label_to_id.get(ref)
@@ -284,7 +288,11 @@ class _FunctionPass:
         if key:
             blk.ops[key] += 1
         if op == "call" and _FMA_RE.search(text):
-            blk.ops["fp_fma"] += 1
+            if self.fused or "@llvm.fma." in text:
+                blk.ops["fp_fma"] += 1
+            else:  # llvm.fmuladd without FMA hardware is lowered to a multiply and an add
+                blk.ops["fp_mul"] += 1
+                blk.ops["fp_add"] += 1
         lanes = [int(x) for x in _VEC_RE.findall(text)]
         blk.ops["vector_width"] = max([blk.ops["vector_width"], 1, *lanes])
 
@@ -494,6 +502,19 @@ def shared_labels(raw_ir: str) -> dict[str, str]:
     return found
 
 
+_ATTR_GROUP_RE = re.compile(r"^attributes (#\d+) = \{(.*)\}$")
+
+
+def has_fma(define_line: str, lines: list[str]) -> bool:
+    """Whether the function's target features include FMA (clang's default x86-64 target does not)."""
+    groups = {m.group(1): m.group(2) for m in map(_ATTR_GROUP_RE.match, lines) if m}
+    features = " ".join(groups.get(g, "") for g in re.findall(r"(#\d+)", define_line.split(")")[-1]))
+    found = re.search(r'"target-features"="([^"]*)"', features)
+    if found is None:
+        return True  # no target features: assume the fused instruction (e.g. AArch64 always has it)
+    return "+fma" in found.group(1).split(",")
+
+
 def instrument_ir(text: str, pattern: str, mode: str = "trace", origin: str = "<ir>",
                   labels: dict[str, str] | None = None) -> PassResult:
     """Instrument every function matching `pattern`; mode 'trace' adds memory sites, 'count' only blocks."""
@@ -511,7 +532,7 @@ def instrument_ir(text: str, pattern: str, mode: str = "trace", origin: str = "<
     for fn_id, fn in enumerate(chosen):
         a, b = spans[fn.name]
         fp = _FunctionPass(fn, lines[a:b + 1], td, next_block, next_site, fn_id, mode,
-                           (labels or {}).get(fn.name, "shared_var_trace"))
+                           (labels or {}).get(fn.name, "shared_var_trace"), has_fma(lines[a], lines))
         replace[a] = (b, fp.run())
         fblocks = list(fp.blocks)
         if fp.shared_block is not None:

@@ -28,6 +28,8 @@ DEFAULT_SIZE = "MEDIUM"
 # The validated default: Eq. 5 with pipelined accesses (analysis/RUNTIME_MODEL.md, "Validation on this
 # host"); "contiguous" is the paper's word-sized block.
 DEFAULT_LAYOUT = "pipelined"
+# Loop-carried chains (reductions clang -O2 may not reorder) run at latency, not throughput.
+DEFAULT_CPU_FORM = "critical-path"
 MODEL_COLUMNS = ("t_mem_s", "t_cpu_s", "t_overhead_s", "contention_s", "t_dram_s", "dram_bytes")
 COLUMNS = ("benchmark", "cores", "measured_s", "measured_min_s", "measured_max_s", "repeats", "predicted_s",
            *MODEL_COLUMNS, "rel_error", "rel_error_min")
@@ -116,9 +118,9 @@ def machine_file(machine: Machine, workdir: Path) -> Path:
 
 def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, machine: Machine,
                       layout: str = DEFAULT_LAYOUT, progress: Progress | None = None,
-                      contention: str = "roofline") -> pd.DataFrame:
+                      contention: str = "roofline", cpu_form: str = DEFAULT_CPU_FORM) -> pd.DataFrame:
     """Runtime prediction of one benchmark from the pipeline's trace and hit rates (cached under
-    workdir/measure/work/<name>), with the runtime model evaluated for `layout` and `contention`."""
+    workdir/measure/work/<name>), with the runtime model evaluated for `layout`, `contention` and `cpu_form`."""
     from analysis.runtime_model import predict_table
     from pptmc.pipeline import run_pipeline
     from pptmc.suite import SuiteConfig, pipeline_config
@@ -129,13 +131,14 @@ def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, m
     cfg = SuiteConfig(outdir=Path(workdir) / "measure", size=size, machines=(str(path),), cores=tuple(threads))
     result = run_pipeline(pipeline_config(cfg, bench), progress or (lambda _msg: None))
     hits = result.hit_rates[result.hit_rates["machine"] == machine.name]
-    return (predict_table(machine, hits, result.trace_path, layout=layout, contention=contention)
+    return (predict_table(machine, hits, result.trace_path, layout=layout, contention=contention, cpu_form=cpu_form)
             .assign(benchmark=bench.name))
 
 
 def validate_runtimes(benches, size: str, threads: tuple[int, ...], workdir: Path, machine: Machine,
                       repeats: int = 5, progress: Progress | None = None,
-                      layout: str = DEFAULT_LAYOUT, contention: str = "roofline") -> pd.DataFrame:
+                      layout: str = DEFAULT_LAYOUT, contention: str = "roofline",
+                      cpu_form: str = DEFAULT_CPU_FORM) -> pd.DataFrame:
     """Measure and predict every benchmark on `machine` (the host), one table row per (benchmark, cores).
 
     A benchmark whose prediction fails keeps its measurement, with the cause in the `error` column.
@@ -153,7 +156,8 @@ def validate_runtimes(benches, size: str, threads: tuple[int, ...], workdir: Pat
         measured = pd.DataFrame(measure_benchmark(bench, cfg))
         say(f"{bench.name}: predicting")
         try:
-            predicted = predict_benchmark(bench, size, threads, workdir, machine, layout, contention=contention)
+            predicted = predict_benchmark(bench, size, threads, workdir, machine, layout, contention=contention,
+                                          cpu_form=cpu_form)
         except Exception as exc:  # one broken pipeline must not discard the other measurements
             say(f"{bench.name}: prediction failed: {type(exc).__name__}: {exc}")
             frames.append(measured.assign(error=f"{type(exc).__name__}: {exc}"))

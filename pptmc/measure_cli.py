@@ -52,7 +52,7 @@ def run_measure(args: argparse.Namespace) -> int:
     outdir = Path(args.output)
     machine = host_machine(args, outdir, say)
     df = validate_runtimes(benches, size, threads, outdir, machine, repeats=args.repeats, progress=say,
-                           layout=args.layout, contention=args.contention)
+                           layout=args.layout, contention=args.contention, cpu_form=args.cpu_form)
     summary = runtime_summary(df)
     for ext in ("csv", "parquet"):
         write_table(df, outdir / f"runtime_validation.{ext}")
@@ -79,8 +79,8 @@ def _format(df, summary, machine: str, size: str) -> str:
 
 def register(subparsers) -> None:
     """Add `pptmc measure`."""
-    from analysis.runtime_model import CONTENTIONS, LAYOUTS
-    from pptmc.measure import DEFAULT_LAYOUT, DEFAULT_SIZE
+    from analysis.runtime_model import CONTENTIONS, CPU_FORMS, LAYOUTS
+    from pptmc.measure import DEFAULT_CPU_FORM, DEFAULT_LAYOUT, DEFAULT_SIZE
 
     p = subparsers.add_parser("measure", help="measure region times on this host and compare with predictions")
     p.add_argument("--benchmarks", help="comma-separated catalog names (default: all 14)")
@@ -91,6 +91,8 @@ def register(subparsers) -> None:
     p.add_argument("--detect", action="store_true", help="re-detect the host machine file even if DIR has one")
     p.add_argument("--layout", choices=LAYOUTS, default=DEFAULT_LAYOUT,
                    help=f"runtime model's memory-time form (default {DEFAULT_LAYOUT}; contiguous = the paper's)")
+    p.add_argument("--cpu-form", choices=CPU_FORMS, default=DEFAULT_CPU_FORM,
+                   help=f"T_CPU form (default {DEFAULT_CPU_FORM}: throughput plus loop-carried chain stalls)")
     p.add_argument("--contention", choices=CONTENTIONS, default="roofline",
                    help="DRAM contention model: roofline floor (default) or closed queuing network")
     p.add_argument("-o", "--output", required=True, help="directory for tables, figure, traces and builds")

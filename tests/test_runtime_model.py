@@ -254,3 +254,35 @@ def test_queuing_selects_the_runtime_and_reports_contention():
     assert q.contention_s == pytest.approx(q.runtime_s - q.t_mem_s - q.t_cpu_s)
     with pytest.raises(InputError, match="contention 'mm1'"):
         rm.predict_runtime(m, 8, HALF, OPS, 1000, 8000, contention="mm1")
+
+
+def test_critical_path_form_hand_computed():
+    """Per block max(chain, FP, integer, load/store), times executions, less T_mem's L1 issue."""
+    m = toy_machine(bw_one=1e6, bw_all=1e6)
+    reduction = rm.BlockWork(100, {"fp_add": 2, "fp_mul": 2, "int_add": 1, "load": 4}, {"fp_add": 2})
+    stream = rm.BlockWork(10, {"fp_mul": 4, "int_add": 8, "load": 3, "store": 1}, {})
+    ops = rm.op_counts_from_blocks({0: reduction.ops, 1: stream.ops}, {0: 100, 1: 10})
+    p = rm.predict_runtime(m, 1, HALF, ops, 440, 3520, layout="pipelined", cpu_form="critical-path",
+                           blocks=[reduction, stream])
+    # reduction: chain 2 x 1 (fp_add latency) = 2; FP 2 x 1 + 2 x 0.5 = 3; int 0.25; ports 4 x 1 -> 4
+    # stream: chain 0; FP 4 x 0.5 = 2; int 8 x 0.25 = 2; ports 4 x 1 = 4 -> 4
+    core = 100 * 4 + 10 * 4
+    l1_issue = 440 * 0.5 * 1  # half of the accesses hit L1 at 1 cycle each
+    assert p.t_cpu_critical_path_s == pytest.approx((core - l1_issue) * 1e-9)
+    assert p.t_cpu_s == p.t_cpu_critical_path_s
+    assert p.runtime_s == pytest.approx(p.t_mem_pipelined_s + p.t_cpu_critical_path_s)
+
+
+def test_critical_path_chain_binds_and_divides_among_cores():
+    m = toy_machine(bw_one=1e6, bw_all=1e6)
+    div_chain = rm.BlockWork(1000, {"fp_div": 1, "load": 1}, {"fp_div": 1})  # 20-cycle latency, 8 throughput
+    ops = rm.op_counts_from_blocks({0: div_chain.ops}, {0: 1000})
+    one = rm.predict_runtime(m, 1, HALF, ops, 1000, 8000, layout="pipelined", cpu_form="critical-path",
+                             blocks=[div_chain])
+    two = rm.predict_runtime(m, 2, HALF, ops, 1000, 8000, layout="pipelined", cpu_form="critical-path",
+                             blocks=[div_chain])
+    assert one.t_cpu_s == pytest.approx((1000 * 20 - 1000 * 0.5 * 1) * 1e-9)
+    assert two.t_cpu_s == pytest.approx(one.t_cpu_s / 2)
+    # without blocks the form falls back to the throughput form
+    plain = rm.predict_runtime(m, 1, HALF, ops, 1000, 8000, layout="pipelined", cpu_form="critical-path")
+    assert plain.t_cpu_s == plain.t_cpu_throughput_s
