@@ -21,7 +21,7 @@ derivation, the units and where this departs from the paper are in analysis/RUNT
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -76,6 +76,7 @@ class BlockWork:
     count: float
     ops: Mapping[str, float]
     chain: Mapping[str, int]
+    calls: Mapping[str, int] = field(default_factory=dict)  # direct calls per execution, by callee
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ class RuntimePrediction:
     contention_s: float              # max(0, t_dram - (t_mem + t_cpu))
     t_overhead_s: float              # fork/join and barriers (0 on one core or without [parallel])
     runtime_s: float                 # Eq. 4 with the contention floor, plus the overhead
+    uncosted_calls: float = 0.0      # library calls executed (whole region) that the machine file does not price
 
     def as_row(self) -> dict:
         """Flat dict for a table: hit rates become one column per level."""
@@ -241,7 +243,18 @@ def block_core_cycles(blk: BlockWork, machine: Machine) -> float:
     integer = sum(getattr(mix, c) * machine.ops[c].recip_throughput for c in _INT_CLASSES)
     ports = (mix.load + mix.store) * machine.caches[0].recip_throughput_cycles
     chain = sum(n * _op_latency(machine, cls) for cls, n in blk.chain.items())
-    return max(chain, fp, integer, ports)
+    return max(chain, fp, integer, ports) + library_call_cycles(blk.calls, machine)
+
+
+def library_call_cycles(calls: Mapping[str, int], machine: Machine) -> float:
+    """Calls to functions the machine file prices ([calls]), at their reciprocal throughput; a call
+    runs its own instructions on the same pipes, so it adds to the block rather than overlapping."""
+    return sum(n * machine.calls[name].recip_throughput for name, n in calls.items() if name in machine.calls)
+
+
+def uncosted_calls(blocks: Sequence[BlockWork], machine: Machine) -> float:
+    """Executed calls of functions the machine file does not price (their time is missing)."""
+    return sum(b.count * n for b in blocks for name, n in b.calls.items() if name not in machine.calls)
 
 
 def critical_path_cpu_cycles(blocks: Sequence[BlockWork], machine: Machine, share: float,
@@ -404,8 +417,9 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     if dram_bytes is None:
         dram_bytes = dram_traffic_bytes(mem_accesses, rates.local, machine.line_bytes, ops.store_fraction)
     overhead = overhead_seconds(machine, cores, regions, barriers)
-    return _assemble(machine, cores, share, rates, delta, beta, contiguous, noncontiguous, t_mem, t_cpu,
+    pred = _assemble(machine, cores, share, rates, delta, beta, contiguous, noncontiguous, t_mem, t_cpu,
                      layout, cpu_form, dram_bytes, overhead, contention)
+    return replace(pred, uncosted_calls=uncosted_calls(blocks, machine))
 
 
 def _check_args(machine: Machine, cores: int, layout: str, cpu_form: str, mem_accesses: float,
@@ -501,7 +515,7 @@ def region_facts(trace: Path, binary: Path | None = None) -> RegionFacts:
 def block_work(table: Any, block_counts: Mapping[int, int]) -> tuple[BlockWork, ...]:
     """The executed blocks of a block table with their mixes and loop-carried chains."""
     entries = getattr(table, "blocks", table)
-    return tuple(BlockWork(float(block_counts[b]), entry.ops, getattr(entry, "chain", {}))
+    return tuple(BlockWork(float(block_counts[b]), entry.ops, getattr(entry, "chain", {}), getattr(entry, "calls", {}))
                  for b, entry in sorted(entries.items()) if block_counts.get(b))
 
 

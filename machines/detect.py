@@ -264,6 +264,19 @@ def measure_parallel(workdir: Path, cores: int, effort: Effort, progress: Progre
                       f"one-iteration-per-thread omp for (implied barrier), best of 5 x {effort.sync_rounds}"}
 
 
+def measure_calls(workdir: Path, ghz: float, effort: Effort, progress: Progress) -> dict:
+    """Cost of common C math library calls in cycles (libm.c, built like the benchmarks)."""
+    progress("compiling and running libm.c (C math library calls)")
+    binary = _compile("libm.c", workdir / "libm", ["-lm"])
+    res = _run(binary, max(4, effort.op_iterations * 2))
+    names = sorted({key.split(".")[0] for key in res})
+    return {name: {"latency": round(res[f"{name}.latency_ns"] * ghz, 1),
+                   "recip_throughput": round(res[f"{name}.recip_ns"] * ghz, 1),
+                   "source": "libm.c on this host (clang -O2, default target): independent calls "
+                             "(throughput); dependent calls, one multiply-add included (latency)"}
+            for name in names}
+
+
 def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
     """A TOML-ready, validated machine dict for this host (quick: seconds instead of ~a minute)."""
     say = progress or (lambda _msg: None)
@@ -279,6 +292,7 @@ def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
         ghz, ops = measure_ops(Path(tmp), effort, say)
         levels, ram = measure_memory(Path(tmp), caches, cores, ghz, ops["load"]["recip_throughput"], effort, say)
         parallel = measure_parallel(Path(tmp), cores, effort, say)
+        calls = measure_calls(Path(tmp), ghz, effort, say)
     nominal = cpuinfo_mhz()
     data = {"schema_version": SCHEMA_VERSION, "name": f"host-{platform.node() or 'unknown'}",
             "description": f"{_model_name()} as measured by pptmc machines detect"
@@ -290,7 +304,7 @@ def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
             "caches": levels, "ram": ram,
             "ops": {op: {**ops[op], "source": "ops.c on this host: dependent chain (latency), 8 independent "
                                               "chains (throughput)"} for op in OP_CLASSES},
-            "parallel": parallel}
+            "parallel": parallel, "calls": calls}
     validate_machine_dict(data, "detected host")
     say(f"done in {time.monotonic() - start:.1f} s")
     return data

@@ -5,6 +5,8 @@ so one run of `pptmc machines validate` shows all that needs fixing.
 """
 from __future__ import annotations
 
+import re
+
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -18,7 +20,7 @@ SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = (1,)
 
 _TOP_KEYS = {"schema_version", "name", "description", "cores", "frequency_ghz", "bus_width_bytes",
-             "simd_width_bits", "source", "caches", "ram", "ops", "parallel"}
+             "simd_width_bits", "source", "caches", "ram", "ops", "parallel", "calls"}
 _CACHE_KEYS = {"name", "size_bytes", "line_bytes", "associativity", "latency_cycles",
                "recip_throughput_cycles", "shared", "source"}
 _RAM_KEYS = {"latency_ns", "bandwidth_one_core_gbs", "bandwidth_all_cores_gbs", "source"}
@@ -185,6 +187,32 @@ def _check_parallel(chk: _Checker, data: dict) -> Parallel:
     return Parallel(fork_join_ns=float(vals[0]), barrier_ns=float(vals[1]))
 
 
+_CALL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _check_calls(chk: _Checker, data: dict) -> dict[str, OpCost]:
+    """The optional [calls.<function>] tables: cost of one call of a C library function (cycles)."""
+    if "calls" not in data:
+        return {}
+    calls = chk.table(data["calls"], "calls")
+    out: dict[str, OpCost] = {}
+    for name, raw in (calls or {}).items():
+        prefix = f"calls.{name}."
+        if not _CALL_NAME_RE.match(name):
+            chk.fail(f"calls.{name}", "not a C function name")
+            continue
+        entry = chk.table(raw, f"calls.{name}")
+        if entry is None:
+            continue
+        chk.unknown(entry, _OP_KEYS, prefix)
+        lat = chk.get(entry, "latency", prefix, "number", positive=True)
+        thr = chk.get(entry, "recip_throughput", prefix, "number", positive=True)
+        chk.get(entry, "source", prefix, "str")
+        if lat is not None and thr is not None:
+            out[name] = OpCost(latency=float(lat), recip_throughput=float(thr))
+    return out
+
+
 def _collect_sources(data: dict) -> dict[str, str]:
     """Table path -> its `source` string; every figure in a table cites that table's source."""
     sources = {"": data.get("source", "")}
@@ -198,6 +226,9 @@ def _collect_sources(data: dict) -> dict[str, str]:
     for op, entry in (data.get("ops") or {}).items() if isinstance(data.get("ops"), dict) else ():
         if isinstance(entry, dict):
             sources[f"ops.{op}"] = entry.get("source", "")
+    for name, entry in (data.get("calls") or {}).items() if isinstance(data.get("calls"), dict) else ():
+        if isinstance(entry, dict):
+            sources[f"calls.{name}"] = entry.get("source", "")
     return sources
 
 
@@ -228,12 +259,14 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
     ram = _check_ram(chk, data)
     ops = _check_ops(chk, data)
     parallel = _check_parallel(chk, data)
+    calls = _check_calls(chk, data)
     if chk.errors:
         raise InputError(f"{source}: invalid machine file: " + "; ".join(chk.errors)
                          + " (schema: machines/SCHEMA.md)")
     return Machine(name=name, description=description, cores=cores, frequency_ghz=float(freq),
                    caches=caches, ram=ram, bus_width_bytes=bus, simd_width_bits=simd, ops=ops,
-                   sources=_collect_sources(data), schema_version=version, parallel=parallel)
+                   sources=_collect_sources(data), schema_version=version, parallel=parallel,
+                   calls=calls)
 
 
 def machine_to_dict(m: Machine) -> dict:
@@ -254,6 +287,9 @@ def machine_to_dict(m: Machine) -> dict:
     if "parallel" in src or m.parallel != Parallel():  # optional table: written only when the file had one
         out["parallel"] = {"fork_join_ns": m.parallel.fork_join_ns, "barrier_ns": m.parallel.barrier_ns,
                            "source": src.get("parallel", "")}
+    if m.calls:
+        out["calls"] = {name: {"latency": cost.latency, "recip_throughput": cost.recip_throughput,
+                               "source": src.get(f"calls.{name}", "")} for name, cost in m.calls.items()}
     return out
 
 
@@ -314,4 +350,6 @@ def dumps_toml(data: dict) -> str:
         lines += [f"[ops.{op}]"] + [f"{k} = {_toml_value(v)}" for k, v in entry.items()] + [""]
     if "parallel" in data:
         lines += ["[parallel]"] + [f"{k} = {_toml_value(v)}" for k, v in data["parallel"].items()] + [""]
+    for name, entry in data.get("calls", {}).items():
+        lines += [f"[calls.{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in entry.items()] + [""]
     return "\n".join(lines)

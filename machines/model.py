@@ -68,6 +68,7 @@ class Machine:
     ops: dict[str, OpCost]
     sources: dict[str, str] = field(default_factory=dict)  # field path -> where the figure comes from
     parallel: Parallel = Parallel()  # optional [parallel] table; absent = no overhead term
+    calls: dict[str, OpCost] = field(default_factory=dict)  # optional [calls.<function>]: C library calls
     schema_version: int = 1
 
     @property

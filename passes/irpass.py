@@ -33,6 +33,9 @@ _MASKED_RE = re.compile(r"@llvm\.masked\.(load|store|gather|scatter|expandload|c
 _MASKED_STORES = ("store", "scatter", "compressstore")
 _FMA_RE = re.compile(r"@llvm\.(fma|fmuladd)\.")
 _VEC_RE = re.compile(r"<(\d+) x ")
+_CALLEE_RE = re.compile(r"\bcall\b[^@]*@([-\w.$]+)\(")
+# intrinsics (priced as operations), the XOMP/libomp runtime and the tracer are not library calls
+_NOT_COUNTED_CALLS = ("llvm.", "XOMP_", "xomp_", "__pptmc", "__kmpc", "omp_")
 SHARED_LABEL_RE = re.compile(r"shared_var_trace\d*")
 RUNTIME_PREFIXES = ("XOMP_", "__pptmc")
 SKIP_GLOBAL_RE = re.compile(r"^@(xomp_|__pptmc)")
@@ -64,6 +67,7 @@ class Block:
     terminator: str = ""
     n_host_sites: int = 0                # sites executed by this real block (incl. pseudo-block ones)
     chain: dict[str, int] = field(default_factory=dict)  # loop-carried dependence chain (passes/chains.py)
+    calls: dict[str, int] = field(default_factory=dict)  # direct calls to other functions, e.g. libm's exp
 
 
 @dataclass
@@ -293,6 +297,9 @@ class _FunctionPass:
             else:  # llvm.fmuladd without FMA hardware is lowered to a multiply and an add
                 blk.ops["fp_mul"] += 1
                 blk.ops["fp_add"] += 1
+        callee = _CALLEE_RE.search(text) if op == "call" else None
+        if callee and not callee.group(1).startswith(_NOT_COUNTED_CALLS):
+            blk.calls[callee.group(1)] = blk.calls.get(callee.group(1), 0) + 1
         lanes = [int(x) for x in _VEC_RE.findall(text)]
         blk.ops["vector_width"] = max([blk.ops["vector_width"], 1, *lanes])
 

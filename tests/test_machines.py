@@ -167,3 +167,25 @@ def test_parallel_table_errors_name_the_field(edit, message):
     data["parallel"] = edit
     with pytest.raises(InputError, match=message.replace(".", r"\.")):
         machines.validate_machine_dict(data, "bad.toml")
+
+
+def test_calls_table_is_optional_and_round_trips():
+    """[calls.<function>]: cost of a C library call; absent on the shipped files, kept with its source."""
+    assert machines.load_machine("haswell-i7-5960x").calls == {}
+    data = _base()
+    data["calls"] = {"exp": {"latency": 40.0, "recip_throughput": 12.5, "source": "libm.c"}}
+    m = machines.validate_machine_dict(data, "c.toml")
+    assert m.calls["exp"].recip_throughput == 12.5 and m.sources["calls.exp"] == "libm.c"
+    assert machines.validate_machine_dict(tomllib.loads(dumps_toml(machines.machine_to_dict(m))), "t") == m
+
+
+@pytest.mark.parametrize("entry,message", [
+    ({"latency": 40.0, "source": "x"}, "calls.exp.recip_throughput: missing"),
+    ({"latency": 40.0, "recip_throughput": 0, "source": "x"}, "calls.exp.recip_throughput"),
+    ({"latency": 40.0, "recip_throughput": 9.0}, "calls.exp.source: missing"),
+])
+def test_calls_table_errors_name_the_field(entry, message):
+    data = _base()
+    data["calls"] = {"exp": entry}
+    with pytest.raises(InputError, match=message.replace(".", r"\.")):
+        machines.validate_machine_dict(data, "bad.toml")

@@ -107,6 +107,8 @@ def test_sites_and_mix(result):
     assert (loop["load"], loop["store"], loop["fp_add"], loop["vector_width"], loop["branch"]) == (2, 1, 1, 2, 1)
     assert (loop["load_bytes"], loop["store_bytes"]) == (20, 16)
     assert result.blocks[3].ops["int_add"] == 1 and result.blocks[3].ops["cmp"] == 1
+    # library calls by callee; intrinsics (memcpy) and the runtime are not counted
+    assert result.blocks[2].calls == {"ext": 1} and result.blocks[1].calls == {}
 
 
 def test_instrumented_text(result):

@@ -286,3 +286,15 @@ def test_critical_path_chain_binds_and_divides_among_cores():
     # without blocks the form falls back to the throughput form
     plain = rm.predict_runtime(m, 1, HALF, ops, 1000, 8000, layout="pipelined", cpu_form="critical-path")
     assert plain.t_cpu_s == plain.t_cpu_throughput_s
+
+
+def test_library_calls_add_their_cost_and_unpriced_ones_are_reported():
+    m = toy_machine(bw_one=1e6, bw_all=1e6)
+    from dataclasses import replace
+    priced = replace(m, calls={"exp": OpCost(30.0, 12.0)})
+    blk = rm.BlockWork(10, {"fp_mul": 2, "load": 1}, {}, {"exp": 2, "erf": 1})
+    ops = rm.op_counts_from_blocks({0: blk.ops}, {0: 10})
+    p = rm.predict_runtime(priced, 1, HALF, ops, 10, 80, layout="pipelined", cpu_form="critical-path", blocks=[blk])
+    # per execution: max(chain 0, FP 2 x 0.5, int 0, ports 1 x 1) = 1, plus 2 exp x 12 cycles; erf unpriced
+    assert p.t_cpu_s == pytest.approx((10 * (1 + 24) - 10 * 0.5 * 1) * 1e-9)
+    assert p.uncosted_calls == 10
