@@ -77,6 +77,7 @@ class BlockWork:
     ops: Mapping[str, float]
     chain: Mapping[str, int]
     calls: Mapping[str, int] = field(default_factory=dict)  # direct calls per execution, by callee
+    trip: float = 0.0  # mean executions per entry into the (self-looping) block; 0 = unknown
 
 
 @dataclass(frozen=True)
@@ -242,8 +243,19 @@ def block_core_cycles(blk: BlockWork, machine: Machine) -> float:
     fp = sum(getattr(mix, c) * machine.ops[c].recip_throughput for c in _FP_CLASSES)
     integer = sum(getattr(mix, c) * machine.ops[c].recip_throughput for c in _INT_CLASSES)
     ports = (mix.load + mix.store) * machine.caches[0].recip_throughput_cycles
-    chain = sum(n * _op_latency(machine, cls) for cls, n in blk.chain.items())
+    chain = sum(n * _op_latency(machine, cls) for cls, n in blk.chain.items()) / chain_overlap(blk, machine)
     return max(chain, fp, integer, ports) + library_call_cycles(blk.calls, machine)
+
+
+def chain_overlap(blk: BlockWork, machine: Machine) -> float:
+    """How many chain instances run at once: consecutive entries into a loop start independent chains,
+    and the core works on the next one with the W operations its window holds past the stalled
+    chain, so an instance of `trip` executions of `ops` operations runs 1 + W / (trip x ops) at a
+    time (window.c measures W; machines/SCHEMA.md [core])."""
+    ops = sum(v for k, v in blk.ops.items() if k not in ("load_bytes", "store_bytes", "vector_width"))
+    if machine.reorder_window_ops <= 0 or blk.trip <= 0 or ops <= 0:
+        return 1.0
+    return 1.0 + machine.reorder_window_ops / (blk.trip * ops)
 
 
 def library_call_cycles(calls: Mapping[str, int], machine: Machine) -> float:
@@ -509,14 +521,24 @@ def region_facts(trace: Path, binary: Path | None = None) -> RegionFacts:
     mem_bytes = ops.load_bytes + ops.store_bytes or 8.0 * info.n_accesses
     return RegionFacts(ops=ops, mem_accesses=float(info.n_accesses), mem_bytes=float(mem_bytes),
                        loops=tuple(info.loops), regions=region_count(getattr(info, "blocks", {}), info.block_counts),
-                       blocks=block_work(table, info.block_counts))
+                       blocks=block_work(table, info.block_counts, getattr(info, "edge_counts", {})))
 
 
-def block_work(table: Any, block_counts: Mapping[int, int]) -> tuple[BlockWork, ...]:
-    """The executed blocks of a block table with their mixes and loop-carried chains."""
+def block_work(table: Any, block_counts: Mapping[int, int],
+               edge_counts: Mapping[tuple[int, int], int] | None = None) -> tuple[BlockWork, ...]:
+    """The executed blocks of a block table with their mixes, loop-carried chains and, from the
+    edge counts, the mean executions per entry of self-looping blocks."""
     entries = getattr(table, "blocks", table)
-    return tuple(BlockWork(float(block_counts[b]), entry.ops, getattr(entry, "chain", {}), getattr(entry, "calls", {}))
+    edges = edge_counts or {}
+    return tuple(BlockWork(float(block_counts[b]), entry.ops, getattr(entry, "chain", {}), getattr(entry, "calls", {}),
+                           _trip(block_counts[b], edges.get((b, b), 0)))
                  for b, entry in sorted(entries.items()) if block_counts.get(b))
+
+
+def _trip(count: int, back_edges: int) -> float:
+    """Executions per entry: entries are the executions not reached from the block itself."""
+    entered = count - back_edges
+    return count / entered if back_edges and entered > 0 else 0.0
 
 
 def region_count(blocks: Mapping[int, Any], block_counts: Mapping[int, int]) -> int:

@@ -277,6 +277,29 @@ def measure_calls(workdir: Path, ghz: float, effort: Effort, progress: Progress)
             for name in names}
 
 
+WINDOW_OPS_PER_ITERATION = 6  # window.c's loop: load, fdiv, fadd, index add, compare, branch
+
+
+def measure_window(workdir: Path, effort: Effort, progress: Progress) -> dict:
+    """The out-of-order window past a stalled chain, from window.c ({} when it cannot be fitted).
+
+    Short independent chain instances of L iterations overlap by 1 + W / (ops x L) (fitted on
+    this host within 15% between L = 24 and 128); W is the median over the lengths where the
+    overlap is neither capped by divide throughput nor lost in noise (1.15 to 3).
+    """
+    progress("compiling and running window.c (overlap of short dependence chains)")
+    res = _run(_compile("window.c", workdir / "window", []), max(100_000, effort.op_iterations * 4))
+    lengths = sorted(int(k[2:]) for k in res if k.startswith("t_"))
+    full = res[f"t_{lengths[-1]}"]
+    estimates = [(full / res[f"t_{n}"] - 1.0) * WINDOW_OPS_PER_ITERATION * n for n in lengths[:-1]
+                 if 1.15 <= full / res[f"t_{n}"] <= 3.0]
+    if not estimates:
+        return {}
+    return {"reorder_window_ops": round(statistics.median(estimates)),
+            "source": f"window.c on this host: overlap of independent short chains, 1 + W / (6 L), median "
+                      f"over {len(estimates)} lengths"}
+
+
 def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
     """A TOML-ready, validated machine dict for this host (quick: seconds instead of ~a minute)."""
     say = progress or (lambda _msg: None)
@@ -293,6 +316,7 @@ def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
         levels, ram = measure_memory(Path(tmp), caches, cores, ghz, ops["load"]["recip_throughput"], effort, say)
         parallel = measure_parallel(Path(tmp), cores, effort, say)
         calls = measure_calls(Path(tmp), ghz, effort, say)
+        core = measure_window(Path(tmp), effort, say)
     nominal = cpuinfo_mhz()
     data = {"schema_version": SCHEMA_VERSION, "name": f"host-{platform.node() or 'unknown'}",
             "description": f"{_model_name()} as measured by pptmc machines detect"
@@ -304,7 +328,7 @@ def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
             "caches": levels, "ram": ram,
             "ops": {op: {**ops[op], "source": "ops.c on this host: dependent chain (latency), 8 independent "
                                               "chains (throughput)"} for op in OP_CLASSES},
-            "parallel": parallel, "calls": calls}
+            "parallel": parallel, "calls": calls, **({"core": core} if core else {})}
     validate_machine_dict(data, "detected host")
     say(f"done in {time.monotonic() - start:.1f} s")
     return data

@@ -20,7 +20,7 @@ SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = (1,)
 
 _TOP_KEYS = {"schema_version", "name", "description", "cores", "frequency_ghz", "bus_width_bytes",
-             "simd_width_bits", "source", "caches", "ram", "ops", "parallel", "calls"}
+             "simd_width_bits", "source", "caches", "ram", "ops", "parallel", "calls", "core"}
 _CACHE_KEYS = {"name", "size_bytes", "line_bytes", "associativity", "latency_cycles",
                "recip_throughput_cycles", "shared", "source"}
 _RAM_KEYS = {"latency_ns", "bandwidth_one_core_gbs", "bandwidth_all_cores_gbs", "source"}
@@ -213,6 +213,19 @@ def _check_calls(chk: _Checker, data: dict) -> dict[str, OpCost]:
     return out
 
 
+def _check_core(chk: _Checker, data: dict) -> float:
+    """The optional [core] table: the out-of-order window past a stalled chain (0 when absent)."""
+    if "core" not in data:
+        return 0.0
+    core = chk.table(data["core"], "core")
+    if core is None:
+        return 0.0
+    chk.unknown(core, {"reorder_window_ops", "source"}, "core.")
+    window = chk.get(core, "reorder_window_ops", "core.", "number", positive=True)
+    chk.get(core, "source", "core.", "str")
+    return float(window or 0.0)
+
+
 def _collect_sources(data: dict) -> dict[str, str]:
     """Table path -> its `source` string; every figure in a table cites that table's source."""
     sources = {"": data.get("source", "")}
@@ -221,8 +234,9 @@ def _collect_sources(data: dict) -> dict[str, str]:
             sources[f"caches[{i}]"] = cache.get("source", "")
     if isinstance(data.get("ram"), dict):
         sources["ram"] = data["ram"].get("source", "")
-    if isinstance(data.get("parallel"), dict):
-        sources["parallel"] = data["parallel"].get("source", "")
+    for table in ("parallel", "core"):
+        if isinstance(data.get(table), dict):
+            sources[table] = data[table].get("source", "")
     for op, entry in (data.get("ops") or {}).items() if isinstance(data.get("ops"), dict) else ():
         if isinstance(entry, dict):
             sources[f"ops.{op}"] = entry.get("source", "")
@@ -260,13 +274,14 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
     ops = _check_ops(chk, data)
     parallel = _check_parallel(chk, data)
     calls = _check_calls(chk, data)
+    window = _check_core(chk, data)
     if chk.errors:
         raise InputError(f"{source}: invalid machine file: " + "; ".join(chk.errors)
                          + " (schema: machines/SCHEMA.md)")
     return Machine(name=name, description=description, cores=cores, frequency_ghz=float(freq),
                    caches=caches, ram=ram, bus_width_bytes=bus, simd_width_bits=simd, ops=ops,
                    sources=_collect_sources(data), schema_version=version, parallel=parallel,
-                   calls=calls)
+                   calls=calls, reorder_window_ops=window)
 
 
 def machine_to_dict(m: Machine) -> dict:
@@ -287,6 +302,8 @@ def machine_to_dict(m: Machine) -> dict:
     if "parallel" in src or m.parallel != Parallel():  # optional table: written only when the file had one
         out["parallel"] = {"fork_join_ns": m.parallel.fork_join_ns, "barrier_ns": m.parallel.barrier_ns,
                            "source": src.get("parallel", "")}
+    if m.reorder_window_ops:
+        out["core"] = {"reorder_window_ops": m.reorder_window_ops, "source": src.get("core", "")}
     if m.calls:
         out["calls"] = {name: {"latency": cost.latency, "recip_throughput": cost.recip_throughput,
                                "source": src.get(f"calls.{name}", "")} for name, cost in m.calls.items()}
@@ -350,6 +367,8 @@ def dumps_toml(data: dict) -> str:
         lines += [f"[ops.{op}]"] + [f"{k} = {_toml_value(v)}" for k, v in entry.items()] + [""]
     if "parallel" in data:
         lines += ["[parallel]"] + [f"{k} = {_toml_value(v)}" for k, v in data["parallel"].items()] + [""]
+    if "core" in data:
+        lines += ["[core]"] + [f"{k} = {_toml_value(v)}" for k, v in data["core"].items()] + [""]
     for name, entry in data.get("calls", {}).items():
         lines += [f"[calls.{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in entry.items()] + [""]
     return "\n".join(lines)

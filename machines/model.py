@@ -69,6 +69,9 @@ class Machine:
     sources: dict[str, str] = field(default_factory=dict)  # field path -> where the figure comes from
     parallel: Parallel = Parallel()  # optional [parallel] table; absent = no overhead term
     calls: dict[str, OpCost] = field(default_factory=dict)  # optional [calls.<function>]: C library calls
+    # optional [core] table: operations past a stalled dependence chain that the out-of-order core
+    # keeps in flight (in the pass's counted-operation units); 0 = short chains do not overlap
+    reorder_window_ops: float = 0.0
     schema_version: int = 1
 
     @property

@@ -189,3 +189,15 @@ def test_calls_table_errors_name_the_field(entry, message):
     data["calls"] = {"exp": entry}
     with pytest.raises(InputError, match=message.replace(".", r"\.")):
         machines.validate_machine_dict(data, "bad.toml")
+
+
+def test_core_window_table_is_optional_and_checked():
+    assert machines.load_machine("zen2-epyc-7702p").reorder_window_ops == 0.0
+    data = _base()
+    data["core"] = {"reorder_window_ops": 240, "source": "window.c"}
+    m = machines.validate_machine_dict(data, "w.toml")
+    assert m.reorder_window_ops == 240.0 and m.sources["core"] == "window.c"
+    assert machines.validate_machine_dict(tomllib.loads(dumps_toml(machines.machine_to_dict(m))), "t") == m
+    data["core"] = {"reorder_window_ops": -3, "source": "x"}
+    with pytest.raises(InputError, match=r"core\.reorder_window_ops"):
+        machines.validate_machine_dict(data, "bad.toml")

@@ -298,3 +298,24 @@ def test_library_calls_add_their_cost_and_unpriced_ones_are_reported():
     # per execution: max(chain 0, FP 2 x 0.5, int 0, ports 1 x 1) = 1, plus 2 exp x 12 cycles; erf unpriced
     assert p.t_cpu_s == pytest.approx((10 * (1 + 24) - 10 * 0.5 * 1) * 1e-9)
     assert p.uncosted_calls == 10
+
+
+def test_short_chain_instances_overlap_in_the_reorder_window():
+    from dataclasses import replace
+    m = replace(toy_machine(bw_one=1e6, bw_all=1e6), reorder_window_ops=120.0)
+    # chain: fp_div latency 20; 6 counted ops per execution (fp_div, load, int_add, cmp, branch, store)
+    ops = {"fp_div": 1, "load": 1, "int_add": 1, "cmp": 1, "branch": 1, "store": 1, "load_bytes": 8}
+    short = rm.BlockWork(100, ops, {"fp_div": 1}, trip=10)  # 10 x 6 = 60 ops per instance
+    assert rm.chain_overlap(short, m) == pytest.approx(1 + 120 / 60)
+    assert rm.block_core_cycles(short, m) == pytest.approx(max(20 / 3, 8.0))  # divide throughput binds
+    long = replace(short, trip=1000)
+    assert rm.block_core_cycles(long, m) == pytest.approx(20 / (1 + 120 / 6000))
+    assert rm.chain_overlap(replace(short, trip=0), m) == 1.0  # unknown trip: no overlap
+    assert rm.chain_overlap(short, toy_machine()) == 1.0        # machine without a [core] window
+
+
+def test_block_work_trip_from_self_edges():
+    class Entry:
+        ops, chain, calls = {"int_add": 1}, {"int_add": 1}, {}
+    work = rm.block_work({3: Entry(), 4: Entry()}, {3: 100, 4: 7}, {(3, 3): 90, (2, 3): 10})
+    assert [(w.count, w.trip) for w in work] == [(100.0, 10.0), (7.0, 0.0)]
