@@ -37,6 +37,9 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--layout", choices=("pipelined", "contiguous", "noncontiguous"), default="pipelined",
                         help="memory-time form: pipelined (default, see analysis/RUNTIME_MODEL.md) or the "
                              "paper's Eq. 5 with a contiguous or non-contiguous block")
+    parser.add_argument("--cpu-form", choices=("critical-path", "throughput", "latency"), default="critical-path",
+                        help="T_CPU form: critical-path (default: per block the slowest of its loop-carried "
+                             "chain and its pipes) or the paper's throughput/latency sums")
     parser.add_argument("--contention", choices=("roofline", "queuing"), default="roofline",
                         help="DRAM contention model: bandwidth cap or closed queuing network")
     parser.add_argument("--no-coherence", dest="coherence", action="store_false",
@@ -68,7 +71,7 @@ def run_program(args: argparse.Namespace) -> int:
         include_dirs=tuple(Path(d) for d in args.include), defines=tuple(args.define),
         extra_sources=tuple(Path(s) for s in args.extra_source), machines=_names(args.machines),
         cores=parse_cores(args.cores), mode=args.mode, interleave=args.interleave, seed=args.seed,
-        layout=args.layout, contention=args.contention, coherence=args.coherence)
+        layout=args.layout, contention=args.contention, coherence=args.coherence, cpu_form=args.cpu_form)
     result = run_pipeline(cfg, progress=lambda step: print(f"[pptmc] {source.name}: {step}", file=sys.stderr))
     table = summary_table(result.hit_rates, result.runtimes)
     print(table.to_json(orient="records", indent=2) if args.json else table.to_string(index=False))
@@ -82,7 +85,8 @@ def suite_config(args: argparse.Namespace) -> "SuiteConfig":
     return SuiteConfig(outdir=Path(args.output), size=args.size, benchmarks=_names(args.benchmarks or ""),
                        machines=_names(args.machines), cores=parse_cores(args.cores), mode=args.mode,
                        interleave=args.interleave, seed=args.seed, jobs=args.jobs, layout=args.layout,
-                       contention=args.contention, coherence=args.coherence, validate=args.validate, measure=args.measure,
+                       contention=args.contention, cpu_form=args.cpu_form, coherence=args.coherence,
+                       validate=args.validate, measure=args.measure,
                        measure_size=args.measure_size, measure_threads=parse_cores(args.measure_threads, "--measure-threads"),
                        host_machine=args.host_machine)
 

@@ -39,6 +39,7 @@ class PipelineConfig:
     coherence: bool = True         # write-invalidate coherence in the private profiles (analysis/ANALYSIS.md)
     layout: str = "pipelined"      # memory-time form (analysis/RUNTIME_MODEL.md); "contiguous" is the paper's
     contention: str = "roofline"   # DRAM contention model: "roofline" or "queuing"
+    cpu_form: str = "critical-path"  # T_CPU form (analysis/RUNTIME_MODEL.md); "throughput" is the paper's
 
 
 @dataclass
@@ -171,7 +172,8 @@ def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: P
         machine = load_machine(name)
         hits = predict_hit_rates(profiles, machine)
         hit_frames.append(hits.assign(machine=machine.name))
-        runtimes = predict_table(machine, hits, trace, binary, layout=cfg.layout, contention=cfg.contention)
+        runtimes = predict_table(machine, hits, trace, binary, layout=cfg.layout, contention=cfg.contention,
+                                 cpu_form=cfg.cpu_form)
         runtime_frames.append(runtimes.assign(machine=machine.name))
     return pd.concat(hit_frames, ignore_index=True), pd.concat(runtime_frames, ignore_index=True)
 

@@ -32,6 +32,7 @@ class SuiteConfig:
     jobs: int = 2
     layout: str = "pipelined"
     contention: str = "roofline"
+    cpu_form: str = "critical-path"
     coherence: bool = True
     validate: bool = False                 # also compare hit rates with the simulated ground truth
     measure: bool = False                  # also time the native programs on this host
@@ -73,7 +74,7 @@ def pipeline_config(cfg: SuiteConfig, bench) -> PipelineConfig:
         include_dirs=(bench.include_dir,), defines=(size_define(cfg.size).removeprefix("-D"),),
         extra_sources=tuple(bench.harness_sources), machines=cfg.machines, cores=cfg.cores,
         mode=cfg.mode, interleave=cfg.interleave, seed=cfg.seed, layout=cfg.layout, contention=cfg.contention,
-        coherence=cfg.coherence)
+        coherence=cfg.coherence, cpu_form=cfg.cpu_form)
 
 
 def _run_one(pcfg: PipelineConfig) -> BenchmarkOutcome:
@@ -152,7 +153,7 @@ def run_measurement(cfg: SuiteConfig, say=lambda _msg: None) -> pd.DataFrame:
     machine = cached_host_machine(cfg.outdir, cfg.host_machine, say=say)
     threads = tuple(t for t in cfg.measure_threads if t <= machine.cores)
     return validate_runtimes(select_benchmarks(cfg), cfg.measure_size, threads, cfg.outdir, machine,
-                             progress=say, layout=cfg.layout, contention=cfg.contention)
+                             progress=say, layout=cfg.layout, contention=cfg.contention, cpu_form=cfg.cpu_form)
 
 
 def combine(outcomes: list[BenchmarkOutcome]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
