@@ -31,10 +31,11 @@ IMBALANCE_GAP = 0.10     # load imbalance: real and modelled max/mean per-core a
 
 def validate_program(source: Path, workdir: Path, machines: list[str], cores: list[int], size_defines=(), args=(),
                      include_dirs=(), extra_sources=(), modes=MODES, interleaves=INTERLEAVES, seed: int = 0,
-                     progress=None, refs_per_turn: int = 1) -> pd.DataFrame:
+                     progress=None, refs_per_turn: int = 1, coherence: bool = True) -> pd.DataFrame:
     """Predicted vs ground-truth cumulative hit rate per machine, core count, level, mode and interleave.
 
-    `refs_per_turn` only coarsens the ground truth's merge (see VALIDATION.md, "Not the real timing")."""
+    `refs_per_turn` only coarsens the ground truth's merge (see VALIDATION.md, "Not the real timing");
+    `coherence` is the model's (the ground truth always simulates write-invalidate coherence)."""
     from machines import load_machine
 
     source, workdir = Path(source), Path(workdir)
@@ -48,12 +49,13 @@ def validate_program(source: Path, workdir: Path, machines: list[str], cores: li
                       defines=size_defines, extra_sources=extra_sources, interleaves=interleaves, seed=seed,
                       progress=progress, refs_per_turn=refs_per_turn)
     model = predict_variants(source, workdir / "model", list(machines), list(cores), size_defines, args,
-                             include_dirs, extra_sources, modes, interleaves, seed, progress)
+                             include_dirs, extra_sources, modes, interleaves, seed, progress, coherence)
     return compare(gt, model, source.stem)
 
 
 def predict_variants(source: Path, workdir: Path, machines: list[str], cores: list[int], defines, args, include_dirs,
-                     extra_sources, modes, interleaves, seed: int, progress=None) -> pd.DataFrame:
+                     extra_sources, modes, interleaves, seed: int, progress=None,
+                     coherence: bool = True) -> pd.DataFrame:
     """The pipeline's hit-rate tables for every mode × interleave; translate/instrument/trace run once."""
     from pptmc import pipeline
 
@@ -61,7 +63,7 @@ def predict_variants(source: Path, workdir: Path, machines: list[str], cores: li
     base = pipeline.PipelineConfig(source=Path(source), workdir=workdir, args=tuple(map(str, args)),
                                    include_dirs=tuple(Path(d) for d in include_dirs), defines=tuple(defines),
                                    extra_sources=tuple(Path(e) for e in extra_sources), machines=tuple(machines),
-                                   cores=tuple(sorted(set(cores))), seed=seed)
+                                   cores=tuple(sorted(set(cores))), seed=seed, coherence=coherence)
     translated = pipeline.translate_step(base, say)
     binary = pipeline.instrument_step(base, translated, say)
     trace = pipeline.trace_step(base, binary, say)

@@ -127,7 +127,7 @@ def _validate_one(task: tuple[SuiteConfig, object]) -> ValidationOutcome:
     try:
         with stdout_to_file(workdir / "program.out"):  # the traced runs' own output, kept apart
             table = validate_benchmark(bench, cfg.size, list(cfg.machines), list(cfg.cores), workdir,
-                                       interleaves=(cfg.interleave,), seed=cfg.seed)
+                                       interleaves=(cfg.interleave,), seed=cfg.seed, coherence=cfg.coherence)
         return ValidationOutcome(bench.name, table)
     except Exception as exc:  # reported per benchmark; the others go on
         return ValidationOutcome(bench.name, None, _describe(exc))

@@ -164,3 +164,19 @@ def test_suite_validate_and_measure_add_tables_and_report_sections(tmp_path, cap
     assert pd.read_csv(outdir / "status.csv")["validation"].eq("ok").all()
     out = capsys.readouterr().out
     assert "hit-rate error vs ground truth" in out and "runtime error vs measured" in out
+
+
+def test_suite_validation_models_with_the_suites_coherence_choice(tmp_path, monkeypatch):
+    """--no-coherence reaches the validated model (the ground truth keeps simulating coherence)."""
+    import analysis.validate as validate
+
+    seen = {}
+
+    def fake_validate_benchmark(bench, size, machines, cores, workdir, **kw):
+        seen.update(kw)
+        return pd.DataFrame()
+
+    monkeypatch.setattr(validate, "validate_benchmark", fake_validate_benchmark)
+    cfg = suite.SuiteConfig(outdir=tmp_path, benchmarks=("atax",), coherence=False)
+    outcome = suite._validate_one((cfg, suite.select_benchmarks(cfg)[0]))
+    assert outcome.error in (None, "") and seen["coherence"] is False
