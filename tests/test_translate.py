@@ -182,8 +182,9 @@ def test_loop_info_records_schedules_and_ids(tmp_path):
         (0, "static", ""), (1, "static", "7"), (2, "dynamic", ""), (3, "dynamic", "chunk"),
         (4, "guided", ""), (5, "guided", "5")]
     assert [(lp.loop_id, lp.schedule, lp.chunk) for lp in second.loops] == [(6, "dynamic", "4")]
-    (_, nested) = _regions("collapse.c", tmp_path)
+    (_, nested, chunked) = _regions("collapse.c", tmp_path)
     assert nested.loops[0].collapse == 3
+    assert [(lp.schedule, lp.chunk, lp.collapse) for lp in chunked.loops] == [("static", "3", 2)]
 
 
 def _marker_events(src: Path, tmp_path: Path, xomp_obj: Path) -> list[tuple]:
