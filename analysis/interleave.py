@@ -30,7 +30,47 @@ import zstandard
 from pptmc.errors import InputError, PptmcError
 
 STRATEGIES = ("rr", "random")
-DEFAULT_MEMORY_BUDGET = 128 << 20  # bytes of waiting references, shared by all core counts of one pass
+BUDGET_ENV = "PPTMC_MEMORY_BUDGET"  # overrides the default budget: bytes, or with a K, M or G suffix
+_BUDGET_CAP = 1 << 30
+_BUDGET_FLOOR = 128 << 20
+
+
+def _physical_budget() -> int:
+    """An eighth of the physical memory, at least 128 MiB and at most 1 GiB."""
+    try:
+        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        phys = 0
+    return int(min(_BUDGET_CAP, max(_BUDGET_FLOOR, phys // 8)))
+
+
+def default_memory_budget() -> int:
+    """Bytes of waiting references that one profiling pass keeps in memory before spilling.
+
+    The budget is a cap, not a reservation: memory still grows with what actually waits
+    (with a static schedule almost the whole trace, see ANALYSIS.md), never beyond it. It is
+    DEFAULT_MEMORY_BUDGET (an eighth of the physical memory, at least 128 MiB and at most
+    1 GiB) unless $PPTMC_MEMORY_BUDGET says otherwise (e.g. 256M); read at each call, so a
+    bad value is reported when a pass starts."""
+    raw = os.environ.get(BUDGET_ENV, "").strip()
+    return parse_budget(raw, f"${BUDGET_ENV}") if raw else DEFAULT_MEMORY_BUDGET
+
+
+def parse_budget(text: str, where: str) -> int:
+    """A byte count such as 268435456, 256M or 1G."""
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = text.strip().upper().removesuffix("B")
+    mult = scale.get(t[-1:], 1)
+    try:
+        value = int(float(t[:-1] if t[-1:] in scale else t) * mult)
+    except ValueError:
+        value = -1
+    if value < 1:
+        raise InputError(f"{where}={text!r}: expected a positive byte count such as 268435456, 256M or 1G")
+    return value
+
+
+DEFAULT_MEMORY_BUDGET = _physical_budget()  # bytes of waiting references, shared by all core counts of one pass
 _TURNS_PER_BATCH = 1 << 15
 _REFS_PER_BATCH = 1 << 18  # round-robin batches stay cache-sized: the layout writes each line p times
 _FRAME = struct.Struct("<QQ")  # references, compressed bytes
@@ -83,7 +123,8 @@ def _rounds(parts: list[np.ndarray], k: int) -> np.ndarray:
 class _Lane:
     """One core's FIFO of references: a deque of arrays, then (if spilled) a file of frames."""
 
-    def __init__(self, spill_dir: str | None) -> None:
+    def __init__(self, spill_dir: str | None, dtype: type = np.uint64) -> None:
+        self.dtype = np.dtype(dtype)
         self.mem: deque[np.ndarray] = deque()
         self.mem_items = 0
         self.closed = False
@@ -99,7 +140,7 @@ class _Lane:
 
     def push_disk(self, lines: np.ndarray) -> None:
         """Append a compressed frame at the end of the spill file."""
-        data = zstandard.ZstdCompressor(level=1).compress(np.ascontiguousarray(lines, dtype=np.uint64).tobytes())
+        data = zstandard.ZstdCompressor(level=1).compress(np.ascontiguousarray(lines, dtype=self.dtype).tobytes())
         try:
             if self._file is None:
                 self._file = tempfile.TemporaryFile(prefix="pptmc-lane-", dir=self._spill_dir)
@@ -117,10 +158,11 @@ class _Lane:
         while self.disk_items and self.mem_items < need:
             self._file.seek(self._read_at)
             n, size = _FRAME.unpack(self._file.read(_FRAME.size))
-            raw = zstandard.ZstdDecompressor().decompress(self._file.read(size), max_output_size=8 * n)
+            raw = zstandard.ZstdDecompressor().decompress(self._file.read(size),
+                                                          max_output_size=self.dtype.itemsize * n)
             self._read_at = self._file.tell()
             self.disk_items -= n
-            self.push_mem(np.frombuffer(raw, dtype=np.uint64))
+            self.push_mem(np.frombuffer(raw, dtype=self.dtype))
         if self._file is not None and not self.disk_items:
             self._file.close()
             self._file, self._read_at, self._write_at = None, 0, 0
@@ -150,13 +192,14 @@ class Interleaver:
     """Push-based Algorithm 2 over `n_cores` lanes; `drain()` yields Batches of the shared trace."""
 
     def __init__(self, n_cores: int, strategy: str = "rr", seed: int = 0, refs_per_turn: int = 1,
-                 memory_budget: int = DEFAULT_MEMORY_BUDGET, spill_dir: str | os.PathLike | None = None) -> None:
+                 memory_budget: int | None = None, spill_dir: str | os.PathLike | None = None) -> None:
         if strategy not in STRATEGIES:
             raise InputError(f"--interleave {strategy!r}: expected one of {', '.join(STRATEGIES)}")
         if refs_per_turn < 1:
             raise InputError(f"--refs-per-turn {refs_per_turn}: must be at least 1")
         self.lanes = [_Lane(None if spill_dir is None else os.fspath(spill_dir)) for _ in range(n_cores)]
-        self.strategy, self.k, self.budget = strategy, refs_per_turn, memory_budget
+        self.strategy, self.k = strategy, refs_per_turn
+        self.budget = default_memory_budget() if memory_budget is None else memory_budget
         self.active = list(range(n_cores))
         self.turn = 0  # round-robin: index into active of the core whose turn it is
         self.rng = np.random.default_rng(seed)
@@ -168,8 +211,8 @@ class Interleaver:
         lane = self.lanes[core]
         if lane.disk_items or (sum(ln.mem_items for ln in self.lanes) + len(lines)) * 8 > self.budget:
             lane.push_disk(lines)
-        else:  # own the memory: a view would pin its whole parent array (all cores' lines)
-            lane.push_mem(np.array(lines, dtype=np.uint64, copy=lines.base is not None))
+        else:  # a view pins its whole parent array (all cores' lines): copy unless it is most of it
+            lane.push_mem(np.array(lines, dtype=np.uint64, copy=_pins_much(lines)))
 
     def close(self, core: int) -> None:
         """No more references will come for this core."""
@@ -264,6 +307,46 @@ class Interleaver:
                 pieces.append((c, self.lanes[c].take(len(idx) * k)))
                 out[(idx[:, None] * k + ar).ravel()] = pieces[-1][1]
         return Batch(out, pieces, np.repeat(turns.astype(np.int64), k))
+
+
+class Lanes:
+    """Per-core FIFOs of values that travel beside an Interleaver's references (each access's
+    private distance, for coherence): pushed in the same per-core order, taken per Batch
+    piece. Beyond `memory_budget` bytes in memory, new values spill like the Interleaver's."""
+
+    def __init__(self, n_cores: int, dtype: type, memory_budget: int | None = None,
+                 spill_dir: str | os.PathLike | None = None) -> None:
+        self.lanes = [_Lane(None if spill_dir is None else os.fspath(spill_dir), dtype) for _ in range(n_cores)]
+        self.budget = default_memory_budget() if memory_budget is None else memory_budget
+        self.itemsize = np.dtype(dtype).itemsize
+
+    def push(self, core: int, values: np.ndarray) -> None:
+        """Append values of one core (never modified afterwards: the array is kept, not copied)."""
+        lane = self.lanes[core]
+        if lane.disk_items or (sum(ln.mem_items for ln in self.lanes) + len(values)) * self.itemsize > self.budget:
+            lane.push_disk(values)
+        else:
+            lane.push_mem(values)
+
+    def take(self, core: int, n: int) -> np.ndarray:
+        """The next n values of one core."""
+        lane = self.lanes[core]
+        lane.promote(n)
+        if lane.mem_items < n:
+            raise PptmcError(f"internal error: core {core} has {lane.mem_items} values for {n} interleaved "
+                             f"references; please report it with the trace")
+        return lane.take(n) if n else np.zeros(0, dtype=lane.dtype)
+
+
+def _pins_much(a: np.ndarray) -> bool:
+    """Whether to copy before keeping: a view of less than half of its parent array (keeping
+    it would hold more than twice its bytes), or of a buffer that is not an array. Views of
+    at least half are kept: with a static schedule most chunks belong to one or two cores,
+    and copying them all measured 2-4 % of a sweep."""
+    base = a.base
+    if base is None:
+        return False
+    return not isinstance(base, np.ndarray) or 2 * a.nbytes < base.nbytes
 
 
 def _single(lines: np.ndarray, core: int) -> Batch:

@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Iterator
 import numba
 import numpy as np
 
-from analysis.interleave import DEFAULT_MEMORY_BUDGET, Batch, Interleaver
+from analysis.interleave import Batch, Interleaver, default_memory_budget
 from instrument.trace_types import NO_LOOP, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_STATIC, TraceChunk, TraceInfo
 from pptmc.errors import InputError
 
@@ -280,8 +280,21 @@ class CoreMap:
         run_core = _run_cores(self.mode == "iteration", prep.starts, prep.key0, prep.key1, *self._tables())
         if self.cores == 1:  # one core: the sequential trace itself (core 0's offset is zero)
             return [prep.lines], run_core
+        whole = int(run_core[0]) if len(run_core) and (run_core == run_core[0]).all() else ALL_CORES
+        if whole != ALL_CORES:  # the chunk is one core's (static schedules, mostly): no scatter copy
+            return _one_core(prep, whole, self.cores, shift), run_core
         out, start = _scatter(prep.lines, prep.offmask, prep.starts, run_core, self.cores, shift)
         return [out[start[c]:start[c + 1]] for c in range(self.cores)], run_core
+
+
+def _one_core(prep: PreparedChunk, core: int, cores: int, shift: int) -> list[np.ndarray]:
+    """split_runs() of a chunk whose rows all run on `core`: its line ids (the prepared array
+    itself when no offset applies, never modified by the consumers), nothing for the others."""
+    lines = prep.lines
+    if core:
+        lines = lines + (prep.offmask & np.uint64(core << (OFFSET_BITS - shift)))
+    empty = lines[:0]
+    return [lines if c == core else empty for c in range(cores)]
 
 
 def guided_starts(n: int, p: int, chunk: int) -> np.ndarray:
@@ -340,7 +353,7 @@ class InterleaveSpec:
 
 
 def mimic(info: TraceInfo, chunks: Callable[[], Iterable[TraceChunk]], specs: list[InterleaveSpec], mode: str,
-          line_size: int = 64, paper_chunk: int = 0, memory_budget: int = DEFAULT_MEMORY_BUDGET,
+          line_size: int = 64, paper_chunk: int = 0, memory_budget: int | None = None,
           spill_dir: str | None = None) -> Iterator[tuple[int, Batch]]:
     """One pass over the trace: yield (spec index, Interleaver batch) of every shared trace, in order.
 
@@ -351,7 +364,8 @@ def mimic(info: TraceInfo, chunks: Callable[[], Iterable[TraceChunk]], specs: li
     resolved = resolve_mode(info, mode)
     shift = line_shift(line_size)
     maps = [CoreMap(info, s.cores, resolved, paper_chunk) for s in specs]
-    budget = memory_budget // max(len(specs), 1)
+    total = default_memory_budget() if memory_budget is None else memory_budget
+    budget = total // max(len(specs), 1)
     itls = [Interleaver(s.cores, s.strategy, s.seed, s.refs_per_turn, budget, spill_dir) for s in specs]
     for ch in chunks():
         if maps:

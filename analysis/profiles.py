@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 import pandas as pd
 
-from analysis.interleave import DEFAULT_MEMORY_BUDGET, Interleaver
+from analysis.interleave import Interleaver, Lanes, default_memory_budget
 from analysis.private_traces import (ALL_CORES, OFFSET_BITS, CoreMap, InterleaveSpec, PreparedChunk, line_shift,
                                      prepare_chunk, resolve_mode)
 from instrument.trace_types import TraceChunk, TraceInfo
@@ -187,15 +187,16 @@ def _profile_from_rows(g: pd.DataFrame | None, cold: int, total: int, coherence:
 def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int], mode: str = "auto",
                           interleave: str = "rr", seed: int = 0, refs_per_turn: int = 1,
                           line_size: int = 64, progress: bool = False, paper_chunk: int = 0,
-                          coherence: bool = True) -> ProfileSet:
-    """Profiles for each core count from a re-streamable chunk source, in one pass over it."""
+                          coherence: bool = True, jobs: int = 1) -> ProfileSet:
+    """Profiles for each core count from a re-streamable chunk source, in one pass over it
+    (or one pass per worker process with jobs > 1; same profiles)."""
     _check_cores(cores)
     resolved = resolve_mode(info, mode)
     ps = ProfileSet(line_size, resolved, interleave, seed, refs_per_turn, info.path, paper_chunk=paper_chunk,
                     trace_complete=info.complete, coherence=coherence)
     counts = sorted(set(int(c) for c in cores))
     results = profile_configs(info, chunks, counts, resolved, interleave, seed, refs_per_turn, line_size, progress,
-                              paper_chunk, coherence=coherence)
+                              paper_chunk, coherence=coherence, jobs=jobs)
     for p, (prd, crd) in zip(counts, results):
         ps.prd.update({(p, c): prof for c, prof in enumerate(prd)})
         ps.crd[p] = crd
@@ -204,17 +205,28 @@ def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int
 
 def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mode: str, interleave: str,
                     seed: int, refs_per_turn: int, line_size: int, progress: bool = False,
-                    paper_chunk: int = 0, memory_budget: int = DEFAULT_MEMORY_BUDGET,
-                    spill_dir: str | None = None, coherence: bool = True
+                    paper_chunk: int = 0, memory_budget: int | None = None,
+                    spill_dir: str | None = None, coherence: bool = True, jobs: int = 1
                     ) -> list[tuple[list[ReuseProfile], ReuseProfile]]:
     """Every core's PRD and the CRD for each core count; each count is an independent task
     (call with one count per worker to distribute), sharing one trace pass when run together.
+    jobs > 1: groups of counts (`job_groups`) run in that many processes, each reading the
+    trace through `chunks` itself; the results are the same as with jobs = 1.
 
     What does not depend on the core count (line ids, offset masks, the runs on which cores
     are decided) is computed once per chunk and shared by every task, and so are private
     traces that coincide (see `_Mirrors`; with coherence too, see CoreCountTask).
     coherence: count write-invalidate coherence misses in the PRDs of p > 1 (ANALYSIS.md).
     """
+    if jobs < 1:
+        raise InputError(f"--jobs {jobs}: give a positive number of worker processes")
+    if memory_budget is None:  # bytes of waiting references for the whole pass ($PPTMC_MEMORY_BUDGET)
+        memory_budget = default_memory_budget()
+    groups = job_groups(counts, jobs)
+    if len(groups) > 1:
+        return _run_groups(groups, counts, lambda group, budget, bar: profile_configs(
+            info, chunks, group, mode, interleave, seed, refs_per_turn, line_size, bar, paper_chunk, budget,
+            spill_dir, coherence), memory_budget, progress)
     resolved = resolve_mode(info, mode)
     shift = line_shift(line_size)
     n_shared = sum(1 for p in counts if p > 1)  # only interleaving tasks buffer references
@@ -246,6 +258,87 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
         bar.close()
     mirrors.finish()
     return [task.finish() for task in tasks]
+
+
+def job_groups(counts: list[int], jobs: int) -> list[list[int]]:
+    """Split the core counts into at most `jobs` runs of neighbouring counts (sorted), with the
+    largest estimated cost as small as possible.
+
+    Cost estimate: one trace's worth of engine work for p = 1, two for p > 1 (private
+    engines and the CRD). Neighbours stay together because p and 2p share engines
+    (`_Mirrors`), e.g. {1, 2, 4, 8, 16} on 2 jobs gives {1, 2, 4} and {8, 16}."""
+    order = sorted(counts)
+    cost = [1 if p == 1 else 2 for p in order]
+    n_groups = max(1, min(jobs, len(order)))
+    best: tuple[int, list[list[int]]] | None = None
+    for cuts in itertools.combinations(range(1, len(order)), n_groups - 1):
+        bounds = (0, *cuts, len(order))
+        worst = max(sum(cost[a:b]) for a, b in zip(bounds, bounds[1:]))
+        if best is None or worst < best[0]:
+            best = (worst, [order[a:b] for a, b in zip(bounds, bounds[1:])])
+    return best[1] if best else [order]
+
+
+def _run_groups(groups: list[list[int]], counts: list[int], run: Callable, memory_budget: int,
+                progress: bool) -> list[tuple[list[ReuseProfile], ReuseProfile]]:
+    """run(group, budget, progress) for every group: the first in this process, the others in
+    forked worker processes (each re-reads the trace), started first; results in `counts` order.
+
+    fork: the chunk factory (often a closure) reaches the workers without pickling. Where
+    fork is unavailable the groups run one after another here (same results)."""
+    import multiprocessing as mp
+
+    budget = memory_budget // len(groups)  # the processes run at the same time
+    if "fork" not in mp.get_all_start_methods():
+        done = {p: r for g in groups for p, r in zip(g, run(g, budget, progress))}
+        return [done[p] for p in counts]
+    ctx = mp.get_context("fork")
+    workers = []
+    for group in groups[1:]:
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_worker, args=(run, group, budget, send), daemon=True)
+        proc.start()
+        send.close()
+        workers.append((group, proc, recv))
+    try:
+        done = dict(zip(groups[0], run(groups[0], budget, progress)))
+        for group, proc, recv in workers:
+            ok, value = _receive(recv, proc)
+            if not ok:
+                raise value
+            done.update(zip(group, value))
+    finally:
+        for _, proc, recv in workers:
+            recv.close()
+            if proc.is_alive():
+                proc.terminate()
+            proc.join()
+    return [done[p] for p in counts]
+
+
+def _worker(run: Callable, group: list[int], budget: int, send) -> None:
+    """Body of a worker process: send (True, results) or (False, the exception)."""
+    try:
+        result: tuple[bool, object] = (True, run(group, budget, False))
+    except BaseException as exc:  # noqa: BLE001 - handed to the parent, which re-raises it
+        result = (False, exc if isinstance(exc, Exception) else PptmcError(f"worker stopped: {exc!r}"))
+    try:
+        try:
+            send.send(result)
+        except Exception as exc:  # noqa: BLE001 - e.g. an exception that does not pickle: send its text
+            send.send((False, PptmcError(f"profiling worker for cores {group}: {result[1]!r} ({exc})")))
+    finally:
+        send.close()
+
+
+def _receive(recv, proc) -> tuple[bool, object]:
+    """A worker's message, or an error naming how it ended when it died without one."""
+    try:
+        return recv.recv()
+    except EOFError:
+        proc.join()
+        return False, PptmcError(f"profiling worker process ended with exit code {proc.exitcode} before "
+                                 f"sending its profiles (out of memory?); rerun with --jobs 1")
 
 
 class _Mirrors:
@@ -330,15 +423,17 @@ class CoreCountTask:
 
     With coherence (p > 1) the private engines are still fed in each core's own order, as
     the chunks arrive (so `_Mirrors` can share them), and return every access's plain
-    distance. The distances travel through a second Interleaver with the same strategy,
-    seed and pushes as the line ids', so its batches are the same interleaving of them;
-    the Directory then finds the coherence misses in that order and their counts are moved
-    to the cold slot at the end (`ReuseEngine.reclassify`). That is exact: an invalidation
-    changes how an access is counted, never the stack state that later distances see.
+    distance (int32). The distances wait in per-core FIFOs (`Lanes`) beside the line ids in
+    the Interleaver; each Batch takes as many from each core as its piece holds, and the
+    Directory walks the Batch in order, reading a distance only for a stale access, to find
+    the coherence misses, whose counts are moved to the cold slot at the end
+    (`ReuseEngine.reclassify`). That is exact:
+    an invalidation changes how an access is counted, never the stack state that later
+    distances see.
     """
 
     def __init__(self, info: TraceInfo, spec: InterleaveSpec, mode: str, shift: int, paper_chunk: int = 0,
-                 memory_budget: int = DEFAULT_MEMORY_BUDGET, spill_dir: str | None = None,
+                 memory_budget: int | None = None, spill_dir: str | None = None,
                  coherence: bool = False) -> None:
         from analysis.coherence import Directory
         from analysis.reuse import ReuseEngine  # lazy: reuse imports ReuseProfile from this module
@@ -356,16 +451,19 @@ class CoreCountTask:
         self.private = [ReuseEngine() for _ in range(spec.cores)]
         # one core: the shared trace is the private one, so the CRD is the PRD
         self.shared = ReuseEngine() if spec.cores > 1 else None
-        budget = memory_budget // (2 if self.coherent else 1)  # line ids and distances wait alike
-        self.itl, self.ditl = (Interleaver(spec.cores, spec.strategy, spec.seed, spec.refs_per_turn, budget,
-                                           spill_dir) if wanted else None
-                               for wanted in (spec.cores > 1, self.coherent))
+        # line ids (8 B) and, with coherence, their distances (4 B) wait alike: split the budget 2:1
+        if memory_budget is None:
+            memory_budget = default_memory_budget()
+        budget = memory_budget * 2 // 3 if self.coherent else memory_budget
+        self.itl = Interleaver(spec.cores, spec.strategy, spec.seed, spec.refs_per_turn, budget,
+                               spill_dir) if spec.cores > 1 else None
+        self.dlanes = Lanes(spec.cores, np.int32, memory_budget - budget, spill_dir) if self.coherent else None
 
     def feed(self, parts: list[np.ndarray], skip: set[int] | frozenset[int] = frozenset(),
              lend: Callable[[int], np.ndarray] | None = None) -> None:
         """Add every core's part of one chunk (CoreMap.split); the engines of cores in skip are kept
         elsewhere, and lend(core) gives their distances for this chunk when they are needed. When
-        self.distances, the distances of the parts fed here are left in self.last_distances."""
+        self.distances, the distances (int32) of the parts fed here are left in self.last_distances."""
         from analysis.coherence import strip
 
         own: dict[int, np.ndarray] = {}
@@ -373,16 +471,15 @@ class CoreCountTask:
         for core, lines in enumerate(parts):
             if not len(lines):
                 continue
-            plain = strip(lines) if self.tagged else lines
-            if core not in skip:
+            if core not in skip:  # the engines ignore the store tag themselves
                 if self.distances:
-                    own[core] = self.private[core].feed_distances(plain)
+                    own[core] = self.private[core].feed_distances(lines, tagged=self.tagged, dtype=np.int32)
                 else:
-                    self.private[core].feed(plain)
+                    self.private[core].feed(lines, tagged=self.tagged)
             if self.itl is not None:
-                self.itl.push(core, plain if self.directory is None else lines)
-            if self.ditl is not None:
-                self.ditl.push(core, (own[core] if core not in skip else lend(core)).view(np.uint64))
+                self.itl.push(core, lines if self.directory is not None or not self.tagged else strip(lines))
+            if self.dlanes is not None:
+                self.dlanes.push(core, own[core] if core not in skip else lend(core))
         self._drain()
 
     def feed_chunk(self, prep: PreparedChunk) -> None:
@@ -397,20 +494,16 @@ class CoreCountTask:
             for batch in self.itl.drain():
                 self.shared.feed(batch.lines)
             return
-        # both generators must run to their end: each updates its interleaver's turn state after a yield
-        for batch, dbatch in itertools.zip_longest(self.itl.drain(), self.ditl.drain()):
-            if batch is None or dbatch is None or len(batch.lines) != len(dbatch.lines):
-                raise PptmcError("internal error: the distance interleaving diverged from the line "
-                                 "interleaving; please report it with the trace")
-            lines, _ = self.directory.walk(batch.lines, batch.core, dbatch.lines.view(np.int64))
-            self.shared.feed(lines)
+        for batch in self.itl.drain():
+            # the walk reads only the stale accesses' distances, by their index in their core's piece
+            dists = [self.dlanes.take(core, len(piece)) for core, piece in batch.pieces]
+            self.directory.walk_batch(batch.lines, batch.pieces, dists, batch.core_pattern)
+            self.shared.feed(batch.lines, tagged=True)
 
     def finish(self) -> tuple[list[ReuseProfile], ReuseProfile]:
         """Flush the interleaver; every core's PRD and the CRD."""
         if self.itl is not None:
-            for itl in (self.itl, self.ditl):
-                if itl is not None:
-                    itl.close_all()
+            self.itl.close_all()
             self._drain()
         if self.directory is not None:
             for core, engine in enumerate(self.private):
@@ -437,11 +530,11 @@ def _check_cores(cores: list[int]) -> None:
 def compute_profiles(trace_path: str | Path, cores: list[int], mode: str = "auto", interleave: str = "rr",
                      seed: int = 0, refs_per_turn: int = 1, line_size: int = 64,
                      progress: bool = False, max_rows: int = 1 << 20, paper_chunk: int = 0,
-                     coherence: bool = True) -> ProfileSet:
-    """Open a trace file and compute its ProfileSet."""
+                     coherence: bool = True, jobs: int = 1) -> ProfileSet:
+    """Open a trace file and compute its ProfileSet (jobs: worker processes, see profile_configs)."""
     info, factory = open_chunks(trace_path, max_rows)
     return compute_profiles_from(info, factory, cores, mode, interleave, seed, refs_per_turn, line_size, progress,
-                                 paper_chunk, coherence)
+                                 paper_chunk, coherence, jobs)
 
 
 def open_chunks(trace_path: str | Path, max_rows: int = 1 << 20) -> tuple[TraceInfo, ChunkFactory]:

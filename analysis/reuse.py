@@ -26,6 +26,8 @@ from analysis.profiles import ReuseProfile, histogram_bins
 from pptmc.errors import PptmcError
 
 EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)  # never a line id: line ids are addresses shifted right
+_ALL_BITS = np.uint64(0xFFFFFFFFFFFFFFFF)
+_UNTAGGED = np.uint64((1 << 63) - 1)  # clears analysis.coherence.STORE_TAG (bit 63)
 _MAX_LOAD = 0.7
 _MIN_TIME_AXIS = 1 << 16
 _MAX_TIME_AXIS = (1 << 31) - (1 << 27)  # times are int32; a multiple of every _axis_length step
@@ -94,8 +96,12 @@ def _hash_shift(mask):
 
 
 @numba.njit(cache=True, nogil=True)
-def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_out, limit, stale, use_stale):
+def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_out, limit, stale, use_stale,
+             line_mask):
     """Feed lines from state[3]; stop early when a table must grow. Returns the next index.
+
+    Each line id is read as lines[i] & line_mask (all ones, or without the store tag of
+    analysis/coherence.py, so tagged ids need no stripped copy).
 
     state = [now, live, n_keys, start, pending, coherence]; out receives distances (-1 cold)
     when want_out; limit is the most keys the hash table may hold. When use_stale, an access
@@ -132,7 +138,7 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
                 tree[k] += pending
                 k += k & (-k)
             pending = 0
-        line = lines[i]
+        line = lines[i] & line_mask
         slot = _home(line, hash_shift, mask)
         while keys[slot] != line and keys[slot] != full:
             slot = (slot + one) & mask
@@ -334,18 +340,24 @@ class ReuseEngine:
         _relabel(self._keys, self._times, keys, times, np.uint64(at_least), np.uint64(delta % (1 << 64)))
         self._keys, self._times = keys, times
 
-    def feed(self, lines: np.ndarray, stale: np.ndarray | None = None) -> None:
+    def feed(self, lines: np.ndarray, stale: np.ndarray | None = None, tagged: bool = False) -> None:
         """Add accesses (cache-line ids, program order) to the stream.
 
         stale (bool per access, optional): the line was invalidated in this core's copy since
-        its last access here, so a reuse is a coherence miss (infinite distance)."""
-        self._run(np.ascontiguousarray(lines, dtype=np.uint64), None, stale)
+        its last access here, so a reuse is a coherence miss (infinite distance).
+        tagged: the ids may carry analysis.coherence.STORE_TAG, which is ignored."""
+        self._run(np.ascontiguousarray(lines, dtype=np.uint64), None, stale, tagged)
 
-    def feed_distances(self, lines: np.ndarray, stale: np.ndarray | None = None) -> np.ndarray:
-        """Like feed, and also return each access's distance (-1 = cold or coherence miss)."""
+    def feed_distances(self, lines: np.ndarray, stale: np.ndarray | None = None, tagged: bool = False,
+                       dtype: type = np.int64) -> np.ndarray:
+        """Like feed, and also return each access's distance (-1 = cold or coherence miss).
+
+        dtype np.int32 halves what callers keep: distances are below the engine's 2^29 lines."""
         lines = np.ascontiguousarray(lines, dtype=np.uint64)
-        out = np.empty(lines.shape[0], dtype=np.int64)
-        self._run(lines, out, stale)
+        if np.dtype(dtype) not in (np.dtype(np.int64), np.dtype(np.int32)):
+            raise ValueError(f"dtype {dtype}: distances are returned as int64 or int32")
+        out = np.empty(lines.shape[0], dtype=dtype)
+        self._run(lines, out, stale, tagged)
         return out
 
     @property
@@ -362,7 +374,8 @@ class ReuseEngine:
         self._hist[N_BINS] += n
         self._state[5] += n
 
-    def _run(self, lines: np.ndarray, out: np.ndarray | None, stale: np.ndarray | None = None) -> None:
+    def _run(self, lines: np.ndarray, out: np.ndarray | None, stale: np.ndarray | None = None,
+             tagged: bool = False) -> None:
         """Drive the kernel, growing tables whenever it stops early."""
         want = out is not None
         buf = out if want else np.empty(0, dtype=np.int64)
@@ -372,7 +385,8 @@ class ReuseEngine:
         flags = np.ascontiguousarray(stale, dtype=np.bool_) if use_stale else _NO_FLAGS
         self._state[3] = 0
         while _process(lines, self._keys, self._times, self._bits, self._tree, self._state,
-                       buf, self._hist, self._hist_sum, want, self._key_limit(), flags, use_stale) < lines.shape[0]:
+                       buf, self._hist, self._hist_sum, want, self._key_limit(), flags, use_stale,
+                       _UNTAGGED if tagged else _ALL_BITS) < lines.shape[0]:
             if self._state[2] + 1 > self._key_limit():
                 self._grow_hash()
             if self._state[0] >= self._bits.shape[0] * 64:

@@ -284,3 +284,54 @@ def test_spilled_coherent_sweep_matches_in_memory(tmp_path, interleave):
     assert sum(prof.coherence for prd, _ in big for prof in prd) > 0
     for (prd_a, crd_a), (prd_b, crd_b) in zip(small, big):
         assert same(crd_a, crd_b) and all(same(a, b) and a.coherence == b.coherence for a, b in zip(prd_a, prd_b))
+
+
+@pytest.mark.parametrize("interleave,k", [("rr", 1), ("rr", 3), ("random", 2)])
+def test_jobs_give_the_plain_path_profiles(interleave, k):
+    """Core counts split over worker processes (jobs > 1) give the plain path's profiles,
+    bit-identical to one process, coherence misses included."""
+    info, ch = random_trace(21, 40, True, SCHED_STATIC)
+    cores = [1, 2, 3, 4, 8, 16]
+    one = compute_profiles_from(info, chunker(ch, 37), cores, "iteration", interleave, seed=13, refs_per_turn=k)
+    for jobs in (2, 3, 7):
+        ps = compute_profiles_from(info, chunker(ch, 37), cores, "iteration", interleave, seed=13,
+                                   refs_per_turn=k, jobs=jobs)
+        assert all(x.equals(y) for x, y in zip(ps.tables(), one.tables())) and ps.metadata() == one.metadata()
+    for p in (3, 16):
+        want = plain_coherent_profiles(info, ch, p, "iteration", interleave, 13, k)
+        assert all(same(ps.prd[(p, c)], want[c]) and ps.prd[(p, c)].coherence == want[c].coherence
+                   for c in range(p))
+
+
+def test_walk_batch_matches_walk_of_the_laid_out_trace():
+    """Directory.walk_batch (as the sweep calls it: a Batch and per-piece distances) against
+    walk() with the distances laid out in interleaved order, on rr and random batches with
+    many stores, coherence misses at exact and inexact distances, and table growth in
+    mid-batch."""
+    from analysis.interleave import Interleaver
+
+    rng = np.random.default_rng(4)
+    p = 5
+    private = [tag_stores(rng.integers(0, 3000, 4000).astype(np.uint64), rng.random(4000) < 0.3)
+               for _ in range(p)]
+    dists = [rng.integers(-1, 9000, 4000).astype(np.int32) for _ in range(p)]
+    for strategy, k in (("rr", 1), ("rr", 4), ("random", 3)):
+        itl = Interleaver(p, strategy, seed=2, refs_per_turn=k)
+        for c in range(p):  # unequal lengths: rounds of all cores, then of fewer cores, then single turns
+            itl.push(c, private[c][:3000 + 250 * c])
+            itl.close(c)
+        fast, slow = Directory(p, initial_lines=16), Directory(p, initial_lines=16)
+        used = [0] * p
+        for b in itl.drain():
+            ds = []
+            for c, piece in b.pieces:
+                ds.append(dists[c][used[c]:used[c] + len(piece)])
+                used[c] += len(piece)
+            fast.walk_batch(b.lines, b.pieces, ds, b.core_pattern)
+            d_laid = np.empty(len(b.lines), dtype=np.int64)
+            for (c, piece), d in zip(b.pieces, ds):
+                d_laid[b.core == c] = d
+            slow.walk(b.lines, b.core, d_laid)
+        assert used == [3000 + 250 * c for c in range(p)]
+        assert fast.moved.tolist() == slow.moved.tolist() and fast.moved_sum.tolist() == slow.moved_sum.tolist()
+        assert fast.moved.sum() > 0 and fast.moved_sum.sum() > 0

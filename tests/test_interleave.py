@@ -110,3 +110,42 @@ def test_spilling_lanes_to_disk_changes_nothing(strategy, tmp_path):
     assert spilled > 0 and itl.finished
     assert np.concatenate([g.lines for g in got]).tolist() == expect[0].tolist()
     assert np.concatenate([g.core for g in got]).tolist() == expect[1].tolist()
+
+
+def test_lanes_follow_the_pushes_in_memory_and_spilled(tmp_path):
+    """Lanes (values beside the interleaved references) give back each core's values in push order."""
+    from analysis.interleave import Lanes
+
+    rng = np.random.default_rng(0)
+    pushes = [(int(rng.integers(0, 3)), rng.integers(-1, 1 << 20, int(rng.integers(1, 50))).astype(np.int32))
+              for _ in range(60)]
+    want = {c: np.concatenate([v for cc, v in pushes if cc == c]).tolist() for c in range(3)}
+    for budget in (1 << 20, 64):
+        lanes = Lanes(3, np.int32, budget, tmp_path)
+        for c, v in pushes:
+            lanes.push(c, v)
+        spilled = sum(ln.disk_items for ln in lanes.lanes)
+        assert (spilled > 0) == (budget == 64)
+        got = {c: [] for c in range(3)}
+        for c in (0, 1, 2, 1, 0, 2):
+            n = len(want[c]) // 2 if not got[c] else len(want[c]) - len(got[c])
+            got[c] += lanes.take(c, n).tolist()
+        assert got == want
+        assert lanes.take(0, 0).tolist() == []
+
+
+def test_memory_budget_default_and_override(monkeypatch):
+    from analysis.interleave import BUDGET_ENV, default_memory_budget, parse_budget
+
+    assert parse_budget("256M", "x") == 256 << 20 and parse_budget("1g", "x") == 1 << 30
+    assert parse_budget("4096", "x") == 4096 and parse_budget("2KB", "x") == 2048
+    for bad in ("", "-1", "lots", "0"):
+        with pytest.raises(InputError, match="positive byte count"):
+            parse_budget(bad, "x")
+    monkeypatch.setenv(BUDGET_ENV, "300M")
+    assert default_memory_budget() == 300 << 20 and Interleaver(2).budget == 300 << 20
+    monkeypatch.setenv(BUDGET_ENV, "plenty")
+    with pytest.raises(InputError, match="PPTMC_MEMORY_BUDGET"):
+        Interleaver(2)
+    monkeypatch.delenv(BUDGET_ENV)
+    assert 128 << 20 <= default_memory_budget() <= 1 << 30

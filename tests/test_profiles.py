@@ -210,3 +210,38 @@ def test_sweep_without_coherence_ignores_stores_and_matches_straightforward_path
         assert same(ps.crd[p], ref[p][1])
     on = compute_profiles_from(info, chunker(ch, 37), cores, mode, interleave, seed=3, refs_per_turn=k)
     assert all(same(on.crd[p], ps.crd[p]) for p in cores)  # the shared cache is not affected
+
+
+def test_job_groups_keep_neighbours_and_balance():
+    from analysis.profiles import job_groups
+
+    assert job_groups([16, 1, 4, 2, 8], 2) == [[1, 2, 4], [8, 16]]  # costs 5 and 4 (hand-computed)
+    assert job_groups([1, 2, 4, 8, 16], 3) == [[1], [2, 4], [8, 16]]
+    assert job_groups([1, 2, 4, 8, 16], 1) == [[1, 2, 4, 8, 16]]
+    assert job_groups([2, 4], 9) == [[2], [4]] and job_groups([3], 4) == [[3]]
+
+
+def test_jobs_errors_reach_the_caller(trace):
+    """A failing worker's error is raised in the parent; jobs < 1 is rejected."""
+    from analysis.profiles import profile_configs
+
+    info, ch = trace
+    with pytest.raises(InputError, match="--jobs 0"):
+        compute_profiles_from(info, chunker(ch, 13), [1, 2], jobs=0)
+
+    def broken():
+        raise InputError("chunks: cannot read")
+
+    with pytest.raises(InputError, match="cannot read"):
+        profile_configs(info, broken, [1, 2, 4], "iteration", "rr", 0, 1, 64, jobs=2)
+
+
+def test_cli_jobs_same_profiles(trace, tmp_path, monkeypatch):
+    info, ch = trace
+    path = tmp_path / "prog.trace"
+    path.write_bytes(b"fake")
+    monkeypatch.setattr(instrument, "open_trace", lambda p: FakeReader(info, ch), raising=False)
+    for jobs in ("1", "2"):
+        assert run(["profile", str(path), "--cores", "1,2,4,8", "--jobs", jobs, "-o", str(tmp_path / jobs)]) == 0
+    a, b = ProfileSet.load(tmp_path / "1"), ProfileSet.load(tmp_path / "2")
+    assert all(x.equals(y) for x, y in zip(a.tables(), b.tables()))

@@ -169,3 +169,22 @@ def test_copy_and_relabel_continue_exactly():
     relabelled = np.where(first >= high, first + np.uint64(2) * high, first)
     assert twin.feed_distances(later).tolist() == lru_stack_distances(np.concatenate([relabelled, later]))[2000:]
     assert engine.feed_distances(later).tolist() == lru_stack_distances(np.concatenate([first, later]))[2000:]
+
+
+def test_tagged_ids_and_int32_distances():
+    """feed(tagged=True) ignores the store tag; int32 distances equal the int64 ones."""
+    from analysis.coherence import tag_stores
+
+    rng = np.random.default_rng(3)
+    lines = rng.integers(0, 500, 5000).astype(np.uint64)
+    tagged = tag_stores(lines, rng.random(5000) < 0.5)
+    want = brute_distances(lines)
+    got = ReuseEngine().feed_distances(tagged, tagged=True, dtype=np.int32)
+    assert got.dtype == np.int32 and got.tolist() == want
+    a, b = ReuseEngine(), ReuseEngine()
+    a.feed(tagged, tagged=True)
+    b.feed(lines)
+    pa, pb = a.histogram(), b.histogram()
+    assert (pa.count.tolist(), pa.cold, pa.dist_sum.tolist()) == (pb.count.tolist(), pb.cold, pb.dist_sum.tolist())
+    with pytest.raises(ValueError, match="int64 or int32"):
+        ReuseEngine().feed_distances(lines, dtype=np.float32)
