@@ -34,13 +34,19 @@ def register(subparsers) -> None:
     p.add_argument("--sample-rate", type=float, default=None, metavar="R",
                    help="estimate every profile from a sample of about R of each stream (e.g. 0.01); "
                         "default: exact profiles")
-    p.add_argument("--sample-method", choices=STREAM_METHODS, default="window",
-                   help="window: exact time windows for short reuses + SHARDS for long ones (default); "
-                        "spatial: SHARDS only; exact: no sampling")
+    p.add_argument("--sample-method", choices=("source",) + STREAM_METHODS, default="source",
+                   help="source (default): sample the sequential trace's lines before mimicking and "
+                        "interleaving (windows for short private reuses + SHARDS; --interleave random falls "
+                        "back to window); window / spatial / exact: build every stream in full and sample it "
+                        "(exact time windows + SHARDS, SHARDS only, no sampling)")
     p.add_argument("--sample-window", type=int, default=STREAM_WINDOW, metavar="G",
-                   help=f"window method: reuses at most G accesses apart are measured exactly (default {STREAM_WINDOW})")
+                   help=f"source and window methods: reuses at most G accesses apart are measured exactly "
+                        f"(default {STREAM_WINDOW})")
     p.add_argument("--window-length", type=int, default=DEFAULT_WINDOW_LENGTH, metavar="L",
-                   help=f"window method: accesses per sampled window (default {DEFAULT_WINDOW_LENGTH})")
+                   help=f"source and window methods: accesses per sampled window (default {DEFAULT_WINDOW_LENGTH})")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="worker processes for groups of core counts (default 1); each re-reads the trace, "
+                        "same profiles, more CPU time in total but less wall time")
     p.add_argument("-o", "--output", required=True, help="output directory")
     p.add_argument("--json", action="store_true", help="print a machine-readable summary")
     p.set_defaults(run=run_profile)
@@ -74,7 +80,7 @@ def run_profile(args: argparse.Namespace) -> int:
     if args.sample_rate is None:
         ps = compute_profiles(args.trace, cores, args.mode, args.interleave, args.seed,
                               args.refs_per_turn, args.line_size, progress=True, paper_chunk=args.paper_chunk,
-                              coherence=args.coherence)
+                              coherence=args.coherence, jobs=args.jobs)
         extra: dict = {}
     else:
         ps, extra = _sampled(args, cores)
@@ -96,6 +102,15 @@ def _sampled(args: argparse.Namespace, cores: list[int]):
     """The sampled ProfileSet and its metadata label."""
     from analysis.sampling import StreamSampling, sampled_profiles
 
+    if args.sample_method == "source":
+        from analysis.source_sampling import SourceSampling, sampled_profile_set
+
+        ps, meta = sampled_profile_set(args.trace, cores,
+                                       SourceSampling(args.sample_rate, args.seed, window=args.sample_window,
+                                                      length=args.window_length),
+                                       args.mode, args.interleave, args.seed, args.refs_per_turn, args.line_size,
+                                       args.paper_chunk, args.coherence)
+        return ps, {"sampling": meta}
     sampling = StreamSampling(args.sample_rate, args.sample_method, args.seed, args.sample_window,
                               args.window_length)
     ps = sampled_profiles(args.trace, cores, sampling, args.mode, args.interleave, args.seed, args.refs_per_turn,

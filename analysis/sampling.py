@@ -25,13 +25,17 @@ benchmarks/bench_sampling.py):
 * ``exact``: every access with its exact distance (rate and window ignored), for small traces
   and as the reference.
 
-`pptmc profile --sample-rate R` samples differently (StreamSampler, end of this module): the
-model's streams are the mimicked per-core private traces and the interleaved shared traces,
-which carry no block ids, and they are not sub-samples of the sequential trace. Each of them is
-built in full exactly as for the exact profiles and fed to its own seeded sampler (same seed
-for all, so all streams sample the same SHARDS lines and window offsets). Sampling saves only
-the reuse-engine share of `pptmc profile`; decoding, mimicking and interleaving still touch
-every access (benchmarks/bench_sampling.py measures both).
+`pptmc profile --sample-rate R` estimates the model's streams (the mimicked per-core private
+traces and the interleaved shared traces), which carry no block ids. By default
+(`--sample-method source`, analysis/source_sampling.py) it samples the sequential trace before
+the mimicking and interleaving: SHARDS lines and time windows of each stream are picked from the
+decoded rows, so only a few percent of the accesses go further. The stream sampler
+(StreamSampler, end of this module; `--sample-method window|spatial|exact`, and the fallback for
+`--interleave random`) builds each stream in full exactly as for the exact profiles and feeds it
+to its own seeded sampler (same seed for all, so all streams sample the same SHARDS lines and
+window offsets); it saves only the reuse-engine share of `pptmc profile`, since decoding,
+mimicking and interleaving still touch every access, and it does not model coherence
+(benchmarks/bench_sampling.py measures both samplers).
 
 Distances are at cache-line granularity (addr // line_size). Per-block conditional profiles
 are mixed with weights N_i * m_i / sum_j N_j * m_j where N_i is the block count and m_i its

@@ -12,6 +12,14 @@ pass alone is reported as the ceiling of any sampler that must look at every acc
 exclude trace generation; both sides stream the same 1M-row chunks; each is the best of 3 runs.
 `pptmc profile` end to end (decode, mimic, interleave, engines) is timed on a real trace.
 
+Source sampling (the default of `pptmc profile --sample-rate` since issue #6, analysis/source_sampling.py;
+rows "1% source ..."): the exact profiles and the 1% source-sampled ones for cores 1,2,4,8,16, CPU time of
+this process (best of 3), on the synthetic trace (in memory, paper mode) and on jacobi-2d MEDIUM (traced
+here; end to end, decode included on both sides), with the worst hit-rate error over L1, L2, L3, every core
+count and 3 seeds; plus the fused source pass alone and the decode alone as ceilings on the speed-up. The
+older rows named "stream window (pptmc profile --sample-rate)" measure the stream sampler, now
+`--sample-method window`.
+
 Input scaling (AMM Sec. 4.2): the matmul n=25 trace re-weighted with the n=200 block counts,
 and SMALL -> MEDIUM for a few built-in benchmarks with counts solved from a MEDIUM counting run.
 """
@@ -159,6 +167,9 @@ def _warm_up() -> None:
     for method in ("instance", "spatial", "hybrid"):
         sampled_run(info, chunks, method, 0.5, 64)
     stream_run(chunks, "window", 0.5, 0)
+    from analysis.source_sampling import SourceSampling, source_profiles
+
+    source_profiles(info, iter(chunks), [1, 2], SourceSampling(0.5, 0), "paper")
 
 
 def _best_of(fn, repeats: int = REPEATS):
@@ -224,7 +235,144 @@ def run() -> list[dict]:
         est = hit_rates(prof)
         label = f"per-block {method}" + (f" W={window}" if window else "")
         rows += _error_rows(label, t_exact, t, [max(abs(est[k] - ref[k]) for k in ref)], est)
+    rows += source_rows(info, chunks)
     return rows + scaling_rows() + polybench_scaling_rows()
+
+
+# ------------------------------------------------------------------ source sampling (`pptmc profile --sample-rate`)
+
+CORES = (1, 2, 4, 8, 16)
+SEEDS = (1, 2, 3)
+SOURCE_BENCHMARK = ("jacobi-2d", "MEDIUM")
+
+
+def _cpu_best(fn, repeats: int = REPEATS):
+    """(best CPU time of this process, the last result): the machine is shared, so wall time is not used."""
+    best, out = float("inf"), None
+    for _ in range(repeats):
+        start = time.process_time()
+        out = fn()
+        best = min(best, time.process_time() - start)
+    return best, out
+
+
+def level_rates(ps) -> dict[tuple[int, str], float]:
+    """SDCM hit rate of each benchmark level per core count: private levels over every core's PRD, L3 the CRD."""
+    from analysis.sdcm import expected_hits
+
+    out = {}
+    for p in ps.cores:
+        for name, size, assoc in LEVELS:
+            parts = [ps.crd[p]] if name == "L3" else [ps.prd[(p, c)] for c in range(p)]
+            out[(p, name)] = sum(expected_hits(x, assoc, size // LINE) for x in parts) / sum(x.total for x in parts)
+    return out
+
+
+def _profile_set(info, results, cores):
+    """A ProfileSet from source_profiles' per-core-count results."""
+    from analysis.profiles import ProfileSet
+
+    ps = ProfileSet(LINE, "paper", "rr", 0, 1, info.path)
+    for p, (prd, crd) in zip(cores, results):
+        ps.prd.update({(p, c): x for c, x in enumerate(prd)})
+        ps.crd[p] = crd
+    return ps
+
+
+def _source_result_rows(label: str, t_exact: float, t_sampled: float, errs: dict[int, dict]) -> list[dict]:
+    """Speed-up and worst error (every level, every core count, every seed) of one trace."""
+    worst = max(abs(e) for per_seed in errs.values() for e in per_seed.values())
+    where = max(((s, k) for s, per in errs.items() for k in per), key=lambda sk: abs(errs[sk[0]][sk[1]]))
+    cores = ",".join(map(str, CORES))
+    return [{"benchmark": "sampling", "metric": f"1% source {label}: exact profile CPU time (cores {cores})",
+             "value": round(t_exact, 3), "unit": "s", "target": "", "ok": True},
+            {"benchmark": "sampling", "metric": f"1% source {label}: sampled profile CPU time",
+             "value": round(t_sampled, 3), "unit": "s", "target": "", "ok": True},
+            {"benchmark": "sampling", "metric": f"1% source {label}: speed-up (cores {cores})",
+             "value": round(t_exact / t_sampled, 1), "unit": "x", "target": ">= 20", "ok": t_exact / t_sampled >= 20},
+            {"benchmark": "sampling", "metric": f"1% source {label}: max hit-rate error, L1/L2/L3 x cores {cores} x "
+             f"{len(errs)} seeds (worst: seed {where[0]}, {where[1][1]} at {where[1][0]} cores)",
+             "value": round(100 * worst, 2), "unit": "pp", "target": "<= 1", "ok": worst <= 0.01}]
+
+
+def source_synthetic_rows(info: TraceInfo, chunks: list[TraceChunk]) -> list[dict]:
+    """`pptmc profile` exact vs 1% source-sampled profiles of the synthetic trace (paper mode: no loop markers),
+    every core count, CPU time best of 3; errors over 3 seeds. No decode: the chunks are in memory."""
+    from analysis.profiles import compute_profiles_from
+    from analysis.source_sampling import SourceSampling, source_profiles
+
+    factory = lambda: iter(chunks)  # noqa: E731
+    t_exact, exact = _cpu_best(lambda: compute_profiles_from(info, factory, list(CORES), "paper"))
+    ref = level_rates(exact)
+    errs, t_sampled = {}, float("inf")
+    for seed in SEEDS:
+        t, res = _cpu_best(lambda: source_profiles(info, factory(), list(CORES), SourceSampling(0.01, seed), "paper"),
+                           REPEATS if seed == SEEDS[0] else 1)
+        t_sampled = min(t_sampled, t)
+        est = level_rates(_profile_set(info, res, CORES))
+        errs[seed] = {k: est[k] - ref[k] for k in ref}
+    rows = _source_result_rows(f"synthetic ({exact.prd[(1, 0)].total / 1e6:.1f}M refs)", t_exact, t_sampled, errs)
+    t_pass, _ = _cpu_best(lambda: source_pass_time(chunks))
+    return rows + [{"benchmark": "sampling", "metric": "1% source synthetic: fused pass alone (line, hash, keep, "
+                    "runs): ceiling on the speed-up", "value": round(t_exact / t_pass, 1), "unit": "x", "target": "",
+                    "ok": True}]
+
+
+def source_pass_time(chunks: list[TraceChunk]) -> None:
+    """The one pass of source sampling over every row (analysis.source_sampling._pick_rows)."""
+    from analysis.source_sampling import _pick_rows
+
+    sel = np.empty(CHUNK_ROWS + 1, np.int64)
+    starts = np.empty(CHUNK_ROWS + 1, np.int64)
+    for c in chunks:
+        _pick_rows(c.addr, c.block, c.block_instance, np.uint64(6), np.uint64(12345), np.uint64(1 << 25), sel, starts)
+
+
+def source_trace_rows(trace, label: str) -> list[dict]:
+    """`pptmc profile TRACE --cores 1,2,4,8,16` exact vs `--sample-rate 0.01` (source) end to end on a real
+    trace (decode included on both sides, CPU time best of 3), errors over 3 seeds, and the decode's share."""
+    from analysis.profiles import compute_profiles, open_chunks
+    from analysis.source_sampling import SourceSampling, sampled_profile_set
+
+    info, chunks = open_chunks(trace)
+    t_decode, _ = _cpu_best(lambda: sum(len(c) for c in chunks()))
+    t_exact, exact = _cpu_best(lambda: compute_profiles(str(trace), list(CORES)))
+    ref = level_rates(exact)
+    errs, t_sampled = {}, float("inf")
+    for seed in SEEDS:
+        t, (ps, _) = _cpu_best(lambda: sampled_profile_set(str(trace), list(CORES), SourceSampling(0.01, seed)),
+                               REPEATS if seed == SEEDS[0] else 1)
+        t_sampled = min(t_sampled, t)
+        est = level_rates(ps)
+        errs[seed] = {k: est[k] - ref[k] for k in ref}
+    what = f"{label} ({info.n_accesses / 1e6:.1f}M refs, end to end)"
+    return _source_result_rows(what, t_exact, t_sampled, errs) + [
+        {"benchmark": "sampling", "metric": f"1% source {label}: trace decode alone (CPU time)",
+         "value": round(t_decode, 3), "unit": "s", "target": "", "ok": True},
+        {"benchmark": "sampling", "metric": f"1% source {label}: decode alone, ceiling on the end-to-end speed-up",
+         "value": round(t_exact / t_decode, 1), "unit": "x", "target": "", "ok": True},
+        {"benchmark": "sampling", "metric": f"1% source {label}: speed-up after the decode (exact - decode) / "
+         "(sampled - decode)", "value": round((t_exact - t_decode) / max(t_sampled - t_decode, 1e-9), 1),
+         "unit": "x", "target": "", "ok": True}]
+
+
+def source_rows(info: TraceInfo, chunks: list[TraceChunk], workdir=None) -> list[dict]:
+    """Source sampling on the synthetic trace and on a real benchmark trace (built and traced here)."""
+    import tempfile
+    from pathlib import Path
+
+    import instrument
+    from pptmc.io import stdout_to_file
+
+    rows = source_synthetic_rows(info, chunks)
+    name, size = SOURCE_BENCHMARK
+    with tempfile.TemporaryDirectory(prefix="pptmc-bench-source-") as tmp:
+        root = Path(workdir) if workdir else Path(tmp)
+        with stdout_to_file(root / f"{name}.program.out"):
+            bench, d = build_benchmark(name, size, root)
+            instrument.run_trace(d / "trace.inst", bench.args, d / "t.trace")
+        rows += source_trace_rows(d / "t.trace", f"{name} {size}")
+    return rows
 
 
 
@@ -292,6 +440,7 @@ def profile_command_rows(trace, label: str, cores=(1, 2, 4, 8)) -> list[dict]:
     from analysis.private_traces import InterleaveSpec, mimic, resolve_mode
     from analysis.profiles import compute_profiles, open_chunks
     from analysis.sampling import StreamSampling, sampled_profiles
+    from analysis.source_sampling import SourceSampling, sampled_profile_set
 
     info, chunks = open_chunks(trace)
 
@@ -308,11 +457,13 @@ def profile_command_rows(trace, label: str, cores=(1, 2, 4, 8)) -> list[dict]:
     t_decode, _ = _best_of(lambda: timed(lambda: [None for _ in chunks()]))
     t_mimic, _ = _best_of(lambda: timed(streams_only))
     t_exact, _ = _best_of(lambda: timed(lambda: compute_profiles(trace, list(cores))))
-    t_sampled, _ = _best_of(lambda: timed(lambda: sampled_profiles(str(trace), list(cores), StreamSampling(0.01))))
+    t_stream, _ = _best_of(lambda: timed(lambda: sampled_profiles(str(trace), list(cores), StreamSampling(0.01))))
+    t_sampled, _ = _best_of(lambda: timed(lambda: sampled_profile_set(str(trace), list(cores), SourceSampling(0.01))))
     what = f"pptmc profile {label} ({info.n_accesses / 1e6:.1f}M refs, cores {','.join(map(str, cores))})"
     return [{"benchmark": "sampling", "metric": f"{what}: {k}", "value": round(v, 3), "unit": "s", "target": "",
              "ok": True} for k, v in (("decode only", t_decode), ("decode + mimic + interleave", t_mimic),
-                                      ("exact", t_exact), ("1% sampled", t_sampled))] + [
+                                      ("exact", t_exact), ("1% sampled", t_sampled),
+                                      ("1% sampled, stream window (--sample-method window)", t_stream))] + [
         {"benchmark": "sampling", "metric": f"{what}: 1% sampled speed-up end to end", "value":
          round(t_exact / t_sampled, 2), "unit": "x", "target": "", "ok": True}]
 

@@ -306,7 +306,8 @@ def _dir_tables(d):
 
 
 def test_profile_full_sample_equals_exact_profile_set(tmp_path, fake_trace_files):
-    """`pptmc profile --sample-rate 1` writes the same PRDs and CRDs as the exact command, labelled as sampled."""
+    """`pptmc profile --sample-rate 1 --sample-method window` (the stream sampler) writes the same PRDs and CRDs
+    as the exact command, labelled as sampled (the default source method: tests/test_source_sampling.py)."""
     import json
 
     from analysis.profiles import ProfileSet
@@ -317,8 +318,8 @@ def test_profile_full_sample_equals_exact_profile_set(tmp_path, fake_trace_files
     fake_trace_files[str(trace)] = _two_loop_trace()
     common = ["profile", str(trace), "--cores", "1,2,4", "--mode", "paper"]
     assert cli.run([*common, "-o", str(tmp_path / "exact")]) == 0
-    assert cli.run([*common, "--sample-rate", "1", "--sample-window", "50", "--window-length", "30",
-                    "-o", str(tmp_path / "full")]) == 0
+    assert cli.run([*common, "--sample-rate", "1", "--sample-method", "window", "--sample-window", "50",
+                    "--window-length", "30", "-o", str(tmp_path / "full")]) == 0
     for a, b in zip(_dir_tables(tmp_path / "exact"), _dir_tables(tmp_path / "full")):
         assert a.equals(b)
     meta = json.loads((tmp_path / "full" / "profiles.json").read_text())

@@ -1,0 +1,809 @@
+"""Sampled PRD/CRD profiles that sample the sequential trace at its source (`pptmc profile --sample-rate`).
+
+The mimicked private traces and the interleaved shared traces are made of the sequential trace's
+accesses (with a per-core offset on private data), so both samples the estimate needs can be
+taken from the sequential trace, right after decoding and before Algorithm 1 (private traces)
+and Algorithm 2 (interleaving). One fused pass over the decoded rows computes each row's line,
+its seeded hash and keep flag, and the runs of rows sharing a loop iteration (iteration mode) or
+block instance (paper mode); everything after it touches a few percent of the accesses:
+
+* cores are decided per run on the full trace, by the same CoreMap as the exact profiles, and a
+  running count per core gives every access its position in its core's private trace;
+* SHARDS (Waldspurger et al., FAST'15): the accesses of the lines whose hash (of the line before
+  the offset) is below the rate. In every private and shared trace these are exactly that
+  trace's accesses to the sampled lines, in order. Private traces: each core's sampled accesses
+  in row order. Shared trace: round-robin interleaving with k references per turn puts private
+  position i of core c before (i', c') iff (i // k, c, i) < (i' // k, c', i'), whatever the
+  traces' lengths (core c's j-th turn is in the j-th cycle: every active core takes one turn per
+  cycle), so the sampled accesses are merged by that key, streaming: an access is released once
+  every core's running count has passed it (the buffer holds about `rate` of what waits in the
+  exact interleaver). Write-invalidate coherence works line by line, so the Directory walk over
+  the merged sampled stream finds exactly the coherence misses of the sampled lines;
+* time windows (the stream sampler's `window` method, analysis/sampling.py): SHARDS alone is
+  coarse for small caches (a 1% sample of a 512-line L1 sees distances of about 5 lines) and
+  gives a few hot lines a coin-toss weight, so short reuses are measured exactly in windows of
+  `length` accesses, one every length / rate, each with `window` accesses of lookback. A private
+  window is a range of private positions, found per run by arithmetic (independently seeded
+  offsets per core, so that symmetric cores do not err alike). A shared window is the same
+  turn-aligned range of private positions in every core (about (window + length) / p each),
+  which is one contiguous run of the round-robin shared trace; its reuses are timed in turns.
+  A reuse at most `window` positions (turns) back is near and keeps its exact in-window
+  distance; the others (and cold accesses) take the distribution of the SHARDS distances of
+  accesses with such gaps (distances / rate). Counts are scaled to each stream's exact length.
+  In the private estimates, the share of near reuses that are coherence misses is taken from
+  the SHARDS sample (the windows' lines are not all tracked by the Directory).
+
+At rate 1 no window is used and the result equals the exact ProfileSet bit for bit
+(tests/test_source_sampling.py). Without windows (window=0) each histogram is the scaled
+SHARDS one (`scale_profile`); `adjust` is SHARDS-adj: the gap between the expected (rate *
+total) and the drawn sample size goes to distance 0 first (it comes mostly from hot lines drawn
+more or less often than their share, whose reuses are short).
+
+`--interleave random` cannot be merged by a key (the turn order depends on the draws and on
+when cores run out), so `sampled_profile_set` falls back to the stream sampler (analysis/
+sampling.py StreamSampler, method ``window``, on fully built streams, without coherence) and
+records that in the metadata.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Iterable
+
+import numba
+import numpy as np
+
+from analysis.private_traces import ALL_CORES, OFFSET_BITS, CoreMap, line_shift, resolve_mode
+from instrument.trace_types import TraceChunk, TraceInfo
+from pptmc.errors import InputError
+
+_HASH_SCALE = 1 << 32  # the same salted 32-bit line hash as analysis.sampling (_hash_mask)
+
+
+@dataclass(frozen=True)
+class SourceSampling:
+    """How `pptmc profile --sample-rate` samples at the source; saved in the profile metadata."""
+
+    rate: float
+    seed: int = 0
+    adjust: bool = True  # SHARDS-adj: the sample-size gap goes to distance 0
+    window: int = 1 << 10  # reuses at most this many accesses apart are measured in windows (0: SHARDS only)
+    length: int = 1 << 9   # accesses per window
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.rate <= 1.0:
+            raise InputError(f"--sample-rate must be in (0, 1], got {self.rate}; e.g. 0.01 for 1%")
+        if self.seed < 0:
+            raise InputError(f"--seed must be >= 0, got {self.seed}")
+        if self.window < 0 or self.length < 1:
+            raise InputError(f"--sample-window must be >= 0 and --window-length >= 1 access, "
+                             f"got {self.window} and {self.length}")
+
+    @property
+    def period(self) -> int:
+        """Accesses from one window start to the next: length / rate, but segments never overlap."""
+        return max(int(round(self.length / self.rate)), self.window + self.length)
+
+    def window_offsets(self, cores: int) -> np.ndarray:
+        """Seeded start of the first window of each core's private trace (p cores). Independent per core:
+        with one offset for all, symmetric cores (an even split of one loop) would put their windows at the
+        same places in their parts and their errors would add up instead of averaging out."""
+        rng = np.random.default_rng([self.seed, cores])
+        return rng.integers(0, self.period - self.length + 1, cores).astype(np.int64)
+
+    @property
+    def salt(self) -> np.uint64:
+        """The seeded hash salt (drawn as the stream sampler draws it, so one seed picks the same lines)."""
+        return np.uint64(np.random.default_rng(self.seed).integers(0, 2**32))
+
+    @property
+    def threshold(self) -> np.uint64:
+        return np.uint64(min(int(self.rate * _HASH_SCALE), _HASH_SCALE))
+
+    def metadata(self) -> dict:
+        return {"sampled": True, "rate": self.rate, "method": "source", "seed": self.seed, "adjust": self.adjust,
+                "window": self.window, "window_length": self.length}
+
+
+@numba.njit(cache=True, nogil=True)
+def _pick_rows(addr, key0, key1, shift, salt, threshold, sel, starts):
+    """One pass over a chunk: rows whose line's salted 32-bit hash is below threshold, the starts of
+    the runs of equal (key0, key1) rows (plus len), and the OR of all addresses (range check).
+
+    Branch-free appends (write, then advance by the flag): the keep test is a coin flip per line."""
+    n = addr.shape[0]
+    k = 0
+    r = 0
+    m32 = np.uint64(0xFFFFFFFF)
+    mul = np.uint64(0x9E3779B1)
+    both = np.uint64(0)
+    p0 = key0[0] if n else 0
+    p1 = key1[0] if n else 0
+    for i in range(n):
+        a = addr[i]
+        both |= a
+        line = a >> shift
+        x = (line ^ (line >> np.uint64(32)) ^ salt) & m32
+        sel[k] = i
+        k += ((x * mul) & m32) < threshold
+        k0 = key0[i]
+        k1 = key1[i]
+        starts[r] = i
+        r += (i == 0) | (k0 != p0) | (k1 != p1)
+        p0 = k0
+        p1 = k1
+    starts[r] = n
+    return k, r, both
+
+
+@numba.njit(cache=True, nogil=True)
+def _place(sel, starts, run_core, counters, p, out_core, out_pos, out_j):
+    """Every (sampled row, core running it) pair with the row's position in that core's private trace
+    (counters[c] = accesses given to core c before this chunk; advanced over the chunk's runs).
+    out_j is the row's index in sel. Returns the number of pairs (row order, then core order)."""
+    j = 0
+    o = 0
+    m = sel.shape[0]
+    for r in range(run_core.shape[0]):
+        a = starts[r]
+        b = starts[r + 1]
+        core = run_core[r]
+        while j < m and sel[j] < b:
+            i = sel[j]
+            if core == ALL_CORES:
+                for c in range(p):
+                    out_core[o] = c
+                    out_pos[o] = counters[c] + i - a
+                    out_j[o] = j
+                    o += 1
+            else:
+                out_core[o] = core
+                out_pos[o] = counters[core] + i - a
+                out_j[o] = j
+                o += 1
+            j += 1
+        if core == ALL_CORES:
+            for c in range(p):
+                counters[c] += b - a
+        else:
+            counters[core] += b - a
+    return o
+
+
+@numba.njit(cache=True, nogil=True)
+def _coalesce(starts, run_core):
+    """Merge consecutive runs given to the same core (paper mode has a run per block instance, often a
+    few rows; the per-run loops downstream then run once per change of core)."""
+    n = run_core.shape[0]
+    out_starts = np.empty(n + 1, dtype=np.int64)
+    out_core = np.empty(n, dtype=np.int64)
+    m = 0
+    for r in range(n):
+        if m == 0 or run_core[r] != out_core[m - 1]:
+            out_starts[m] = starts[r]
+            out_core[m] = run_core[r]
+            m += 1
+    out_starts[m] = starts[n]
+    return out_starts[:m + 1], out_core[:m]
+
+
+@numba.njit(cache=True, nogil=True)
+def _window_pieces(starts, run_core, counters, p, next_start, period, length, look, out):
+    """Row ranges of this chunk inside each core's window segments (lookback + window in private
+    positions: [max(s - look, 0), s + length) for the window starting at next_start[c]).
+
+    Rows of out: core, first row, end row, private position of the first row, 1 if the piece ends
+    its segment, the window's start. counters (private positions at the chunk start) is not modified; next_start is
+    advanced past finished segments. Returns the number of pieces, or -1 when out is too small."""
+    pos = counters.copy()
+    o = 0
+    for r in range(run_core.shape[0]):
+        a = starts[r]
+        n = starts[r + 1] - a
+        lo_c = run_core[r] if run_core[r] != ALL_CORES else 0
+        hi_c = run_core[r] + 1 if run_core[r] != ALL_CORES else p
+        for c in range(lo_c, hi_c):
+            q = pos[c]
+            while True:
+                s = next_start[c]
+                seg_lo = max(s - look, 0)
+                seg_hi = s + length
+                lo = max(q, seg_lo)
+                hi = min(q + n, seg_hi)
+                if lo < hi:
+                    if o >= out.shape[0]:
+                        return -1
+                    out[o, 0] = c
+                    out[o, 1] = a + lo - q
+                    out[o, 2] = a + hi - q
+                    out[o, 3] = lo
+                    out[o, 4] = 1 if hi == seg_hi else 0
+                    out[o, 5] = s
+                    o += 1
+                if seg_hi <= q + n:
+                    next_start[c] = s + period
+                else:
+                    break
+            pos[c] = q + n
+    return o
+
+
+@numba.njit(cache=True, nogil=True)
+def _expand(pieces):
+    """Row, core, private position and window start of every row of the pieces (rows of _window_pieces)."""
+    n = 0
+    for i in range(pieces.shape[0]):
+        n += pieces[i, 2] - pieces[i, 1]
+    row = np.empty(n, dtype=np.int64)
+    core = np.empty(n, dtype=np.int64)
+    pos = np.empty(n, dtype=np.int64)
+    start = np.empty(n, dtype=np.int64)
+    o = 0
+    for i in range(pieces.shape[0]):
+        for x in range(pieces[i, 2] - pieces[i, 1]):
+            row[o] = pieces[i, 1] + x
+            core[o] = pieces[i, 0]
+            pos[o] = pieces[i, 3] + x
+            start[o] = pieces[i, 5]
+            o += 1
+    return row, core, pos, start
+
+
+@numba.njit(cache=True, nogil=True)
+def _gap_update(lines, pos, keys, last, state, out, start):
+    """out[i] = pos[i] minus the position of the previous access to lines[i] (-1: none), from index
+    start, in a persistent open-addressing table (keys valid where last >= 0; state = [n_keys, limit]).
+    Returns the index reached: it stops before a new key would exceed the load limit."""
+    mask = np.uint64(keys.shape[0] - 1)
+    for i in range(start, lines.shape[0]):
+        x = lines[i]
+        slot = ((x * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
+        while last[slot] >= 0 and keys[slot] != x:
+            slot = (slot + np.uint64(1)) & mask
+        if last[slot] < 0:
+            if state[0] + 1 > state[1]:
+                return i
+            state[0] += 1
+            keys[slot] = x
+            out[i] = -1
+        else:
+            out[i] = pos[i] - last[slot]
+        last[slot] = pos[i]
+    return lines.shape[0]
+
+
+@numba.njit(cache=True, nogil=True)
+def _segment_gaps(lines, seg, pos, keys, last, stamp):
+    """pos[i] minus the position of the previous use of lines[i] in its segment (-1: none). Segments are
+    contiguous and short, so one small open-addressing table serves all, cleared per segment by a new stamp
+    (the table must hold a segment's distinct lines at a low load)."""
+    mask = np.uint64(keys.shape[0] - 1)
+    out = np.empty(lines.shape[0], dtype=np.int64)
+    tag = 0
+    cur = -1
+    for i in range(lines.shape[0]):
+        if seg[i] != cur:
+            cur = seg[i]
+            tag += 1
+        x = lines[i]
+        slot = ((x * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
+        while stamp[slot] == tag and keys[slot] != x:
+            slot = (slot + np.uint64(1)) & mask
+        if stamp[slot] == tag:
+            out[i] = pos[i] - last[slot]
+        else:
+            out[i] = -1
+            stamp[slot] = tag
+            keys[slot] = x
+        last[slot] = pos[i]
+    return out
+
+
+class _GapTable:
+    """Private-position gap of each sampled access to the previous one of its line, streaming."""
+
+    def __init__(self) -> None:
+        self.keys = np.zeros(1 << 10, dtype=np.uint64)
+        self.last = np.full(1 << 10, -1, dtype=np.int64)
+        self.state = np.array([0, int(0.6 * (1 << 10))], dtype=np.int64)
+
+    def gaps(self, lines: np.ndarray, pos: np.ndarray) -> np.ndarray:
+        """Gaps of these accesses (in stream order), updating the table."""
+        out = np.empty(lines.shape[0], dtype=np.int64)
+        i = 0
+        while True:
+            i = _gap_update(lines, pos, self.keys, self.last, self.state, out, i)
+            if i >= lines.shape[0]:
+                return out
+            self._grow()
+
+    def _grow(self) -> None:
+        keys, last = self.keys[self.last >= 0], self.last[self.last >= 0]
+        size = self.keys.shape[0] * 2
+        self.keys = np.zeros(size, dtype=np.uint64)
+        self.last = np.full(size, -1, dtype=np.int64)
+        self.state = np.array([0, int(0.6 * size)], dtype=np.int64)
+        self.gaps(keys, last)  # re-insert: each key once, its last position kept
+
+
+class _Estimate:
+    """One stream's window and SHARDS tallies (the stream sampler's `window` estimate, analysis/sampling.py
+    StreamSampler): a private trace, with private positions, or a shared trace, with turns as positions
+    (a reuse is near when its gap is at most `look` positions)."""
+
+    def __init__(self, look: int) -> None:
+        self.look = look
+        self.near: dict[int, int] = {}       # exact in-window distances (gap <= look) -> count
+        self.n_far = 0                       # window accesses with a longer gap, or none
+        self.n_measured = 0
+        self.gap_table = _GapTable()
+        self.shards_near = 0                 # SHARDS samples with gap <= look ...
+        self.shards_near_coh = 0             # ... of which coherence misses
+        self.tail: dict[int, int] = {}       # raw SHARDS distance (-1 cold) of the others -> count
+        self.tail_coh = 0
+
+    def profile(self, raw, rate: float, total: int, adjust: bool):
+        """The stream's estimate: window distances (near), SHARDS tail for the rest; SHARDS alone
+        when no window was measured (a stream shorter than the first window's start)."""
+        if self.n_measured == 0 or total == 0:
+            return scale_profile(raw, rate, total, adjust)
+        scale = total / self.n_measured
+        near_keys = np.array(sorted(self.near), dtype=np.int64)
+        near_cnt = np.array([self.near[k] for k in near_keys.tolist()], dtype=np.float64)
+        f_coh = self.shards_near_coh / self.shards_near if self.shards_near else 0.0
+        tail_keys = np.array(sorted(self.tail), dtype=np.int64)
+        tail_cnt = np.array([self.tail[k] for k in tail_keys.tolist()], dtype=np.float64)
+        if tail_cnt.sum() == 0:  # no far SHARDS sample: the far share stays cold
+            tail_keys, tail_cnt = np.array([-1]), np.array([1.0])
+        far = self.n_far * tail_cnt / tail_cnt.sum()
+        vals = np.concatenate([near_keys, [-1], np.where(tail_keys >= 0, np.rint(tail_keys / rate), -1)])
+        cnt = np.concatenate([near_cnt * (1 - f_coh), [near_cnt.sum() * f_coh], far]) * scale
+        prof = _engine_bins_of(vals.astype(np.int64), cnt, total)
+        tail_share = self.tail_coh / max(sum(self.tail.values()), 1)
+        prof.coherence = min(int(round(scale * (near_cnt.sum() * f_coh + self.n_far * tail_share))), prof.cold)
+        return prof
+
+
+class _WindowPool:
+    """Rows of window segments (lookback + window) waiting until their segment is complete, then measured
+    in one engine call per batch: each segment's lines get their own tag in the top bits, so no reuse
+    crosses segments. Segment of a row: (estimate index, window start); `order` sorts its rows."""
+
+    def __init__(self, estimates: list[_Estimate]) -> None:
+        self.est = estimates
+        self.parts: list[tuple[np.ndarray, ...]] = []
+        self.n = 0
+        self.next_at = 1 << 18  # measure once this many rows wait
+
+    def add(self, lines: np.ndarray, which: np.ndarray, start: np.ndarray, end: np.ndarray, order: np.ndarray,
+            gap_pos: np.ndarray, measured: np.ndarray) -> None:
+        """Rows: line, estimate index, window start, segment end (position its core must pass), a unique
+        sort key that puts each segment's rows together and in stream order (segments are disjoint
+        position ranges of one stream), position for gaps, and whether the row is in the window proper."""
+        if lines.shape[0]:
+            self.parts.append((lines, which, start, end, order, gap_pos, measured))
+            self.n += lines.shape[0]
+
+    def measure(self, reached: np.ndarray | None) -> None:
+        """Measure the complete segments (end <= reached[which]; None: all) once enough rows wait."""
+        if not self.parts or (reached is not None and self.n < self.next_at):
+            return
+        cols = [np.concatenate([x[i] for x in self.parts]) for i in range(7)]
+        lines, which, start, end, order, gap_pos, measured = cols
+        done = np.ones(lines.shape[0], bool) if reached is None else end <= reached[which]
+        rest = ~done
+        self.parts = [tuple(c[rest] for c in cols)] if rest.any() else []
+        self.n = int(rest.sum())
+        self.next_at = max(1 << 18, 2 * self.n)  # rows of unfinished segments are re-read: amortise it
+        if done.any():
+            self._measure(*(c[done] for c in cols))
+
+    def _measure(self, lines, which, start, end, order, gap_pos, measured) -> None:
+        """Exact distances and gaps of complete segments' rows; tallies of their window rows per estimate."""
+        from analysis.reuse import reuse_distances
+
+        # order keys are unique and group each segment's rows (see add); rows come in long sorted runs
+        # (each core's, chunk by chunk), which the stable (tim)sort merges instead of sorting from scratch
+        idx = np.argsort(order, kind="stable")
+        lines, which, start, gap_pos, measured = lines[idx], which[idx], start[idx], gap_pos[idx], measured[idx]
+        new = np.ones(lines.shape[0], bool)
+        new[1:] = (which[1:] != which[:-1]) | (start[1:] != start[:-1])
+        seg = np.cumsum(new) - 1
+        bits = 64 - int(lines.max()).bit_length()
+        per_call = (1 << min(bits, 20)) - 2  # tags 1..per_call above the highest line bit (never all ones)
+        look = self.est[0].look  # one look per pool
+        bounds = np.flatnonzero(new)
+        longest = int(np.diff(np.append(bounds, lines.shape[0])).max())
+        size = 1 << max(4, (4 * longest).bit_length())  # load at most 1/4
+        keys, last = np.empty(size, np.uint64), np.empty(size, np.int64)
+        for lo in range(0, int(seg[-1]) + 1, per_call):
+            part = slice(int(np.searchsorted(seg, lo)), int(np.searchsorted(seg, lo + per_call)))
+            tagged = lines[part] | ((seg[part] - lo + 1).astype(np.uint64) << np.uint64(64 - bits))
+            m = measured[part]
+            d = reuse_distances(tagged)[m]
+            gap = _segment_gaps(lines[part], seg[part], gap_pos[part], keys, last, np.zeros(size, np.int64))[m]
+            w = which[part][m]
+            near = (gap >= 0) & (gap <= look)
+            n_est = len(self.est)
+            n_all = np.bincount(w, minlength=n_est).tolist()
+            n_near = np.bincount(w[near], minlength=n_est).tolist()
+            found, cnt = np.unique((w[near] << 40) | d[near], return_counts=True)
+            for e, est in enumerate(self.est):
+                est.n_far += n_all[e] - n_near[e]
+                est.n_measured += n_all[e]
+            for key, n in zip(found.tolist(), cnt.tolist()):
+                near_of = self.est[key >> 40].near
+                dist = key & ((1 << 40) - 1)
+                near_of[dist] = near_of.get(dist, 0) + n
+
+
+def _add_counts(acc: dict[int, int], values: np.ndarray) -> None:
+    """acc[v] += occurrences of v."""
+    vals, cnt = np.unique(values, return_counts=True)
+    for v, c in zip(vals.tolist(), cnt.tolist()):
+        acc[v] = acc.get(v, 0) + c
+
+
+def _engine_bins_of(vals: np.ndarray, cnt: np.ndarray, total: int):
+    """Counts of distances (-1 = cold) in the exact engine's bins, summing to total."""
+    from analysis.sampling import _engine_bins
+
+    return _engine_bins(vals, cnt, 1.0, total)
+
+
+@dataclass
+class _Rows:
+    """The sampled rows of one chunk, and the runs every core count decides cores on."""
+
+    sel: np.ndarray       # int64 sampled row indices, increasing
+    lines: np.ndarray     # uint64 line id of each sampled row (no offset)
+    offset: np.ndarray    # bool: the row's address gets the per-core offset
+    store: np.ndarray     # bool: the row is a store
+    starts: np.ndarray    # int64 run starts (+ len)
+    heads: TraceChunk     # the first row of every run (core decisions)
+    chunk: TraceChunk
+    mode: str
+    shift: int
+    shared_block: np.ndarray
+
+    def row_lines(self, row: np.ndarray, core: np.ndarray) -> np.ndarray:
+        """Line ids of the given rows as the given cores see them (per-core offset applied)."""
+        ch = self.chunk
+        lines = ch.addr[row] >> np.uint64(self.shift)
+        off = ch.is_stack[row] if self.mode == "iteration" else ~self.shared_block[ch.block[row]]
+        return lines + off.astype(np.uint64) * (core.astype(np.uint64) << np.uint64(OFFSET_BITS - self.shift))
+
+
+def _heads(ch: TraceChunk, idx: np.ndarray, iteration: bool) -> TraceChunk:
+    """The rows at idx as a chunk for CoreMap.core_of: the columns it reads are copied, the others are
+    zero-copy placeholders of the right length and dtype."""
+    used = {"block", "loop", "iteration"} if iteration else {"block", "block_instance"}
+    return TraceChunk(*(getattr(ch, f.name)[idx] if f.name in used
+                        else np.broadcast_to(np.zeros(1, getattr(ch, f.name).dtype), idx.shape)
+                        for f in fields(TraceChunk)))
+
+
+class _Picker:
+    """The fused source pass, with scratch arrays reused across chunks."""
+
+    def __init__(self, sampling: SourceSampling, mode: str, shift: int, shared_block: np.ndarray, path: str) -> None:
+        self.salt, self.threshold = sampling.salt, sampling.threshold
+        self.mode, self.shift, self.shared_block, self.path = mode, shift, shared_block, path
+        self.sel = np.zeros(0, dtype=np.int64)
+        self.starts = np.zeros(0, dtype=np.int64)
+
+    def rows(self, ch: TraceChunk) -> _Rows:
+        """Sampled rows, their line ids and flags, and the chunk's runs."""
+        n = len(ch)
+        if self.sel.shape[0] < n + 1:
+            self.sel = np.empty(n + 1, dtype=np.int64)
+            self.starts = np.empty(n + 1, dtype=np.int64)
+        iteration = self.mode == "iteration"
+        key0, key1 = (ch.loop, ch.iteration) if iteration else (ch.block, ch.block_instance)
+        k, r, both = _pick_rows(ch.addr, key0, key1, np.uint64(self.shift), self.salt, self.threshold,
+                                self.sel, self.starts)
+        if int(both) >> OFFSET_BITS:
+            raise InputError(f"{self.path}: an address is above 2^{OFFSET_BITS}; per-core offsets would "
+                             f"collide (unsupported address space)")
+        sel = self.sel[:k].copy()
+        starts = self.starts[:r + 1].copy()
+        heads = _heads(ch, starts[:-1], iteration)
+        if iteration:
+            offset = ch.is_stack[sel]
+        else:
+            blocks = ch.block[sel]
+            if len(blocks) and (int(blocks.min()) < 0 or int(blocks.max()) >= len(self.shared_block)):
+                raise InputError(f"{self.path}: access in a block that the trace header does not list; "
+                                 f"the trace is corrupt, re-record it")
+            offset = ~self.shared_block[blocks]
+        return _Rows(sel, ch.addr[sel] >> np.uint64(self.shift), offset, ch.is_store[sel], starts, heads, ch,
+                     self.mode, self.shift, self.shared_block)
+
+
+class _SourceTask:
+    """One core count: per-core private engines over the sampled private traces (and, below rate 1,
+    window segments of every private trace), the key merge of the shared trace, its Directory
+    (coherence) and CRD engine."""
+
+    def __init__(self, info: TraceInfo, cores: int, mode: str, shift: int, refs_per_turn: int,
+                 paper_chunk: int, coherence: bool, sampling: SourceSampling) -> None:
+        from analysis.coherence import Directory
+        from analysis.reuse import ReuseEngine
+
+        self.p, self.k, self.shift = cores, refs_per_turn, shift
+        self.cmap = CoreMap(info, cores, mode, paper_chunk)
+        self.counters = np.zeros(cores, dtype=np.int64)
+        self.private = [ReuseEngine() for _ in range(cores)]
+        self.shared = ReuseEngine() if cores > 1 else None
+        self.directory = Directory(cores) if coherence and cores > 1 else None
+        self.buffer = _MergeBuffer(5)
+        self.windows = sampling.rate < 1.0 and sampling.window > 0
+        self.look, self.length, self.period = sampling.window, sampling.length, sampling.period
+        self.next_start = sampling.window_offsets(cores)
+        self.est = [_Estimate(sampling.window) for _ in range(cores)]
+        self.pool = _WindowPool(self.est)
+        self.scratch = np.zeros((64, 6), dtype=np.int64)
+        self.pending: list[tuple[np.ndarray, ...]] = []
+        self.n_pending = 0
+        self._init_shared_windows(sampling)
+
+    def _init_shared_windows(self, sampling: SourceSampling) -> None:
+        """Windows of the shared trace: the same private positions [s - look, s + length) in every core,
+        on turn boundaries, are one contiguous run of the round-robin shared trace (keys
+        [key(s - look, 0), key(s + length, 0))), whatever the private traces' lengths."""
+        k = self.k
+        up = lambda x: -(-x // k) * k  # noqa: E731
+        self.shared_windows = self.windows and self.p > 1
+        # about `look` + `length` shared accesses per segment, as in a private trace: 1/p of them per core
+        self.s_look, self.s_length = up(-(-self.look // self.p)), up(-(-self.length // self.p))
+        self.s_period = max(up(int(round(self.s_length / sampling.rate))), self.s_look + self.s_length)
+        rng = np.random.default_rng([sampling.seed, self.p, k])
+        self.s_next = np.full(self.p, int(rng.integers(0, (self.s_period - self.s_length) // k + 1)) * k, np.int64)
+        self.s_est = _Estimate(self.s_look // k)  # positions are turns
+        self.s_pool = _WindowPool([self.s_est])
+        self.s_gaps = _GapTable()
+
+    def feed(self, rows: _Rows) -> None:
+        """Add one chunk's rows: window pieces, then the sampled rows placed, fed and merged."""
+        p = self.p
+        starts, run_core = _coalesce(rows.starts, self.cmap.core_of(rows.heads))
+        if self.windows:
+            self._windows(rows, starts, run_core)
+        m = rows.sel.shape[0] * p
+        core, pos, j = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
+        o = _place(rows.sel, starts, run_core, self.counters, p, core, pos, j)
+        core, pos, j = core[:o], pos[:o], j[:o]
+        if self.windows:
+            self.pool.measure(self.counters)
+        if self.shared_windows:
+            self.s_pool.measure(np.array([self.counters.min()]))
+        step = np.uint64(OFFSET_BITS - self.shift)
+        lines = rows.lines[j] + (rows.offset[j].astype(np.uint64) * (core.astype(np.uint64) << step))
+        dist, gap = self._feed_private(core, pos, lines)
+        if self.directory is None:  # no coherence: every sample is accounted for now
+            self._account(core, gap, dist, np.zeros(o, dtype=bool))
+        if self.shared is None:
+            return
+        if self.directory is not None:
+            from analysis.coherence import tag_stores
+
+            lines = tag_stores(lines, rows.store[j])
+        self.buffer.add(self._key(pos, core), lines, core, dist, gap, pos)
+        self._release(self.buffer.take_below(self._key(self.counters, np.arange(p, dtype=np.int64)).min()))
+
+    def _windows(self, rows: _Rows, starts: np.ndarray, run_core: np.ndarray) -> None:
+        """Pool the chunk's rows that fall in each core's window segments, and in the shared trace's."""
+        row, core, pos, start = _expand(self._pieces(starts, run_core, self.next_start, self.period, self.length,
+                                                     self.look))
+        lines = rows.row_lines(row, core)
+        self.pool.add(lines, core, start, start + self.length, (core << 40) | pos, pos, pos >= start)
+        if not self.shared_windows:
+            return
+        row, core, pos, start = _expand(self._pieces(starts, run_core, self.s_next, self.s_period, self.s_length,
+                                                     self.s_look))
+        lines = rows.row_lines(row, core)
+        self.s_pool.add(lines, np.zeros(lines.shape[0], np.int64), start, start + self.s_length, self._key(pos, core),
+                        pos // self.k, pos >= start)
+
+    def _pieces(self, starts: np.ndarray, run_core: np.ndarray, next_start: np.ndarray, period: int,
+                length: int, look: int) -> np.ndarray:
+        """_window_pieces with a scratch array grown until it fits (next_start advanced in place)."""
+        while True:
+            before = next_start.copy()
+            n = _window_pieces(starts, run_core, self.counters, self.p, next_start, period, length, look,
+                               self.scratch)
+            if n >= 0:
+                return self.scratch[:n]
+            next_start[:] = before
+            self.scratch = np.zeros((2 * self.scratch.shape[0], 6), dtype=np.int64)
+
+    def _feed_private(self, core: np.ndarray, pos: np.ndarray, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each core's sampled accesses, in its order, to its engine: their distances and private gaps."""
+        order = np.argsort(core, kind="stable")
+        bounds = np.searchsorted(core[order], np.arange(self.p + 1))
+        dist = np.empty(lines.shape[0], dtype=np.int64)
+        gap = np.empty(lines.shape[0], dtype=np.int64)
+        for c in range(self.p):
+            idx = order[bounds[c]:bounds[c + 1]]
+            if idx.shape[0]:
+                dist[idx] = self.private[c].feed_distances(lines[idx])
+                gap[idx] = self.est[c].gap_table.gaps(lines[idx], pos[idx]) if self.windows else 0
+        return dist, gap
+
+    def _account(self, core: np.ndarray, gap: np.ndarray, dist: np.ndarray, coh: np.ndarray) -> None:
+        """Queue SHARDS samples for their cores' estimates (only needed when windows are measured);
+        tallied in batches, since per-chunk pieces are small."""
+        if not self.windows:
+            return
+        self.pending.append((core, gap, dist, coh))
+        self.n_pending += core.shape[0]
+        if self.n_pending >= 1 << 20:
+            self._tally()
+
+    def _tally(self) -> None:
+        """Per core: SHARDS samples with a gap <= look (and their coherence misses), the others' distances."""
+        if not self.pending:
+            return
+        core, gap, dist, coh = (np.concatenate([x[i] for x in self.pending]) for i in range(4))
+        self.pending, self.n_pending = [], 0
+        near = (gap >= 0) & (gap <= self.look)
+        far = ~near
+        counts = [np.bincount(core[m], minlength=self.p).tolist() for m in (near, near & coh, far & coh)]
+        value = np.where(coh[far], -1, dist[far]) + 1  # >= 0, below 2^40 (distances are below 2^29 lines)
+        keys, cnt = np.unique((core[far] << 40) | value, return_counts=True)
+        for c, est in enumerate(self.est):
+            est.shards_near += counts[0][c]
+            est.shards_near_coh += counts[1][c]
+            est.tail_coh += counts[2][c]
+        for key, n in zip(keys.tolist(), cnt.tolist()):
+            tail = self.est[key >> 40].tail
+            d = (key & ((1 << 40) - 1)) - 1
+            tail[d] = tail.get(d, 0) + n
+
+    def _key(self, pos: np.ndarray, core: np.ndarray) -> np.ndarray:
+        """Round-robin order key: (turn, core, position) packed in one int64."""
+        k = self.k
+        return ((pos // k) * self.p + core) * k + pos % k
+
+    def _release(self, ready: tuple) -> None:
+        """Feed merged accesses (in shared-trace order) through the Directory to the CRD engine; with
+        windows, tally their turn gaps and CRD distances for the shared estimate's tail."""
+        lines, core, dist, gap, pos = ready
+        if not lines.shape[0]:
+            return
+        if self.directory is not None:
+            lines, stale = self.directory.walk(lines, core, dist)
+            self._account(core, gap, dist, stale & (dist >= 0))
+        if not self.shared_windows:
+            self.shared.feed(lines)
+            return
+        d = self.shared.feed_distances(lines)
+        turn_gap = self.s_gaps.gaps(lines, pos // self.k)
+        est = self.s_est
+        near = (turn_gap >= 0) & (turn_gap <= est.look)
+        est.shards_near += int(near.sum())
+        _add_counts(est.tail, d[~near])
+
+    def finish(self, sampling: SourceSampling) -> tuple[list, object]:
+        """Every core's estimated PRD and the estimated CRD, each totalling its stream's exact length."""
+        if self.shared is not None:
+            self._release(self.buffer.take_below(None))
+        if self.windows:
+            self.pool.measure(None)
+        if self.shared_windows:
+            self.s_pool.measure(None)
+        if self.directory is not None:
+            for c, engine in enumerate(self.private):
+                engine.reclassify(self.directory.moved[c], self.directory.moved_sum[c])
+        self._tally()
+        rate, adjust = sampling.rate, sampling.adjust
+        raw = [e.histogram() for e in self.private]
+        if self.windows:
+            prd = [est.profile(h, rate, int(n), adjust) for est, h, n in zip(self.est, raw, self.counters)]
+        else:
+            prd = [scale_profile(h, rate, int(n), adjust) for h, n in zip(raw, self.counters)]
+        if self.shared is None:
+            return prd, prd[0]
+        total = int(self.counters.sum())
+        if self.shared_windows:
+            return prd, self.s_est.profile(self.shared.histogram(), rate, total, adjust)
+        return prd, scale_profile(self.shared.histogram(), rate, total, adjust)
+
+
+class _MergeBuffer:
+    """Sampled accesses waiting for every core's running count to pass their merge key."""
+
+    def __init__(self, n_columns: int) -> None:
+        self.parts: list[tuple[np.ndarray, ...]] = []
+        self.n_columns = n_columns
+
+    def add(self, key: np.ndarray, *columns: np.ndarray) -> None:
+        """Buffer accesses: their keys and any columns that travel with them."""
+        if key.shape[0]:
+            self.parts.append((key, *columns))
+
+    def take_below(self, limit: int | None) -> tuple[np.ndarray, ...]:
+        """Remove and return the columns of the accesses with key < limit (None: all), sorted by key.
+        Sorting the kept run and the new one together is a merge for the stable (tim)sort."""
+        if not self.parts:
+            return (np.zeros(0, np.uint64),) + tuple(np.zeros(0, np.int64) for _ in range(self.n_columns - 1))
+        cols = [np.concatenate([x[i] for x in self.parts]) if len(self.parts) > 1 else self.parts[0][i]
+                for i in range(len(self.parts[0]))]
+        order = np.argsort(cols[0], kind="stable")
+        cut = order.shape[0] if limit is None else int(np.searchsorted(cols[0][order], limit))
+        now, rest = order[:cut], order[cut:]
+        self.parts = [tuple(c[rest] for c in cols)] if rest.shape[0] else []
+        return tuple(c[now] for c in cols[1:])
+
+
+def source_profiles(info: TraceInfo, chunks: Iterable[TraceChunk], counts: list[int], sampling: SourceSampling,
+                    mode: str, refs_per_turn: int = 1, line_size: int = 64, paper_chunk: int = 0,
+                    coherence: bool = True) -> list[tuple[list, object]]:
+    """Sampled (PRDs, CRD) of each core count, from one pass over the chunks (round-robin interleaving)."""
+    if refs_per_turn < 1:
+        raise InputError(f"--refs-per-turn {refs_per_turn}: must be at least 1")
+    resolved = resolve_mode(info, mode)
+    shift = line_shift(line_size)
+    tasks = [_SourceTask(info, p, resolved, shift, refs_per_turn, paper_chunk, coherence, sampling) for p in counts]
+    if not tasks:
+        return []
+    picker = _Picker(sampling, resolved, shift, tasks[0].cmap.shared_block, info.path)
+    for ch in chunks:
+        if not len(ch):
+            continue
+        rows = picker.rows(ch)
+        for t in tasks:
+            t.feed(rows)
+    return [t.finish(sampling) for t in tasks]
+
+
+def scale_profile(raw, rate: float, total: int, adjust: bool = True):
+    """The full stream's estimated profile from its sampled one: distances / rate, counts summing to total.
+
+    A stream without any sampled access keeps every access cold (no evidence of reuse)."""
+    from analysis.profiles import ReuseProfile
+    from analysis.sampling import _engine_bins
+
+    if rate >= 1.0 or total == 0:
+        return raw
+    if raw.total == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return ReuseProfile(z, z.copy(), z.copy(), z.copy(), total, total)
+    vals = np.append(np.rint(raw.mean_distance() / rate).astype(np.int64), -1)
+    cnt = np.append(raw.count.astype(np.float64), float(raw.cold))
+    if adjust:  # SHARDS-adj: expected minus drawn sample size, at distance 0 (never below zero)
+        gap = total * rate - raw.total
+        if vals.shape[0] > 1 and vals[0] == 0:
+            cnt[0] = max(cnt[0] + gap, 0.0)
+        elif gap > 0:
+            vals, cnt = np.append(0, vals), np.append(gap, cnt)
+    prof = _engine_bins(vals, cnt, 1.0, total)
+    prof.coherence = min(int(round(raw.coherence * total / raw.total)), prof.cold)
+    return prof
+
+
+def sampled_profile_set(trace_path: str, cores: list[int], sampling: SourceSampling, mode: str = "auto",
+                        interleave: str = "rr", seed: int = 0, refs_per_turn: int = 1, line_size: int = 64,
+                        paper_chunk: int = 0, coherence: bool = True, max_rows: int = 1 << 20):
+    """(ProfileSet, sampling metadata) of a trace file: sampled at the source for round-robin
+    interleaving; for `--interleave random`, the stream sampler (window method) on the full streams."""
+    from analysis import profiles
+    from analysis.sampling import StreamSampling, sampled_profiles
+
+    if not cores or min(cores) < 1:
+        raise InputError(f"--cores {cores}: give one or more positive core counts, e.g. 1,2,4,8")
+    if interleave != "rr":
+        fallback = StreamSampling(sampling.rate, "window", sampling.seed)
+        ps = sampled_profiles(trace_path, cores, fallback, mode, interleave, seed, refs_per_turn, line_size,
+                              paper_chunk, max_rows)
+        return ps, {**fallback.metadata(), "requested": "source (rr interleaving only)"}
+    info, factory = profiles.open_chunks(trace_path, max_rows)
+    counts = sorted(set(int(c) for c in cores))
+    resolved = resolve_mode(info, mode)
+    ps = profiles.ProfileSet(line_size, resolved, interleave, seed, refs_per_turn, info.path,
+                             paper_chunk=paper_chunk, trace_complete=info.complete, coherence=coherence)
+    results = source_profiles(info, factory(), counts, sampling, resolved, refs_per_turn, line_size, paper_chunk,
+                              coherence)
+    for p, (prd, crd) in zip(counts, results):
+        ps.prd.update({(p, c): h for c, h in enumerate(prd)})
+        ps.crd[p] = crd
+    return ps, sampling.metadata()

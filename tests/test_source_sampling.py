@@ -1,0 +1,351 @@
+"""Source sampling (analysis/source_sampling.py) against exact oracles: the exact ProfileSet at rate 1,
+the real interleaver for the merge order, brute-force window segments, and exact hit rates below rate 1."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from analysis import source_sampling as SS
+from analysis.interleave import interleave_arrays
+from analysis.private_traces import ALL_CORES
+from analysis.profiles import ProfileSet, compute_profiles_from
+from instrument.trace_types import (CHUNK_DTYPES, NO_LOOP, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_STATIC, BlockInfo,
+                                    LoopInstance, TraceChunk, TraceInfo)
+from pptmc.errors import InputError
+from test_private_traces import chunker
+
+CORES = [1, 2, 3, 4, 8, 16]
+
+
+def random_trace(seed: int, n_iters: int, loops: bool, schedule: int, chunk: int = 0, n_loops: int = 2):
+    """Regions with replicated (outside-loop) and work-shared accesses, stores, stack and shared data."""
+    rng = np.random.default_rng(seed)
+    blocks = {0: BlockInfo(0, "OUT__1", "entry", False), 1: BlockInfo(1, "OUT__1", "shared_var_trace1", True),
+              2: BlockInfo(2, "OUT__1", "for.body", False)}
+    rows, loop_table, inst = [], [], {0: -1, 1: -1, 2: -1}
+    for lp in range(n_loops):
+        for b, addr, stack in ((0, 0x7FF000, True), (1, 0x200000 + 64 * int(rng.integers(0, 4)), False)):
+            inst[b] += 1
+            rows.append((addr, bool(rng.random() < 0.5), b, inst[b], NO_LOOP, -1, stack))
+        loop_table.append(LoopInstance(lp, 0, n_iters, schedule, chunk))
+        for it in range(n_iters):
+            inst[2] += 1
+            for _ in range(int(rng.integers(1, 6))):
+                stack = bool(rng.random() < 0.15)
+                addr = 0x7FF000 - 64 * int(rng.integers(0, 3)) if stack else 0x100000 + 64 * int(rng.integers(0, 40))
+                rows.append((addr + int(rng.integers(0, 64)), bool(rng.random() < 0.3), 2, inst[2], lp, it, stack))
+            if rng.random() < 0.5:
+                inst[1] += 1
+                rows.append((0x200000 + 64 * int(rng.integers(0, 2)), bool(rng.random() < 0.5), 1, inst[1], lp, it,
+                             False))
+    cols = {k: [] for k in CHUNK_DTYPES}
+    for addr, store, b, i, lp, it, stack in rows:
+        for k, v in zip(CHUNK_DTYPES, (addr, 8, store, b, i, 0, 0, lp, it, stack)):
+            cols[k].append(v)
+    ch = TraceChunk(*(np.array(cols[k], dtype=d) for k, d in CHUNK_DTYPES.items()))
+    info = TraceInfo("synthetic.trace", 1, "prog", [], True, len(ch), blocks, {b: n + 1 for b, n in inst.items()},
+                     loops=loop_table if loops else [])
+    return info, ch
+
+
+def same(a, b) -> bool:
+    """Bit-identical profiles (bins, sums, cold, total, coherence misses)."""
+    return (a.cold, a.total, a.coherence) == (b.cold, b.total, b.coherence) and a.lower.tolist() == b.lower.tolist() \
+        and a.upper.tolist() == b.upper.tolist() and a.count.tolist() == b.count.tolist() \
+        and a.dist_sum.tolist() == b.dist_sum.tolist()
+
+
+def source_set(info, factory, cores, mode, k, coherence, sampling):
+    """The source-sampled ProfileSet's profiles as {(kind, p, c): profile}."""
+    res = SS.source_profiles(info, factory(), cores, sampling, mode, k, 64, 0, coherence)
+    out = {}
+    for p, (prd, crd) in zip(cores, res):
+        out.update({("prd", p, c): x for c, x in enumerate(prd)})
+        out[("crd", p, -1)] = crd
+    return out
+
+
+def exact_set(info, factory, cores, mode, k, coherence):
+    ps = compute_profiles_from(info, factory, cores, mode, "rr", 0, k, 64, paper_chunk=0, coherence=coherence)
+    return {**{("prd", p, c): x for (p, c), x in ps.prd.items()}, **{("crd", p, -1): x for p, x in ps.crd.items()}}
+
+
+@pytest.mark.parametrize("mode", ["iteration", "paper"])
+@pytest.mark.parametrize("schedule,chunk", [(SCHED_STATIC, 0), (SCHED_STATIC, 3), (SCHED_DYNAMIC, 2),
+                                            (SCHED_GUIDED, 1)])
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("coherence", [True, False])
+@pytest.mark.parametrize("rows", [1, 13, 10_000])
+def test_full_rate_equals_exact_profile_set(mode, schedule, chunk, k, coherence, rows):
+    """Rate 1 keeps every line: every PRD and CRD (coherence misses included) is the exact engine's, bit for
+    bit, for every core count, schedule, turn size and chunking."""
+    info, ch = random_trace(7 + rows, 40, mode == "iteration", schedule, chunk)
+    factory = chunker(ch, rows)
+    got = source_set(info, factory, CORES, mode, k, coherence, SS.SourceSampling(1.0, seed=3))
+    want = exact_set(info, factory, CORES, mode, k, coherence)
+    assert got.keys() == want.keys()
+    bad = [key for key in want if not same(got[key], want[key])]
+    assert not bad
+    if coherence and mode == "iteration":
+        assert sum(want[key].coherence for key in want) > 0  # the case exercises coherence misses
+
+
+@pytest.mark.parametrize("p,k", [(2, 1), (3, 1), (4, 3), (5, 2)])
+def test_merge_key_is_the_round_robin_order(p, k):
+    """The (turn, core, position) key sorts accesses into the real Interleaver's order, for any lengths."""
+    rng = np.random.default_rng(p * 10 + k)
+    for _ in range(20):
+        lengths = rng.integers(0, 30, p)
+        private = [np.arange(n, dtype=np.uint64) + np.uint64(1000 * c) for c, n in enumerate(lengths)]
+        want, _ = interleave_arrays(private, "rr", refs_per_turn=k)
+        core = np.concatenate([np.full(n, c, np.int64) for c, n in enumerate(lengths)])
+        pos = np.concatenate([np.arange(n, dtype=np.int64) for n in lengths])
+        task = SS._SourceTask.__new__(SS._SourceTask)
+        task.p, task.k = p, k
+        order = np.argsort(task._key(pos, core), kind="stable")
+        assert (pos[order] + 1000 * core[order]).tolist() == want.tolist()
+
+
+def brute_pieces(starts, run_core, counters, p, next_start, period, length, look):
+    """Row by row: (core, row, private position, window start) of every row inside a window segment."""
+    out = []
+    pos = list(counters)
+    for r in range(len(run_core)):
+        cores = range(p) if run_core[r] == ALL_CORES else [run_core[r]]
+        for c in cores:
+            for row in range(starts[r], starts[r + 1]):
+                q = pos[c]
+                w = next_start[c]
+                while q >= w + length:
+                    w += period
+                if max(w - look, 0) <= q:
+                    out.append((c, row, q, w))
+                pos[c] += 1
+    return sorted(out)
+
+
+def test_window_pieces_match_brute_force():
+    """The run-level window arithmetic selects exactly the rows a row-by-row walk puts in each segment."""
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        p = int(rng.integers(1, 5))
+        lens = rng.integers(1, 40, int(rng.integers(1, 12)))
+        starts = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+        run_core = rng.integers(-1, p, lens.shape[0]).astype(np.int64)
+        counters = rng.integers(0, 50, p).astype(np.int64)
+        length, look = int(rng.integers(1, 6)), int(rng.integers(0, 8))
+        period = length + look + int(rng.integers(0, 10))
+        first = int(rng.integers(0, period))
+        next_start = np.full(p, first, np.int64)
+        while True:  # the task keeps next_start at the first window whose segment has not ended
+            ends = next_start + length <= counters
+            if not ends.any():
+                break
+            next_start[ends] += period
+        want = brute_pieces(starts, run_core, counters, p, next_start.tolist(), period, length, look)
+        out = np.zeros((500, 6), np.int64)
+        n = SS._window_pieces(starts, run_core, counters, p, next_start.copy(), period, length, look, out)
+        got = sorted((c, row, int(pos + row - ra), w) for c, ra, rb, pos, _, w in out[:n].tolist()
+                     for row in range(ra, rb))
+        assert got == want
+
+
+def test_gap_table_matches_brute_force():
+    """Streaming gaps (with table growth) equal the previous-use distances of a direct scan."""
+    rng = np.random.default_rng(2)
+    lines = rng.integers(0, 3000, 20_000).astype(np.uint64)
+    pos = np.cumsum(rng.integers(1, 4, lines.shape[0])).astype(np.int64)
+    last: dict[int, int] = {}
+    want = []
+    for x, q in zip(lines.tolist(), pos.tolist()):
+        want.append(q - last[x] if x in last else -1)
+        last[x] = q
+    table = SS._GapTable()
+    got = np.concatenate([table.gaps(lines[s:s + 777], pos[s:s + 777]) for s in range(0, lines.shape[0], 777)])
+    assert got.tolist() == want
+
+
+def workload(n_blocks: int = 6, seed: int = 0):
+    """A work-shared loop nest: per iteration a hot private stack slot, a row of a shared matrix, a vector and
+    random gathers (about 330K accesses; reuses from a few lines to beyond the largest test cache)."""
+    rng = np.random.default_rng(seed)
+    rows_n, cols_n = 96, 160
+    addr, loop, it, stack, store = [], [], [], [], []
+    for lp in range(n_blocks):
+        for i in range(rows_n):
+            a = (1 << 30) + (i * cols_n + np.arange(cols_n)) * 8 * 4
+            x = (2 << 30) + np.arange(cols_n) * 8
+            g = (3 << 30) + rng.integers(0, 1 << 15, cols_n) * 64
+            s = np.full(cols_n, 0x7FF000)
+            seq = np.stack([a, x, g, s], -1).ravel()
+            addr.append(seq)
+            loop.append(np.full(seq.shape[0], lp))
+            it.append(np.full(seq.shape[0], i))
+            stack.append(np.tile([False, False, False, True], cols_n))
+            store.append(np.tile([False, False, False, True], cols_n))
+    addr = np.concatenate(addr).astype(np.uint64)
+    n = addr.shape[0]
+    cols = {"addr": addr, "size": np.full(n, 8), "is_store": np.concatenate(store), "block": np.zeros(n),
+            "block_instance": np.concatenate(it) + np.concatenate(loop) * rows_n, "thread": np.zeros(n),
+            "region": np.zeros(n), "loop": np.concatenate(loop), "iteration": np.concatenate(it),
+            "is_stack": np.concatenate(stack)}
+    ch = TraceChunk(*(np.asarray(cols[k]).astype(d) for k, d in CHUNK_DTYPES.items()))
+    loops = [LoopInstance(lp, 0, rows_n, SCHED_STATIC, 0) for lp in range(n_blocks)]
+    info = TraceInfo("work.trace", 1, "prog", [], True, n, {0: BlockInfo(0, "OUT__1", "body", False)},
+                     {0: rows_n * n_blocks}, loops=loops)
+    return info, ch
+
+
+def level_rates(prof: dict, p: int, kind: str, assoc: int, lines: int) -> float:
+    from analysis.sdcm import expected_hits
+
+    parts = [prof[("crd", p, -1)]] if kind == "crd" else [prof[("prd", p, c)] for c in range(p)]
+    return sum(expected_hits(x, assoc, lines) for x in parts) / sum(x.total for x in parts)
+
+
+@pytest.fixture(scope="module")
+def work():
+    info, ch = workload()
+    factory = chunker(ch, 1 << 16)
+    return info, factory, exact_set(info, factory, [1, 2, 4], "iteration", 1, True)
+
+
+@pytest.mark.parametrize("rate,seed", [(0.1, 1), (0.1, 2), (0.05, 3)])
+def test_sampled_hit_rates_close_to_exact(work, rate, seed):
+    """At 5-10% every private and shared level's SDCM hit rate is within 2 pp of the exact profiles', and every
+    stream keeps its exact access count (the oracle: the exact ProfileSet of the same trace)."""
+    info, factory, exact = work
+    got = source_set(info, factory, [1, 2, 4], "iteration", 1, True, SS.SourceSampling(rate, seed))
+    for key in exact:
+        assert got[key].total == exact[key].total
+        assert got[key].count.sum() + got[key].cold == got[key].total
+    for p in (1, 2, 4):
+        for kind, assoc, lines in (("prd", 8, 64), ("prd", 8, 512), ("crd", 16, 4096)):
+            e, s = level_rates(exact, p, kind, assoc, lines), level_rates(got, p, kind, assoc, lines)
+            assert abs(e - s) < 0.02, (p, kind, lines, e, s)
+
+
+def test_seeded_and_deterministic(work):
+    """Same seed, same profiles; another seed, other ones."""
+    info, factory, _ = work
+    a, b, c = (source_set(info, factory, [2], "iteration", 1, True, SS.SourceSampling(0.05, s)) for s in (4, 4, 5))
+    assert all(same(a[k], b[k]) for k in a)
+    assert not all(same(a[k], c[k]) for k in a)
+
+
+def test_scale_profile_keeps_totals_and_adjusts_toward_expected_size():
+    """Distances are scaled by 1/rate; SHARDS-adj moves the sample-size gap to distance 0; totals are exact."""
+    from analysis.profiles import ReuseProfile
+
+    raw = ReuseProfile.from_distances(np.array([0, 0, 3, 5, -1]))
+    plain = SS.scale_profile(raw, 0.1, 100, adjust=False)
+    assert plain.total == 100 and plain.count.sum() + plain.cold == 100
+    assert dict(zip(plain.lower.tolist(), plain.count.tolist())) == {0: 40, 30: 20, 50: 20} and plain.cold == 20
+    adj = SS.scale_profile(raw, 0.1, 100, adjust=True)  # expected 10 samples, drew 5: 5 more at distance 0
+    assert dict(zip(adj.lower.tolist(), adj.count.tolist())) == {0: 70, 30: 10, 50: 10} and adj.cold == 10
+    assert SS.scale_profile(raw, 1.0, 5, adjust=True) is raw
+
+
+def test_bad_parameters():
+    with pytest.raises(InputError, match="sample-rate"):
+        SS.SourceSampling(0.0)
+    with pytest.raises(InputError, match="seed"):
+        SS.SourceSampling(0.5, seed=-1)
+    with pytest.raises(InputError, match="sample-window"):
+        SS.SourceSampling(0.5, window=-1)
+
+
+def _tables(d):
+    import pandas as pd
+
+    return pd.read_csv(d / "summary.csv"), pd.read_csv(d / "bins.csv")
+
+
+def test_cli_default_is_source_and_full_rate_is_exact(tmp_path, fake_trace_files):
+    """`pptmc profile --sample-rate 1` (source, the default) writes the exact command's tables; random
+    interleaving falls back to the window stream sampler and says so."""
+    from pptmc import cli
+
+    info, ch = random_trace(3, 30, True, SCHED_STATIC)
+    trace = tmp_path / "mem.trace"
+    trace.touch()
+    fake_trace_files[str(trace)] = (info, ch.addr, ch.block, ch.block_instance)
+    common = ["profile", str(trace), "--cores", "1,2,4", "--mode", "paper"]
+    assert cli.run([*common, "-o", str(tmp_path / "exact")]) == 0
+    assert cli.run([*common, "--sample-rate", "1", "-o", str(tmp_path / "full")]) == 0
+    for a, b in zip(_tables(tmp_path / "exact"), _tables(tmp_path / "full")):
+        assert a.equals(b)
+    meta = json.loads((tmp_path / "full" / "profiles.json").read_text())
+    assert meta["sampling"]["method"] == "source" and meta["coherence"] is True
+    assert ProfileSet.load(tmp_path / "full").cores == [1, 2, 4]
+    assert cli.run([*common, "--sample-rate", "0.5", "--interleave", "random", "-o", str(tmp_path / "rnd")]) == 0
+    meta = json.loads((tmp_path / "rnd" / "profiles.json").read_text())
+    assert meta["sampling"]["method"] == "window" and "source" in meta["sampling"]["requested"]
+
+
+def brute_windows(streams, pos_of, offsets, period, length, look, turn_of=lambda q: q):
+    """Near distances, far and measured counts of the windows of streams, row by row: stream e's windows
+    start at offsets[e] + j * period over positions pos_of(e, i); a window row is near when the previous use
+    of its line inside the segment [start - look, start + length) is at most `look` (in turn_of units) back."""
+    near: dict[int, int] = {}
+    n_far = n_measured = 0
+    for e, lines in enumerate(streams):
+        pos = [pos_of(e, i) for i in range(len(lines))]
+        top = max(pos) if pos else -1
+        s = offsets[e]
+        while s - look <= top:
+            seg = [i for i in range(len(lines)) if max(s - look, 0) <= pos[i] < s + length]
+            for a, i in enumerate(seg):
+                if pos[i] < s:
+                    continue
+                n_measured += 1
+                prev = next((b for b in range(a - 1, -1, -1) if lines[seg[b]] == lines[i]), None)
+                if prev is not None and turn_of(pos[i]) - turn_of(pos[seg[prev]]) <= turn_of(look):
+                    d = len({lines[seg[b]] for b in range(prev + 1, a)})
+                    near[d] = near.get(d, 0) + 1
+                else:
+                    n_far += 1
+            s += period
+    return near, n_far, n_measured
+
+
+@pytest.mark.parametrize("p,k", [(2, 1), (3, 2), (4, 1)])
+def test_windows_match_brute_force(p, k):
+    """Private and shared window tallies equal a row-by-row walk over the fully built private traces and the
+    real Interleaver's shared trace (positions, turns, segments and lookbacks)."""
+    from analysis.private_traces import CoreMap, line_shift
+
+    info, ch = random_trace(p * 7 + k, 120, True, SCHED_DYNAMIC, 2, n_loops=3)
+    sampling = SS.SourceSampling(0.2, seed=p, window=12, length=8)
+    task = SS._SourceTask(info, p, "iteration", 6, k, 0, True, sampling)
+    offsets, s_offset = task.next_start.copy(), int(task.s_next[0])
+    picker = SS._Picker(sampling, "iteration", 6, task.cmap.shared_block, info.path)
+    for piece in chunker(ch, 37)():
+        task.feed(picker.rows(piece))
+    task.finish(sampling)
+    private = [x.copy() for x in CoreMap(info, p, "iteration").split(ch, line_shift(64))]
+    plain = [(x & ~np.uint64(1 << 63)).tolist() for x in private]
+    got = ({}, 0, 0)
+    for est in task.est:
+        got = ({d: got[0].get(d, 0) + est.near.get(d, 0) for d in set(got[0]) | set(est.near)},
+               got[1] + est.n_far, got[2] + est.n_measured)
+    want = brute_windows(plain, lambda e, i: i, offsets.tolist(), task.period, task.length, task.look)
+    assert got == want and want[2] > 0
+    ids = [np.array([(c << 32) | i for i in range(len(x))], np.uint64) for c, x in enumerate(plain)]
+    order, _ = interleave_arrays(ids, "rr", refs_per_turn=k)
+    core, pos = (order >> np.uint64(32)).astype(np.int64), (order & np.uint64((1 << 32) - 1)).astype(np.int64)
+    shared = [plain[c][q] for c, q in zip(core.tolist(), pos.tolist())]
+    want = brute_windows([shared], lambda e, i: int(pos[i]), [s_offset], task.s_period, task.s_length, task.s_look,
+                         turn_of=lambda q: q // k)
+    assert (task.s_est.near, task.s_est.n_far, task.s_est.n_measured) == want and want[2] > 0
+
+
+def test_shards_only_keeps_totals_and_is_seeded(work):
+    """window=0 (SHARDS alone, scaled and adjusted): every stream keeps its exact length; same seed, same result."""
+    info, factory, exact = work
+    a, b = (source_set(info, factory, [1, 4], "iteration", 1, True, SS.SourceSampling(0.1, 6, window=0))
+            for _ in range(2))
+    for key in a:
+        assert a[key].total == exact[key].total and same(a[key], b[key])
