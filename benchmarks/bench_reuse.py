@@ -180,9 +180,35 @@ def row(metric: str, value: float, unit: str, target: str, ok: bool) -> dict:
             "target": target, "ok": bool(ok)}
 
 
+REAL_SWEEP = ("jacobi-2d", "MEDIUM")  # 100 time steps: the mirrors share little after the first one
+
+
+def bench_real_sweep(name: str = REAL_SWEEP[0], size: str = REAL_SWEEP[1]) -> list[dict]:
+    """The same ratio on a real traced benchmark, where many loop instances follow each other."""
+    import tempfile
+    from pathlib import Path
+
+    import instrument
+    from analysis.profiles import open_chunks
+    from benchmarks.bench_sampling import build_benchmark
+
+    with tempfile.TemporaryDirectory(prefix="pptmc-bench-reuse-") as tmp:
+        bench, d = build_benchmark(name, size, Path(tmp))
+        instrument.run_trace(d / "trace.inst", bench.args, d / "t.trace")
+        info, factory = open_chunks(d / "t.trace")
+        single = cpu_seconds(lambda: compute_profiles_from(info, factory, [1]), repeats=2)
+        every = cpu_seconds(lambda: compute_profiles_from(info, factory, CORES), repeats=2)
+        plain = cpu_seconds(lambda: compute_profiles_from(info, factory, CORES, coherence=False), repeats=2)
+    label = f"{name} {size} ({info.n_accesses / 1e6:.1f}M refs, decode included)"
+    return [row(f"{label}: single_core_analysis_cpu", single, "s", "", True),
+            row(f"{label}: all_core_counts_over_single", every / single, "x", "<= 5", every / single <= 5),
+            row(f"{label}: all_core_counts_over_single_no_coherence", plain / single, "x", "<= 5",
+                plain / single <= 5)]
+
+
 def run() -> list[dict]:
     """All rows for `make bench`."""
-    return bench_engine() + bench_core_sweep()
+    return bench_engine() + bench_core_sweep() + bench_real_sweep()
 
 
 if __name__ == "__main__":
