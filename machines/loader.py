@@ -159,17 +159,25 @@ def _check_ops(chk: _Checker, data: dict) -> dict[str, OpCost]:
         if op not in ops:
             chk.fail(f"ops.{op}", "missing")
             continue
-        entry = chk.table(ops[op], f"ops.{op}")
-        if entry is None:
-            continue
-        prefix = f"ops.{op}."
-        chk.unknown(entry, _OP_KEYS, prefix)
-        lat = chk.get(entry, "latency", prefix, "number", positive=True)
-        thr = chk.get(entry, "recip_throughput", prefix, "number", positive=True)
-        chk.get(entry, "source", prefix, "str")
-        if lat is not None and thr is not None:
-            out[op] = OpCost(latency=float(lat), recip_throughput=float(thr))
+        cost = _op_cost(chk, ops[op], f"ops.{op}")
+        if cost is not None:
+            out[op] = cost
     return out
+
+
+def _op_cost(chk: _Checker, raw: Any, path: str) -> OpCost | None:
+    """One {latency, recip_throughput, source} table (an operation class or a library call)."""
+    entry = chk.table(raw, path)
+    if entry is None:
+        return None
+    prefix = f"{path}."
+    chk.unknown(entry, _OP_KEYS, prefix)
+    lat = chk.get(entry, "latency", prefix, "number", positive=True)
+    thr = chk.get(entry, "recip_throughput", prefix, "number", positive=True)
+    chk.get(entry, "source", prefix, "str")
+    if lat is None or thr is None:
+        return None
+    return OpCost(latency=float(lat), recip_throughput=float(thr))
 
 
 def _check_parallel(chk: _Checker, data: dict) -> Parallel:
@@ -197,19 +205,12 @@ def _check_calls(chk: _Checker, data: dict) -> dict[str, OpCost]:
     calls = chk.table(data["calls"], "calls")
     out: dict[str, OpCost] = {}
     for name, raw in (calls or {}).items():
-        prefix = f"calls.{name}."
         if not _CALL_NAME_RE.match(name):
             chk.fail(f"calls.{name}", "not a C function name")
             continue
-        entry = chk.table(raw, f"calls.{name}")
-        if entry is None:
-            continue
-        chk.unknown(entry, _OP_KEYS, prefix)
-        lat = chk.get(entry, "latency", prefix, "number", positive=True)
-        thr = chk.get(entry, "recip_throughput", prefix, "number", positive=True)
-        chk.get(entry, "source", prefix, "str")
-        if lat is not None and thr is not None:
-            out[name] = OpCost(latency=float(lat), recip_throughput=float(thr))
+        cost = _op_cost(chk, raw, f"calls.{name}")
+        if cost is not None:
+            out[name] = cost
     return out
 
 

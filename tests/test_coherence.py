@@ -15,6 +15,7 @@ from instrument.trace_types import (CHUNK_DTYPES, NO_LOOP, SCHED_DYNAMIC, SCHED_
                                    TraceChunk, TraceInfo)
 from pptmc.cli import run
 from test_private_traces import chunker
+from tracerows import chunk_from_rows
 
 
 def brute_coherent(shared: list[int], core: list[int], p: int) -> list[list[int]]:
@@ -65,11 +66,7 @@ def random_trace(seed: int, n_iters: int, mode_loops: bool, schedule: int):
                 inst[1] += 1
                 rows.append((0x200000 + 64 * int(rng.integers(0, 2)), bool(rng.random() < 0.5), 1, inst[1], lp, it,
                              False))
-    cols = {k: [] for k in CHUNK_DTYPES}
-    for addr, store, b, i, lp, it, stack in rows:
-        for k, v in zip(CHUNK_DTYPES, (addr, 8, store, b, i, 0, 0, lp, it, stack)):
-            cols[k].append(v)
-    chunk = TraceChunk(*(np.array(cols[k], dtype=d) for k, d in CHUNK_DTYPES.items()))
+    chunk = chunk_from_rows(rows)
     counts = {b: n + 1 for b, n in inst.items()}
     info = TraceInfo("synthetic.trace", 1, "prog", [], True, len(chunk), blocks, counts,
                      loops=loops if mode_loops else [])

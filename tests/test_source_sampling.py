@@ -15,6 +15,7 @@ from instrument.trace_types import (CHUNK_DTYPES, NO_LOOP, SCHED_DYNAMIC, SCHED_
                                     LoopInstance, TraceChunk, TraceInfo)
 from pptmc.errors import InputError
 from test_private_traces import chunker
+from tracerows import chunk_from_rows
 
 CORES = [1, 2, 3, 4, 8, 16]
 
@@ -40,11 +41,7 @@ def random_trace(seed: int, n_iters: int, loops: bool, schedule: int, chunk: int
                 inst[1] += 1
                 rows.append((0x200000 + 64 * int(rng.integers(0, 2)), bool(rng.random() < 0.5), 1, inst[1], lp, it,
                              False))
-    cols = {k: [] for k in CHUNK_DTYPES}
-    for addr, store, b, i, lp, it, stack in rows:
-        for k, v in zip(CHUNK_DTYPES, (addr, 8, store, b, i, 0, 0, lp, it, stack)):
-            cols[k].append(v)
-    ch = TraceChunk(*(np.array(cols[k], dtype=d) for k, d in CHUNK_DTYPES.items()))
+    ch = chunk_from_rows(rows)
     info = TraceInfo("synthetic.trace", 1, "prog", [], True, len(ch), blocks, {b: n + 1 for b, n in inst.items()},
                      loops=loop_table if loops else [])
     return info, ch
