@@ -71,7 +71,8 @@ def operands(inst: Inst) -> list[str]:
 def loop_carried_chain(label: str, insts: list[Inst], fused: bool = True) -> dict[str, int]:
     """Operation classes of the longest loop-carried chain of a self-looping block ({} if none)."""
     self_ref = "%" + label
-    if not any(i.opcode in ("br", "switch") and self_ref in _VALUE_RE.findall(i.text) for i in insts[-1:]):
+    term = insts[-1] if insts else None
+    if term is None or term.opcode not in ("br", "switch") or self_ref not in _VALUE_RE.findall(term.text):
         return {}
     best: tuple[int, dict[str, int]] = (0, {})
     for start, end, extra in _carried_pairs(self_ref, insts):
