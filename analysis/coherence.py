@@ -114,7 +114,7 @@ def _walk_events(tagged, pattern, occ, per, piece_core, start, keys, sharers, st
     r = start // plen
     q = start % plen
     i = start
-    while i < tagged.shape[0]:  # the loop body is _walk's (a shared inline helper measured 13x slower)
+    while i < tagged.shape[0]:  # _walk's body: a shared helper measured 1.4x (inline) to 1.7x slower
         raw = tagged[i]
         line = raw & ~STORE_TAG
         store = raw != line
