@@ -26,7 +26,7 @@ NOMINAL_LATENCY = {"int_add": 1, "int_mul": 3, "int_div": 20, "fp_add": 3, "fp_m
 _CLASS_OF = {"add": "int_add", "sub": "int_add", "mul": "int_mul", "sdiv": "int_div", "udiv": "int_div",
              "srem": "int_div", "urem": "int_div", "fadd": "fp_add", "fsub": "fp_add", "fmul": "fp_mul",
              "fdiv": "fp_div", "frem": "fp_div", "load": "load"}
-_FMA_RE = re.compile(r"@llvm\.(fma|fmuladd)\.")
+FMA_RE = re.compile(r"@llvm\.(fma|fmuladd)\.")  # also the pass's op counter's
 _VALUE_RE = re.compile(r'%(?:"(?:[^"\\]|\\.)*"|[-\w.$]+)')
 _INCOMING_RE = re.compile(r'\[\s*([^\[\],]+?)\s*,\s*(%(?:"(?:[^"\\]|\\.)*"|[-\w.$]+))\s*\]')
 _DEF_RE = re.compile(r'^\s*(%(?:"(?:[^"\\]|\\.)*"|[-\w.$]+))\s*=')
@@ -52,7 +52,7 @@ def latency_classes(inst: Inst, via: str, fused: bool) -> tuple[str, ...]:
     `via` (none for free ones such as casts). Without FMA hardware llvm.fmuladd(a, b, c) is a
     multiply then an add, so a chain through the addend c pays only the add."""
     if inst.opcode == "call":
-        if not _FMA_RE.search(inst.text):
+        if not FMA_RE.search(inst.text):
             return ()
         if fused or "@llvm.fma." in inst.text:
             return ("fp_fma",)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import llvmlite.binding as llvm
 
-from passes.chains import loop_carried_chain, parse_inst
+from passes.chains import FMA_RE, loop_carried_chain, parse_inst
 from pptmc.errors import InputError
 
 OP_KEYS = ("int_add", "int_sub", "int_mul", "int_div", "fp_add", "fp_sub", "fp_mul", "fp_div",
@@ -31,7 +31,6 @@ _LABEL_REF_RE = re.compile(r'label %("(?:[^"\\]|\\.)*"|[-\w.$]+)')
 _MEM_INTRINSIC_RE = re.compile(r"@llvm\.(memcpy|memmove|memset)(?:\.inline)?\.")
 _MASKED_RE = re.compile(r"@llvm\.masked\.(load|store|gather|scatter|expandload|compressstore)\.")
 _MASKED_STORES = ("store", "scatter", "compressstore")
-_FMA_RE = re.compile(r"@llvm\.(fma|fmuladd)\.")
 _VEC_RE = re.compile(r"<(\d+) x ")
 _CALLEE_RE = re.compile(r"\bcall\b[^@]*@([-\w.$]+)\(")
 # intrinsics (priced as operations), the XOMP/libomp runtime and the tracer are not library calls
@@ -291,7 +290,7 @@ class _FunctionPass:
         key = _OPCODE_KEY.get(op)
         if key:
             blk.ops[key] += 1
-        if op == "call" and _FMA_RE.search(text):
+        if op == "call" and FMA_RE.search(text):
             if self.fused or "@llvm.fma." in text:
                 blk.ops["fp_fma"] += 1
             else:  # llvm.fmuladd without FMA hardware is lowered to a multiply and an add
@@ -512,9 +511,13 @@ def shared_labels(raw_ir: str) -> dict[str, str]:
 _ATTR_GROUP_RE = re.compile(r"^attributes (#\d+) = \{(.*)\}$")
 
 
-def has_fma(define_line: str, lines: list[str]) -> bool:
+def attribute_groups(lines: list[str]) -> dict[str, str]:
+    """The module's attribute groups: '#3' -> the text between its braces."""
+    return {m.group(1): m.group(2) for m in map(_ATTR_GROUP_RE.match, lines) if m}
+
+
+def has_fma(define_line: str, groups: dict[str, str]) -> bool:
     """Whether the function's target features include FMA (clang's default x86-64 target does not)."""
-    groups = {m.group(1): m.group(2) for m in map(_ATTR_GROUP_RE.match, lines) if m}
     features = " ".join(groups.get(g, "") for g in re.findall(r"(#\d+)", define_line.split(")")[-1]))
     found = re.search(r'"target-features"="([^"]*)"', features)
     if found is None:
@@ -534,12 +537,13 @@ def instrument_ir(text: str, pattern: str, mode: str = "trace", origin: str = "<
                          f"{', '.join(f.name for f in mod.functions if not f.is_declaration)})")
     lines = text.splitlines()
     spans = _function_spans(lines)
+    groups = attribute_groups(lines)
     blocks, sites, functions, replace = [], [], {}, {}
     next_block = next_site = 0
     for fn_id, fn in enumerate(chosen):
         a, b = spans[fn.name]
         fp = _FunctionPass(fn, lines[a:b + 1], td, next_block, next_site, fn_id, mode,
-                           (labels or {}).get(fn.name, "shared_var_trace"), has_fma(lines[a], lines))
+                           (labels or {}).get(fn.name, "shared_var_trace"), has_fma(lines[a], groups))
         replace[a] = (b, fp.run())
         fblocks = list(fp.blocks)
         if fp.shared_block is not None:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from passes.chains import loop_carried_chain, parse_inst
-from passes.irpass import has_fma
+from passes.irpass import attribute_groups, has_fma
 
 
 def block(lines: list[str]):
@@ -64,5 +64,6 @@ def test_fma_target_feature_detection():
     lines = ['define void @f() #3 {', '}',
              'attributes #3 = { nounwind "target-features"="+cmov,+sse2,+x87" }',
              'attributes #4 = { nounwind "target-features"="+avx2,+fma,+sse2" }']
-    assert has_fma(lines[0], lines) is False
-    assert has_fma('define void @g() #4 {', lines) is True
+    groups = attribute_groups(lines)
+    assert has_fma(lines[0], groups) is False
+    assert has_fma('define void @g() #4 {', groups) is True
