@@ -56,6 +56,11 @@ def default_memory_budget() -> int:
     return parse_budget(raw, f"${BUDGET_ENV}") if raw else DEFAULT_MEMORY_BUDGET
 
 
+def resolve_memory_budget(given: int | None) -> int:
+    """`given` bytes, or the default budget when None (the library's memory_budget=None)."""
+    return default_memory_budget() if given is None else given
+
+
 def parse_budget(text: str, where: str) -> int:
     """A byte count such as 268435456, 256M or 1G."""
     scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -199,7 +204,7 @@ class Interleaver:
             raise InputError(f"--refs-per-turn {refs_per_turn}: must be at least 1")
         self.lanes = [_Lane(None if spill_dir is None else os.fspath(spill_dir)) for _ in range(n_cores)]
         self.strategy, self.k = strategy, refs_per_turn
-        self.budget = default_memory_budget() if memory_budget is None else memory_budget
+        self.budget = resolve_memory_budget(memory_budget)
         self.active = list(range(n_cores))
         self.turn = 0  # round-robin: index into active of the core whose turn it is
         self.rng = np.random.default_rng(seed)
@@ -317,7 +322,7 @@ class Lanes:
     def __init__(self, n_cores: int, dtype: type, memory_budget: int | None = None,
                  spill_dir: str | os.PathLike | None = None) -> None:
         self.lanes = [_Lane(None if spill_dir is None else os.fspath(spill_dir), dtype) for _ in range(n_cores)]
-        self.budget = default_memory_budget() if memory_budget is None else memory_budget
+        self.budget = resolve_memory_budget(memory_budget)
         self.itemsize = np.dtype(dtype).itemsize
 
     def push(self, core: int, values: np.ndarray) -> None:

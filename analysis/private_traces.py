@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Iterator
 import numba
 import numpy as np
 
-from analysis.interleave import Batch, Interleaver, default_memory_budget
+from analysis.interleave import Batch, Interleaver, resolve_memory_budget
 from instrument.trace_types import NO_LOOP, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_STATIC, TraceChunk, TraceInfo
 from pptmc.errors import InputError
 
@@ -364,7 +364,7 @@ def mimic(info: TraceInfo, chunks: Callable[[], Iterable[TraceChunk]], specs: li
     resolved = resolve_mode(info, mode)
     shift = line_shift(line_size)
     maps = [CoreMap(info, s.cores, resolved, paper_chunk) for s in specs]
-    total = default_memory_budget() if memory_budget is None else memory_budget
+    total = resolve_memory_budget(memory_budget)
     budget = total // max(len(specs), 1)
     itls = [Interleaver(s.cores, s.strategy, s.seed, s.refs_per_turn, budget, spill_dir) for s in specs]
     for ch in chunks():

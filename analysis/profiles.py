@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 import pandas as pd
 
-from analysis.interleave import Interleaver, Lanes, default_memory_budget
+from analysis.interleave import Interleaver, Lanes, resolve_memory_budget
 from analysis.private_traces import (ALL_CORES, OFFSET_BITS, CoreMap, InterleaveSpec, PreparedChunk, line_shift,
                                      prepare_chunk, resolve_mode)
 from instrument.trace_types import TraceChunk, TraceInfo
@@ -220,8 +220,7 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
     """
     if jobs < 1:
         raise InputError(f"--jobs {jobs}: give a positive number of worker processes")
-    if memory_budget is None:  # bytes of waiting references for the whole pass ($PPTMC_MEMORY_BUDGET)
-        memory_budget = default_memory_budget()
+    memory_budget = resolve_memory_budget(memory_budget)  # waiting references, whole pass ($PPTMC_MEMORY_BUDGET)
     groups = job_groups(counts, jobs)
     if len(groups) > 1:
         return _run_groups(groups, counts, lambda group, budget, bar: profile_configs(
@@ -452,8 +451,7 @@ class CoreCountTask:
         # one core: the shared trace is the private one, so the CRD is the PRD
         self.shared = ReuseEngine() if spec.cores > 1 else None
         # line ids (8 B) and, with coherence, their distances (4 B) wait alike: split the budget 2:1
-        if memory_budget is None:
-            memory_budget = default_memory_budget()
+        memory_budget = resolve_memory_budget(memory_budget)
         budget = memory_budget * 2 // 3 if self.coherent else memory_budget
         self.itl = Interleaver(spec.cores, spec.strategy, spec.seed, spec.refs_per_turn, budget,
                                spill_dir) if spec.cores > 1 else None
