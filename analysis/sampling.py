@@ -739,26 +739,36 @@ def _gaps(lines: np.ndarray) -> np.ndarray:
 
 
 def _gaps_at(lines: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    """Like _gaps for accesses at increasing stream positions `pos`."""
+    """Like _gaps for accesses at increasing stream positions `pos` (one pass with an open-addressing
+    table sized so it never fills; an argsort costs several times more)."""
     size = 1 << max(4, int(2 * max(lines.shape[0], 1) - 1).bit_length())
-    return _prev_gaps(lines, pos, np.empty(size, np.uint64), np.full(size, -1, np.int64))
+    out = np.empty(lines.shape[0], dtype=np.int64)
+    gap_update(lines, pos, np.empty(size, np.uint64), np.full(size, -1, np.int64),
+               np.array([0, size], dtype=np.int64), out, 0)
+    return out
 
 
 @numba.njit(cache=True, nogil=True)
-def _prev_gaps(lines, pos, keys, last):
-    """pos[i] minus the position of the previous access to lines[i] (-1: none), one pass with an
-    open-addressing table (keys valid where last >= 0); an argsort costs several times more."""
+def gap_update(lines, pos, keys, last, state, out, start):
+    """out[i] = pos[i] minus the position of the previous access to lines[i] (-1: none), from index
+    start, in a persistent open-addressing table (keys valid where last >= 0; state = [n_keys, limit]).
+    Returns the index reached: it stops before a new key would exceed the load limit."""
     mask = np.uint64(keys.shape[0] - 1)
-    out = np.empty(lines.shape[0], dtype=np.int64)
-    for i in range(lines.shape[0]):
+    for i in range(start, lines.shape[0]):
         x = lines[i]
         slot = ((x * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
         while last[slot] >= 0 and keys[slot] != x:
             slot = (slot + np.uint64(1)) & mask
-        out[i] = pos[i] - last[slot] if last[slot] >= 0 else -1
-        keys[slot] = x
+        if last[slot] < 0:
+            if state[0] + 1 > state[1]:
+                return i
+            state[0] += 1
+            keys[slot] = x
+            out[i] = -1
+        else:
+            out[i] = pos[i] - last[slot]
         last[slot] = pos[i]
-    return out
+    return lines.shape[0]
 
 
 def _counts_of(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

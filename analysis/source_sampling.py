@@ -53,6 +53,7 @@ import numba
 import numpy as np
 
 from analysis.private_traces import ALL_CORES, OFFSET_BITS, CoreMap, line_shift, resolve_mode
+from analysis.sampling import _engine_bins, gap_update
 from instrument.trace_types import TraceChunk, TraceInfo
 from pptmc.errors import InputError
 
@@ -249,29 +250,6 @@ def _expand(pieces):
 
 
 @numba.njit(cache=True, nogil=True)
-def _gap_update(lines, pos, keys, last, state, out, start):
-    """out[i] = pos[i] minus the position of the previous access to lines[i] (-1: none), from index
-    start, in a persistent open-addressing table (keys valid where last >= 0; state = [n_keys, limit]).
-    Returns the index reached: it stops before a new key would exceed the load limit."""
-    mask = np.uint64(keys.shape[0] - 1)
-    for i in range(start, lines.shape[0]):
-        x = lines[i]
-        slot = ((x * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
-        while last[slot] >= 0 and keys[slot] != x:
-            slot = (slot + np.uint64(1)) & mask
-        if last[slot] < 0:
-            if state[0] + 1 > state[1]:
-                return i
-            state[0] += 1
-            keys[slot] = x
-            out[i] = -1
-        else:
-            out[i] = pos[i] - last[slot]
-        last[slot] = pos[i]
-    return lines.shape[0]
-
-
-@numba.njit(cache=True, nogil=True)
 def _segment_gaps(lines, seg, pos, keys, last, stamp):
     """pos[i] minus the position of the previous use of lines[i] in its segment (-1: none). Segments are
     contiguous and short, so one small open-addressing table serves all, cleared per segment by a new stamp
@@ -311,7 +289,7 @@ class _GapTable:
         out = np.empty(lines.shape[0], dtype=np.int64)
         i = 0
         while True:
-            i = _gap_update(lines, pos, self.keys, self.last, self.state, out, i)
+            i = gap_update(lines, pos, self.keys, self.last, self.state, out, i)
             if i >= lines.shape[0]:
                 return out
             self._grow()
@@ -445,8 +423,6 @@ def _add_counts(acc: dict[int, int], values: np.ndarray) -> None:
 
 def _engine_bins_of(vals: np.ndarray, cnt: np.ndarray, total: int):
     """Counts of distances (-1 = cold) in the exact engine's bins, summing to total."""
-    from analysis.sampling import _engine_bins
-
     return _engine_bins(vals, cnt, 1.0, total)
 
 
