@@ -16,9 +16,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from analysis.reuse import EXACT_LIMIT, N_BINS, _bin_of
+from analysis.reuse import EXACT_LIMIT, N_BINS, STORE_TAG, _bin_of
 
-STORE_TAG = np.uint64(1 << 63)
 _EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
 _MAX_LOAD = 0.7
 

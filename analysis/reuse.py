@@ -27,7 +27,8 @@ from pptmc.errors import PptmcError
 
 EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)  # never a line id: line ids are addresses shifted right
 _ALL_BITS = np.uint64(0xFFFFFFFFFFFFFFFF)
-_UNTAGGED = np.uint64((1 << 63) - 1)  # clears analysis.coherence.STORE_TAG (bit 63)
+STORE_TAG = np.uint64(1 << 63)  # marks a store's line id for coherence (analysis/coherence.py)
+_UNTAGGED = ~STORE_TAG
 _MAX_LOAD = 0.7
 _MIN_TIME_AXIS = 1 << 16
 _MAX_TIME_AXIS = (1 << 31) - (1 << 27)  # times are int32; a multiple of every _axis_length step
