@@ -2,7 +2,8 @@
 
 The C microbenchmarks in machines/microbench/ are compiled with clang-19 -O2 and run once each:
 ops.c (latency: dependent chains; throughput: independent chains), chase.c (pointer-chasing
-latency per working-set size) and stream.c (OpenMP read bandwidth). Times come back in ns and
+latency per working-set size), lines.c (lines per second each level delivers) and stream.c
+(OpenMP read bandwidth from RAM). Times come back in ns and
 become cycles with the frequency measured by the dependent integer-add chain (1 cycle per add).
 """
 from __future__ import annotations
@@ -219,10 +220,19 @@ def _stream_gbs(binary: Path, size: int, reps: int, threads: list[int]) -> dict[
     return {t: res[f"gbs_{t}"] for t in threads}
 
 
+def _line_ns(binary: Path, size: int, line_bytes: int, reps: int) -> float:
+    """Nanoseconds per line a level delivers (lines.c), over about 64 MiB of lines per repetition."""
+    kib = max(4, size // _KIB)
+    passes = max(1, (64 * _MIB) // (kib * _KIB))
+    return _run(binary, kib, line_bytes, passes, reps)["ns_per_line"]
+
+
 def measure_memory(workdir: Path, caches: list[SysCache], cores: int, ghz: float, l1_recip: float,
                    effort: Effort, progress: Progress) -> tuple[list[dict], dict]:
-    """Latency per cache level and for RAM (pointer chase), bandwidths (stream)."""
+    """Latency per cache level and for RAM (pointer chase), line throughput per level (lines),
+    bandwidths (stream)."""
     chase = _compile("chase.c", workdir / "chase", [])
+    lines = _compile("lines.c", workdir / "lines", [])
     stream = _compile("stream.c", workdir / "stream", [], openmp=True)
     levels = []
     for i, cache in enumerate(caches):
@@ -230,12 +240,14 @@ def measure_memory(workdir: Path, caches: list[SysCache], cores: int, ghz: float
         # cloud VMs would otherwise time TLB walks and far slices instead of the common case.
         size = cache.size_bytes // 2 if i == 0 else min(cache.size_bytes // 2, 4 * caches[i - 1].size_bytes)
         size = min(size, effort.ram_set_bytes // 2)
-        progress(f"L{cache.level}: pointer chase over {size // _KIB} KiB, stream over {size // _KIB} KiB")
+        progress(f"L{cache.level}: pointer chase and line throughput over {size // _KIB} KiB")
         lat_ns = min(_chase_ns(chase, size, effort.chase_loads) for _ in range(effort.chase_runs))
-        gbs = _stream_gbs(stream, size, effort.stream_reps, [1])[1]
         # L1 serves one access per load; deeper levels move one line per access they serve.
-        recip, how = ((l1_recip, "ops.c independent loads") if i == 0 else
-                      (round(cache.line_bytes / (gbs / ghz), 2), f"one line per stream.c read at {gbs:.1f} GB/s"))
+        if i == 0:
+            recip, how = l1_recip, "ops.c independent loads"
+        else:
+            line_ns = _line_ns(lines, size, cache.line_bytes, effort.stream_reps)
+            recip, how = round(line_ns * ghz, 2), f"lines.c, one load per line ({line_ns:.3f} ns per line)"
         levels.append({"name": f"L{cache.level}", "size_bytes": cache.size_bytes, "line_bytes": cache.line_bytes,
                        "associativity": cache.associativity, "latency_cycles": round(lat_ns * ghz, 1),
                        "recip_throughput_cycles": recip, "shared": cache.shared,

@@ -65,6 +65,25 @@ def test_detect_quick_writes_a_valid_plausible_file(detected):
     # overhead.c: a region and a barrier cost something, and far less than a millisecond
     assert 0 < m.parallel.fork_join_ns < 1e6 and 0 < m.parallel.barrier_ns < 1e6
     assert "overhead.c" in m.sources["parallel"]
+    # lines.c: a level below L1 delivers a line in more time than L1 serves an access, and in less
+    # time than one core's RAM bandwidth moves a line
+    ram_line_cycles = m.line_bytes / (m.ram.bandwidth_one_core_gbs / m.frequency_ghz)
+    for i, level in enumerate(m.caches[1:], start=1):
+        assert m.caches[0].recip_throughput_cycles < level.recip_throughput_cycles < ram_line_cycles
+        assert "lines.c" in m.sources[f"caches[{i}]"]
+
+
+def test_lines_microbenchmark_times_lines_not_the_loop(tmp_path):
+    """One load per line: an L1-resident buffer is several times faster per line than a RAM-sized
+    one, and bad arguments are refused with the usage line."""
+    import subprocess
+
+    binary = detect._compile("lines.c", tmp_path / "lines", [])
+    l1 = detect._line_ns(binary, 16 << 10, 64, 3)
+    ram = detect._line_ns(binary, 256 << 20, 64, 1)
+    assert 0 < l1 * 3 < ram
+    bad = subprocess.run([str(binary), "64", "12", "1", "1"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "LINE_BYTES a multiple of 8" in bad.stderr
 
 
 LSCPU = """NAME ONE-SIZE ALL-SIZE WAYS TYPE        LEVEL   SETS PHY-LINE COHERENCY-SIZE
