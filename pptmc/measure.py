@@ -7,10 +7,11 @@ one after another, never in parallel, so they do not disturb each other.
 """
 from __future__ import annotations
 
+import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import pandas as pd
 
@@ -44,6 +45,17 @@ class MeasureConfig:
     threads: tuple[int, ...] = (1, 2)
     repeats: int = 5
     cold: bool = True
+    pin: bool = True  # one thread per core, no migration (pinned_environment)
+
+
+def pinned_environment(base: Mapping[str, str]) -> dict[str, str]:
+    """`base` with OMP_PROC_BIND=close and OMP_PLACES=cores unless it sets them: on this 2-core VM an
+    unpinned 2-thread run of lu took 27 ms in 4 of 15 runs instead of 7 (a thread migrated or shared a
+    core); pinned, the slowest of 15 was 7.4 ms."""
+    env = dict(base)
+    env.setdefault("OMP_PROC_BIND", "close")
+    env.setdefault("OMP_PLACES", "cores")
+    return env
 
 
 def measure_benchmark(bench, cfg: MeasureConfig) -> list[dict]:
@@ -57,7 +69,8 @@ def measure_benchmark(bench, cfg: MeasureConfig) -> list[dict]:
     build_native(bench, cfg.size, exe)
     rows = []
     for threads in cfg.threads:
-        samples = [run_native(exe, threads, cold=cfg.cold).region_seconds for _ in range(cfg.repeats)]
+        env = pinned_environment(os.environ) if cfg.pin else None
+        samples = [run_native(exe, threads, cold=cfg.cold, env=env).region_seconds for _ in range(cfg.repeats)]
         rows.append({"benchmark": bench.name, "cores": threads, "measured_s": statistics.median(samples),
                      "measured_min_s": min(samples), "measured_max_s": max(samples), "repeats": cfg.repeats})
     return rows
@@ -138,7 +151,7 @@ def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, m
 def validate_runtimes(benches, size: str, threads: tuple[int, ...], workdir: Path, machine: Machine,
                       repeats: int = 5, progress: Progress | None = None,
                       layout: str = DEFAULT_LAYOUT, contention: str = "roofline",
-                      cpu_form: str = DEFAULT_CPU_FORM) -> pd.DataFrame:
+                      cpu_form: str = DEFAULT_CPU_FORM, pin: bool = True) -> pd.DataFrame:
     """Measure and predict every benchmark on `machine` (the host), one table row per (benchmark, cores).
 
     A benchmark whose prediction fails keeps its measurement, with the cause in the `error` column.
@@ -149,7 +162,7 @@ def validate_runtimes(benches, size: str, threads: tuple[int, ...], workdir: Pat
     if too_many:
         raise InputError(f"threads {','.join(map(str, too_many))}: machine {machine.name} has only "
                          f"{machine.cores} cores; measure at most that many")
-    cfg = MeasureConfig(workdir=workdir, size=size, threads=tuple(threads), repeats=repeats)
+    cfg = MeasureConfig(workdir=workdir, size=size, threads=tuple(threads), repeats=repeats, pin=pin)
     frames = []
     for bench in benches:
         say(f"{bench.name}: measuring {size} on {','.join(map(str, threads))} threads x {repeats}")

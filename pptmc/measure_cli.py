@@ -52,7 +52,8 @@ def run_measure(args: argparse.Namespace) -> int:
     outdir = Path(args.output)
     machine = host_machine(args, outdir, say)
     df = validate_runtimes(benches, size, threads, outdir, machine, repeats=args.repeats, progress=say,
-                           layout=args.layout, contention=args.contention, cpu_form=args.cpu_form)
+                           layout=args.layout, contention=args.contention, cpu_form=args.cpu_form,
+                           pin=not args.no_pin)
     summary = runtime_summary(df)
     for ext in ("csv", "parquet"):
         write_table(df, outdir / f"runtime_validation.{ext}")
@@ -89,6 +90,9 @@ def register(subparsers) -> None:
     p.add_argument("--repeats", type=int, default=5, help="runs per thread count; median, min, max kept")
     p.add_argument("--machine", help="machine file or shipped name (default: detect this host once, cached in DIR)")
     p.add_argument("--detect", action="store_true", help="re-detect the host machine file even if DIR has one")
+    p.add_argument("--no-pin", action="store_true",
+                   help="leave thread placement to the OS (default: OMP_PROC_BIND=close, OMP_PLACES=cores "
+                        "unless the environment sets them)")
     p.add_argument("--layout", choices=LAYOUTS, default=DEFAULT_LAYOUT,
                    help=f"runtime model's memory-time form (default {DEFAULT_LAYOUT}; contiguous = the paper's)")
     p.add_argument("--cpu-form", choices=CPU_FORMS, default=DEFAULT_CPU_FORM,

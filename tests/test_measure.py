@@ -84,3 +84,33 @@ def test_cli_bad_input(args, message, tmp_path):
 def test_more_threads_than_the_machine_has(tmp_path):
     with pytest.raises(InputError, match="has only 8 cores"):
         validate_runtimes([by_name("atax")], "MINI", (1, 16), tmp_path, load_machine("haswell-i7-5960x"))
+
+
+def test_pinned_environment_binds_threads_unless_the_user_chose():
+    from pptmc.measure import pinned_environment
+
+    env = pinned_environment({"PATH": "/bin"})
+    assert env == {"PATH": "/bin", "OMP_PROC_BIND": "close", "OMP_PLACES": "cores"}
+    mine = pinned_environment({"OMP_PROC_BIND": "spread", "OMP_PLACES": "threads"})
+    assert mine == {"OMP_PROC_BIND": "spread", "OMP_PLACES": "threads"}
+
+
+def test_measure_runs_pinned_by_default_and_not_with_pin_off(tmp_path, monkeypatch):
+    """The native runs get the pinned environment; pin=False passes none (the OS places threads)."""
+    import benchmarks.polybench.build as build
+    from pptmc.measure import MeasureConfig, measure_benchmark
+
+    seen = []
+
+    def fake_run(exe, threads, cold=False, dump=False, env=None, timeout=600.0):
+        seen.append(env)
+        return build.NativeRun(checksums={}, arrays={}, region_seconds=1e-3)
+
+    monkeypatch.setattr(build, "build_native", lambda bench, size, exe: exe)
+    monkeypatch.setattr(build, "run_native", fake_run)
+    monkeypatch.delenv("OMP_PROC_BIND", raising=False)
+    measure_benchmark(by_name("atax"), MeasureConfig(workdir=tmp_path, threads=(2,), repeats=2))
+    assert len(seen) == 2 and all(e["OMP_PROC_BIND"] == "close" and e["OMP_PLACES"] == "cores" for e in seen)
+    seen.clear()
+    measure_benchmark(by_name("atax"), MeasureConfig(workdir=tmp_path, threads=(2,), repeats=1, pin=False))
+    assert seen == [None]
