@@ -334,6 +334,11 @@ def heuristic_probabilities(cfg: Cfg, trip_count: float = DEFAULT_TRIP_COUNT) ->
 
 def natural_loops(g: nx.DiGraph, entry: int) -> list[set[int]]:
     """Bodies of the natural loops reachable from entry (one per back edge)."""
+    return [body for _, body in _back_edge_loops(g, entry)]
+
+
+def _back_edge_loops(g: nx.DiGraph, entry: int) -> list[tuple[int, set[int]]]:
+    """(header, body) of the natural loop of every back edge u->h (h dominates u) reachable from entry."""
     reach = nx.descendants(g, entry) | {entry}
     sub = g.subgraph(reach)
     idom = nx.immediate_dominators(sub, entry)
@@ -347,7 +352,7 @@ def natural_loops(g: nx.DiGraph, entry: int) -> list[set[int]]:
                 return False
             u = parent
 
-    bodies = []
+    loops = []
     for u, h in sub.edges:
         if dominates(h, u):
             body = {h, u}
@@ -357,8 +362,21 @@ def natural_loops(g: nx.DiGraph, entry: int) -> list[set[int]]:
                     if p not in body:
                         body.add(p)
                         stack.append(p)
-            bodies.append(body)
-    return bodies
+            loops.append((h, body))
+    return loops
+
+
+def enclosing_loops(f: FunctionCfg) -> dict[int, frozenset[int]]:
+    """For every block of f, the body of the innermost loop around it that is more than a
+    self-loop (the natural loops of one header merged); blocks in no such loop are left out."""
+    by_header: dict[int, set[int]] = {}
+    for header, body in _back_edge_loops(f.graph(), f.entry):
+        by_header.setdefault(header, set()).update(body)
+    out: dict[int, frozenset[int]] = {}
+    for body in sorted((frozenset(b) for b in by_header.values() if len(b) > 1), key=len):
+        for block in body:  # innermost (smallest) first
+            out.setdefault(block, body)
+    return out
 
 
 # ---------------------------------------------------------------- solving

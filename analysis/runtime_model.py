@@ -68,6 +68,9 @@ class OpCounts:
         return self.store / total if total else 0.0
 
 
+_NOT_OPS = ("load_bytes", "store_bytes", "vector_width")
+
+
 @dataclass(frozen=True)
 class BlockWork:
     """An executed block: its executions, static mix per execution and the operations on its
@@ -78,6 +81,14 @@ class BlockWork:
     chain: Mapping[str, int]
     calls: Mapping[str, int] = field(default_factory=dict)  # direct calls per execution, by callee
     trip: float = 0.0  # mean executions per entry into the (self-looping) block; 0 = unknown
+    # operations executed per entry into the (self-looping) block by its innermost enclosing loop,
+    # the block's own trip x ops included (block_work, from the CFG); 0 = unknown, take trip x ops
+    span_ops: float = 0.0
+
+    @property
+    def op_total(self) -> float:
+        """Counted operations of one execution (sizes and the vector width are not operations)."""
+        return sum(v for k, v in self.ops.items() if k not in _NOT_OPS)
 
 
 @dataclass(frozen=True)
@@ -250,12 +261,14 @@ def block_core_cycles(blk: BlockWork, machine: Machine) -> float:
 def chain_overlap(blk: BlockWork, machine: Machine) -> float:
     """How many chain instances run at once: consecutive entries into a loop start independent chains,
     and the core works on the next one with the W operations its window holds past the stalled
-    chain, so an instance of `trip` executions of `ops` operations runs 1 + W / (trip x ops) at a
-    time (window.c measures W; machines/SCHEMA.md [core])."""
-    ops = sum(v for k, v in blk.ops.items() if k not in ("load_bytes", "store_bytes", "vector_width"))
+    chain. The window must first hold everything executed between two entries: the instance's own
+    trip x ops and the rest of the enclosing loop's body (span_ops; e.g. gramschmidt's update loop
+    between two reductions), so an instance runs 1 + W / span at a time (window.c measures W with
+    nothing in between; machines/SCHEMA.md [core])."""
+    ops = blk.op_total
     if machine.reorder_window_ops <= 0 or blk.trip <= 0 or ops <= 0:
         return 1.0
-    return 1.0 + machine.reorder_window_ops / (blk.trip * ops)
+    return 1.0 + machine.reorder_window_ops / max(blk.trip * ops, blk.span_ops)
 
 
 def library_call_cycles(calls: Mapping[str, int], machine: Machine) -> float:
@@ -521,18 +534,34 @@ def region_facts(trace: Path, binary: Path | None = None) -> RegionFacts:
     mem_bytes = ops.load_bytes + ops.store_bytes or 8.0 * info.n_accesses
     return RegionFacts(ops=ops, mem_accesses=float(info.n_accesses), mem_bytes=float(mem_bytes),
                        loops=tuple(info.loops), regions=region_count(getattr(info, "blocks", {}), info.block_counts),
-                       blocks=block_work(table, info.block_counts, getattr(info, "edge_counts", {})))
+                       blocks=block_work(table, info.block_counts, getattr(info, "edge_counts", {}),
+                                         _enclosing_loops(binary)))
+
+
+def _enclosing_loops(binary: Path) -> dict[int, frozenset[int]]:
+    """Innermost enclosing loop body of every block, from the binary's exported CFG."""
+    from analysis.bbcounts import enclosing_loops, load_cfg
+
+    return {b: body for f in load_cfg(binary).functions.values() for b, body in enclosing_loops(f).items()}
 
 
 def block_work(table: Any, block_counts: Mapping[int, int],
-               edge_counts: Mapping[tuple[int, int], int] | None = None) -> tuple[BlockWork, ...]:
+               edge_counts: Mapping[tuple[int, int], int] | None = None,
+               loops: Mapping[int, frozenset[int]] | None = None) -> tuple[BlockWork, ...]:
     """The executed blocks of a block table with their mixes, loop-carried chains and, from the
-    edge counts, the mean executions per entry of self-looping blocks."""
+    edge counts, the mean executions per entry of self-looping blocks; with `loops` (block ->
+    innermost enclosing loop body, bbcounts.enclosing_loops) also their span_ops."""
     entries = getattr(table, "blocks", table)
     edges = edge_counts or {}
-    return tuple(BlockWork(float(block_counts[b]), entry.ops, getattr(entry, "chain", {}), getattr(entry, "calls", {}),
-                           _trip(block_counts[b], edges.get((b, b), 0)))
-                 for b, entry in sorted(entries.items()) if block_counts.get(b))
+    work = {b: BlockWork(float(block_counts[b]), entry.ops, getattr(entry, "chain", {}), getattr(entry, "calls", {}),
+                         _trip(block_counts[b], edges.get((b, b), 0)))
+            for b, entry in sorted(entries.items()) if block_counts.get(b)}
+    for b, blk in work.items():
+        body = (loops or {}).get(b)
+        if blk.trip > 0 and body:
+            executed = sum(work[x].count * work[x].op_total for x in body if x in work)
+            work[b] = replace(blk, span_ops=executed / (blk.count / blk.trip))
+    return tuple(work.values())
 
 
 def _trip(count: int, back_edges: int) -> float:

@@ -319,3 +319,32 @@ def test_block_work_trip_from_self_edges():
         ops, chain, calls = {"int_add": 1}, {"int_add": 1}, {}
     work = rm.block_work({3: Entry(), 4: Entry()}, {3: 100, 4: 7}, {(3, 3): 90, (2, 3): 10})
     assert [(w.count, w.trip) for w in work] == [(100.0, 10.0), (7.0, 0.0)]
+
+
+def test_window_must_hold_the_enclosing_loops_other_work():
+    """gramschmidt-like: a reduction (self-loop 2) and an update loop (self-loop 3) alternate in an outer
+    loop, so two reductions are separated by a whole update loop that the window must hold first."""
+    from dataclasses import replace
+    from analysis.bbcounts import FunctionCfg, enclosing_loops
+
+    # 0 -> 1 (outer header) -> 2 (reduction) -> 3 (update) -> 4 (outer latch) -> 1 | 5 (exit)
+    f = FunctionCfg("OUT__1", 0, 1.0, (0, 1, 2, 3, 4, 5),
+                    ((0, 1), (1, 2), (2, 2), (2, 3), (3, 3), (3, 4), (4, 1), (4, 5)))
+    loops = enclosing_loops(f)
+    assert loops[2] == loops[3] == frozenset({1, 2, 3, 4}) and 0 not in loops and 5 not in loops
+
+    class Entry:
+        def __init__(self, ops, chain=None):
+            self.ops, self.chain, self.calls = ops, chain or {}, {}
+
+    table = {1: Entry({"branch": 1}), 2: Entry({"fp_add": 1, "load": 2, "branch": 1}, {"fp_add": 1}),
+             3: Entry({"fp_mul": 1, "load": 2, "store": 1, "branch": 1}), 4: Entry({"int_add": 1})}
+    counts = {1: 10, 2: 1000, 3: 500, 4: 10}
+    edges = {(2, 2): 990, (3, 3): 490}
+    work = {round(w.count): w for w in rm.block_work(table, counts, edges, loops)}
+    # per outer iteration: 1 + 100 x 4 + 50 x 5 + 1 = 652 operations
+    assert work[1000].trip == 100 and work[1000].span_ops == pytest.approx(652)
+    m = replace(toy_machine(), reorder_window_ops=163.0)
+    assert rm.chain_overlap(work[1000], m) == pytest.approx(1 + 163 / 652)
+    alone = rm.block_work(table, counts, edges)  # without the CFG: only the instance's own 100 x 4
+    assert rm.chain_overlap(next(w for w in alone if w.count == 1000), m) == pytest.approx(1 + 163 / 400)
