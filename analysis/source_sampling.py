@@ -46,13 +46,14 @@ records that in the metadata.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Iterable
 
 import numba
 import numpy as np
 
-from analysis.private_traces import ALL_CORES, OFFSET_BITS, CoreMap, line_shift, resolve_mode
+from analysis.private_traces import (ALL_CORES, OFFSET_BITS, CoreMap, _iteration_core, _paper_core, line_shift,
+                                     resolve_mode)
 from analysis.sampling import _engine_bins, gap_update
 from instrument.trace_types import TraceChunk, TraceInfo
 from pptmc.errors import InputError
@@ -106,9 +107,10 @@ class SourceSampling:
 
 
 @numba.njit(cache=True, nogil=True)
-def _pick_rows(addr, key0, key1, shift, salt, threshold, sel, starts):
-    """One pass over a chunk: rows whose line's salted 32-bit hash is below threshold, the starts of
-    the runs of equal (key0, key1) rows (plus len), and the OR of all addresses (range check).
+def _pick_rows(addr, key0, key1, by_key1, shift, salt, threshold, sel, starts):
+    """One pass over a chunk: rows whose line's salted 32-bit hash is below threshold, the starts of the
+    runs (plus len) of equal key0 and equal key1 (by_key1) or non-decreasing key1, the OR of all addresses
+    and the range of key0 (range checks).
 
     Branch-free appends (write, then advance by the flag): the keep test is a coin flip per line."""
     n = addr.shape[0]
@@ -119,6 +121,8 @@ def _pick_rows(addr, key0, key1, shift, salt, threshold, sel, starts):
     both = np.uint64(0)
     p0 = key0[0] if n else 0
     p1 = key1[0] if n else 0
+    lo = p0
+    hi = p0
     for i in range(n):
         a = addr[i]
         both |= a
@@ -129,11 +133,13 @@ def _pick_rows(addr, key0, key1, shift, salt, threshold, sel, starts):
         k0 = key0[i]
         k1 = key1[i]
         starts[r] = i
-        r += (i == 0) | (k0 != p0) | (k1 != p1)
+        r += (i == 0) | (k0 != p0) | ((k1 != p1) & by_key1) | (k1 < p1)
+        lo = min(lo, k0)
+        hi = max(hi, k0)
         p0 = k0
         p1 = k1
     starts[r] = n
-    return k, r, both
+    return k, r, both, lo, hi
 
 
 @numba.njit(cache=True, nogil=True)
@@ -171,20 +177,67 @@ def _place(sel, starts, run_core, counters, p, out_core, out_pos, out_j):
 
 
 @numba.njit(cache=True, nogil=True)
-def _coalesce(starts, run_core):
-    """Merge consecutive runs given to the same core (paper mode has a run per block instance, often a
-    few rows; the per-run loops downstream then run once per change of core)."""
-    n = run_core.shape[0]
-    out_starts = np.empty(n + 1, dtype=np.int64)
-    out_core = np.empty(n, dtype=np.int64)
+def _paper_span(block, inst, count, paper_chunk, p):
+    """The first instance after inst of this block that Algorithm 1 (private_traces._paper_core) gives
+    another core: the split is contiguous (or in chunks of paper_chunk instances)."""
+    n = count[block]
+    if n < p:
+        return np.iinfo(np.int64).max
+    if paper_chunk > 0:
+        return (inst // paper_chunk + 1) * paper_chunk
+    c = min(inst * p // n, p - 1)
+    return np.iinfo(np.int64).max if c == p - 1 else ((c + 1) * n + p - 1) // p
+
+
+@numba.njit(cache=True, nogil=True)
+def _core_runs(iteration_mode, starts, key0, key1, count, paper_chunk, trip, sched, chunk, gstarts, gptr, p):
+    """Rows split where the core changes (CoreMap's per-run decision, private_traces._run_cores), consecutive
+    pieces of one core merged, so the per-run loops downstream run once per change of core. Returns (starts +
+    len, core of each). Iteration mode: one decision per run of one iteration. Paper mode: runs are one
+    block's rows with non-decreasing instances (a block re-entered directly is one run), cut where the
+    instance leaves its core's span (found by bisection)."""
+    n = starts.shape[0] - 1
+    out_starts = np.empty(n + 2, dtype=np.int64)
+    out_core = np.empty(n + 1, dtype=np.int64)
     m = 0
     for r in range(n):
-        if m == 0 or run_core[r] != out_core[m - 1]:
-            out_starts[m] = starts[r]
-            out_core[m] = run_core[r]
-            m += 1
+        i = starts[r]
+        b = starts[r + 1]
+        while i < b:
+            if p == 1:
+                c, nxt = 0, b
+            elif iteration_mode:
+                c, nxt = _iteration_core(key0[i], key1[i], trip, sched, chunk, gstarts, gptr, p), b
+            else:
+                c = _paper_core(key0[i], key1[i], count, paper_chunk, p)
+                end = _paper_span(key0[i], key1[i], count, paper_chunk, p)
+                nxt = b
+                if key1[b - 1] >= end:  # the first row of the run at instance >= end
+                    lo, nxt = i, b - 1
+                    while nxt - lo > 1:
+                        mid = (lo + nxt) // 2
+                        if key1[mid] >= end:
+                            nxt = mid
+                        else:
+                            lo = mid
+            if m == 0 or c != out_core[m - 1]:
+                if m == out_core.shape[0]:
+                    out_starts = _grown(out_starts)
+                    out_core = _grown(out_core)
+                out_starts[m] = i
+                out_core[m] = c
+                m += 1
+            i = nxt
     out_starts[m] = starts[n]
-    return out_starts[:m + 1], out_core[:m]
+    return out_starts[:m + 1].copy(), out_core[:m].copy()
+
+
+@numba.njit(cache=True, nogil=True)
+def _grown(a):
+    """a in an array twice as long (the rest uninitialised)."""
+    out = np.empty(2 * a.shape[0], dtype=a.dtype)
+    out[:a.shape[0]] = a
+    return out
 
 
 @numba.njit(cache=True, nogil=True)
@@ -250,29 +303,46 @@ def _expand(pieces):
 
 
 @numba.njit(cache=True, nogil=True)
-def _segment_gaps(lines, seg, pos, keys, last, stamp):
-    """pos[i] minus the position of the previous use of lines[i] in its segment (-1: none). Segments are
-    contiguous and short, so one small open-addressing table serves all, cleared per segment by a new stamp
-    (the table must hold a segment's distinct lines at a low load)."""
+def _segment_distances(lines, bounds, gap_pos, look, keys, last, stamp, tree):
+    """Per access of the segments lines[bounds[s]:bounds[s+1]]: the distinct lines since the previous use of its
+    line in its segment when that use is at most `look` gap_pos back, else -1. Segments are short, so one small
+    open-addressing table (cleared per segment by a new stamp; it must hold a segment's lines at a low load) and
+    a Fenwick tree over the segment's positions (marking each use that a later one superseded) serve all."""
     mask = np.uint64(keys.shape[0] - 1)
     out = np.empty(lines.shape[0], dtype=np.int64)
-    tag = 0
-    cur = -1
-    for i in range(lines.shape[0]):
-        if seg[i] != cur:
-            cur = seg[i]
-            tag += 1
-        x = lines[i]
-        slot = ((x * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
-        while stamp[slot] == tag and keys[slot] != x:
-            slot = (slot + np.uint64(1)) & mask
-        if stamp[slot] == tag:
-            out[i] = pos[i] - last[slot]
-        else:
+    for s in range(bounds.shape[0] - 1):
+        a = bounds[s]
+        n = bounds[s + 1] - a
+        tag = s + 1
+        tree[:n + 1] = 0
+        for j in range(1, n + 1):  # 1-based position in the segment
+            i = a + j - 1
+            x = lines[i]
+            slot = ((x * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
+            while stamp[slot] == tag and keys[slot] != x:
+                slot = (slot + np.uint64(1)) & mask
             out[i] = -1
-            stamp[slot] = tag
-            keys[slot] = x
-        last[slot] = pos[i]
+            if stamp[slot] == tag:
+                q = last[slot]
+                if gap_pos[i] - gap_pos[a + q - 1] <= look:  # distinct = between - superseded in (q, j)
+                    sup = 0
+                    k = j - 1
+                    while k != q:  # prefix(j - 1) - prefix(q): step the larger index until the walks meet
+                        if k > q:
+                            sup += tree[k]
+                            k -= k & (-k)
+                        else:
+                            sup -= tree[q]
+                            q -= q & (-q)
+                    out[i] = j - last[slot] - 1 - sup
+                k = last[slot]
+                while k <= n:
+                    tree[k] += 1
+                    k += k & (-k)
+            else:
+                stamp[slot] = tag
+                keys[slot] = x
+            last[slot] = j
     return out
 
 
@@ -343,8 +413,8 @@ class _Estimate:
 
 class _WindowPool:
     """Rows of window segments (lookback + window) waiting until their segment is complete, then measured
-    in one engine call per batch: each segment's lines get their own tag in the top bits, so no reuse
-    crosses segments. Segment of a row: (estimate index, window start); `order` sorts its rows."""
+    in batches, segment by segment (_segment_distances). Segment of a row: (estimate index, window start);
+    `order` sorts its rows."""
 
     def __init__(self, estimates: list[_Estimate]) -> None:
         self.est = estimates
@@ -377,41 +447,30 @@ class _WindowPool:
 
     def _measure(self, lines, which, start, end, order, gap_pos, measured) -> None:
         """Exact distances and gaps of complete segments' rows; tallies of their window rows per estimate."""
-        from analysis.reuse import reuse_distances
-
         # order keys are unique and group each segment's rows (see add); rows come in long sorted runs
         # (each core's, chunk by chunk), which the stable (tim)sort merges instead of sorting from scratch
         idx = np.argsort(order, kind="stable")
         lines, which, start, gap_pos, measured = lines[idx], which[idx], start[idx], gap_pos[idx], measured[idx]
         new = np.ones(lines.shape[0], bool)
         new[1:] = (which[1:] != which[:-1]) | (start[1:] != start[:-1])
-        seg = np.cumsum(new) - 1
-        bits = 64 - int(lines.max()).bit_length()
-        per_call = (1 << min(bits, 20)) - 2  # tags 1..per_call above the highest line bit (never all ones)
-        look = self.est[0].look  # one look per pool
-        bounds = np.flatnonzero(new)
-        longest = int(np.diff(np.append(bounds, lines.shape[0])).max())
+        bounds = np.append(np.flatnonzero(new), lines.shape[0])
+        longest = int(np.diff(bounds).max())
         size = 1 << max(4, (4 * longest).bit_length())  # load at most 1/4
-        keys, last = np.empty(size, np.uint64), np.empty(size, np.int64)
-        for lo in range(0, int(seg[-1]) + 1, per_call):
-            part = slice(int(np.searchsorted(seg, lo)), int(np.searchsorted(seg, lo + per_call)))
-            tagged = lines[part] | ((seg[part] - lo + 1).astype(np.uint64) << np.uint64(64 - bits))
-            m = measured[part]
-            d = reuse_distances(tagged)[m]
-            gap = _segment_gaps(lines[part], seg[part], gap_pos[part], keys, last, np.zeros(size, np.int64))[m]
-            w = which[part][m]
-            near = (gap >= 0) & (gap <= look)
-            n_est = len(self.est)
-            n_all = np.bincount(w, minlength=n_est).tolist()
-            n_near = np.bincount(w[near], minlength=n_est).tolist()
-            found, cnt = np.unique((w[near] << 40) | d[near], return_counts=True)
-            for e, est in enumerate(self.est):
-                est.n_far += n_all[e] - n_near[e]
-                est.n_measured += n_all[e]
-            for key, n in zip(found.tolist(), cnt.tolist()):
-                near_of = self.est[key >> 40].near
-                dist = key & ((1 << 40) - 1)
-                near_of[dist] = near_of.get(dist, 0) + n
+        d = _segment_distances(lines, bounds, gap_pos, self.est[0].look, np.empty(size, np.uint64),
+                               np.empty(size, np.int64), np.zeros(size, np.int64), np.empty(longest + 1, np.int64))
+        d, w = d[measured], which[measured]
+        near = d >= 0
+        n_est = len(self.est)
+        n_all = np.bincount(w, minlength=n_est).tolist()
+        n_near = np.bincount(w[near], minlength=n_est).tolist()
+        found, cnt = np.unique((w[near] << 40) | d[near], return_counts=True)
+        for e, est in enumerate(self.est):
+            est.n_far += n_all[e] - n_near[e]
+            est.n_measured += n_all[e]
+        for key, n in zip(found.tolist(), cnt.tolist()):
+            near_of = self.est[key >> 40].near
+            dist = key & ((1 << 40) - 1)
+            near_of[dist] = near_of.get(dist, 0) + n
 
 
 def _add_counts(acc: dict[int, int], values: np.ndarray) -> None:
@@ -435,7 +494,8 @@ class _Rows:
     offset: np.ndarray    # bool: the row's address gets the per-core offset
     store: np.ndarray     # bool: the row is a store
     starts: np.ndarray    # int64 run starts (+ len)
-    heads: TraceChunk     # the first row of every run (core decisions)
+    key0: np.ndarray      # loop (iteration mode) or block (paper mode) of every row: core decisions
+    key1: np.ndarray      # iteration or block instance
     chunk: TraceChunk
     mode: str
     shift: int
@@ -449,21 +509,13 @@ class _Rows:
         return lines + off.astype(np.uint64) * (core.astype(np.uint64) << np.uint64(OFFSET_BITS - self.shift))
 
 
-def _heads(ch: TraceChunk, idx: np.ndarray, iteration: bool) -> TraceChunk:
-    """The rows at idx as a chunk for CoreMap.core_of: the columns it reads are copied, the others are
-    zero-copy placeholders of the right length and dtype."""
-    used = {"block", "loop", "iteration"} if iteration else {"block", "block_instance"}
-    return TraceChunk(*(getattr(ch, f.name)[idx] if f.name in used
-                        else np.broadcast_to(np.zeros(1, getattr(ch, f.name).dtype), idx.shape)
-                        for f in fields(TraceChunk)))
-
-
 class _Picker:
     """The fused source pass, with scratch arrays reused across chunks."""
 
-    def __init__(self, sampling: SourceSampling, mode: str, shift: int, shared_block: np.ndarray, path: str) -> None:
+    def __init__(self, sampling: SourceSampling, mode: str, shift: int, cmap: CoreMap, path: str) -> None:
         self.salt, self.threshold = sampling.salt, sampling.threshold
-        self.mode, self.shift, self.shared_block, self.path = mode, shift, shared_block, path
+        self.mode, self.shift, self.shared_block, self.path = mode, shift, cmap.shared_block, path
+        self.n_loops = cmap.trip.shape[0]
         self.sel = np.zeros(0, dtype=np.int64)
         self.starts = np.zeros(0, dtype=np.int64)
 
@@ -475,23 +527,21 @@ class _Picker:
             self.starts = np.empty(n + 1, dtype=np.int64)
         iteration = self.mode == "iteration"
         key0, key1 = (ch.loop, ch.iteration) if iteration else (ch.block, ch.block_instance)
-        k, r, both = _pick_rows(ch.addr, key0, key1, np.uint64(self.shift), self.salt, self.threshold,
-                                self.sel, self.starts)
+        k, r, both, lo, hi = _pick_rows(ch.addr, key0, key1, iteration, np.uint64(self.shift), self.salt,
+                                        self.threshold, self.sel, self.starts)
         if int(both) >> OFFSET_BITS:
             raise InputError(f"{self.path}: an address is above 2^{OFFSET_BITS}; per-core offsets would "
                              f"collide (unsupported address space)")
+        if iteration and (lo < -1 or hi >= self.n_loops):
+            raise InputError(f"{self.path}: access in loop instance {hi} missing from the trace's loop table; "
+                             f"the trace is corrupt, re-record it")
+        if not iteration and (lo < 0 or hi >= self.shared_block.shape[0]):
+            raise InputError(f"{self.path}: access in a block that the trace header does not list; "
+                             f"the trace is corrupt, re-record it")
         sel = self.sel[:k].copy()
         starts = self.starts[:r + 1].copy()
-        heads = _heads(ch, starts[:-1], iteration)
-        if iteration:
-            offset = ch.is_stack[sel]
-        else:
-            blocks = ch.block[sel]
-            if len(blocks) and (int(blocks.min()) < 0 or int(blocks.max()) >= len(self.shared_block)):
-                raise InputError(f"{self.path}: access in a block that the trace header does not list; "
-                                 f"the trace is corrupt, re-record it")
-            offset = ~self.shared_block[blocks]
-        return _Rows(sel, ch.addr[sel] >> np.uint64(self.shift), offset, ch.is_store[sel], starts, heads, ch,
+        offset = ch.is_stack[sel] if iteration else ~self.shared_block[ch.block[sel]]
+        return _Rows(sel, ch.addr[sel] >> np.uint64(self.shift), offset, ch.is_store[sel], starts, key0, key1, ch,
                      self.mode, self.shift, self.shared_block)
 
 
@@ -541,7 +591,8 @@ class _SourceTask:
     def feed(self, rows: _Rows) -> None:
         """Add one chunk's rows: window pieces, then the sampled rows placed, fed and merged."""
         p = self.p
-        starts, run_core = _coalesce(rows.starts, self.cmap.core_of(rows.heads))
+        starts, run_core = _core_runs(rows.mode == "iteration", rows.starts, rows.key0, rows.key1,
+                                      *self.cmap._tables())
         if self.windows:
             self._windows(rows, starts, run_core)
         m = rows.sel.shape[0] * p
@@ -722,7 +773,7 @@ def source_profiles(info: TraceInfo, chunks: Iterable[TraceChunk], counts: list[
     tasks = [_SourceTask(info, p, resolved, shift, refs_per_turn, paper_chunk, coherence, sampling) for p in counts]
     if not tasks:
         return []
-    picker = _Picker(sampling, resolved, shift, tasks[0].cmap.shared_block, info.path)
+    picker = _Picker(sampling, resolved, shift, tasks[0].cmap, info.path)
     for ch in chunks:
         if not len(ch):
             continue

@@ -325,7 +325,8 @@ def source_pass_time(chunks: list[TraceChunk]) -> None:
     sel = np.empty(CHUNK_ROWS + 1, np.int64)
     starts = np.empty(CHUNK_ROWS + 1, np.int64)
     for c in chunks:
-        _pick_rows(c.addr, c.block, c.block_instance, np.uint64(6), np.uint64(12345), np.uint64(1 << 25), sel, starts)
+        _pick_rows(c.addr, c.block, c.block_instance, False, np.uint64(6), np.uint64(12345), np.uint64(1 << 25), sel,
+                   starts)
 
 
 def source_trace_rows(trace, label: str) -> list[dict]:

@@ -123,6 +123,42 @@ def brute_pieces(starts, run_core, counters, p, next_start, period, length, look
     return sorted(out)
 
 
+def test_paper_span_is_where_the_core_changes():
+    """_paper_span(x) is the first instance after x that Algorithm 1 gives another core (or never)."""
+    from analysis.private_traces import _paper_core
+
+    for n in (1, 3, 7, 16, 100, 1001):
+        count = np.array([n], np.int64)
+        for p in (2, 3, 4, 16):
+            for pc in (0, 1, 3):
+                cores = [_paper_core(0, x, count, pc, p) for x in range(n + 5)]
+                for x in range(n + 5):
+                    end = SS._paper_span(0, x, count, pc, p)
+                    later = [y for y in range(x + 1, n + 5) if cores[y] != cores[x]]
+                    assert end == (later[0] if later else end) and (later or end > n + 4)
+                    assert all(cores[y] == cores[x] for y in range(x, min(end, n + 5)))
+
+
+def test_segment_distances_match_brute_force():
+    """In-segment distances (distinct lines since the previous use) for gaps within `look`, -1 otherwise."""
+    rng = np.random.default_rng(4)
+    lens = rng.integers(1, 60, 30)
+    bounds = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    lines = rng.integers(0, 12, int(bounds[-1])).astype(np.uint64)
+    pos = np.cumsum(rng.integers(1, 3, lines.shape[0])).astype(np.int64)
+    look = 9
+    want = []
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        for i in range(a, b):
+            prev = next((j for j in range(i - 1, a - 1, -1) if lines[j] == lines[i]), None)
+            ok = prev is not None and pos[i] - pos[prev] <= look
+            want.append(len(set(lines[prev + 1:i].tolist())) if ok else -1)
+    size = 256
+    got = SS._segment_distances(lines, bounds, pos, look, np.empty(size, np.uint64), np.empty(size, np.int64),
+                                np.zeros(size, np.int64), np.empty(int(lens.max()) + 1, np.int64))
+    assert got.tolist() == want and (got > 0).sum() > 50
+
+
 def test_window_pieces_match_brute_force():
     """The run-level window arithmetic selects exactly the rows a row-by-row walk puts in each segment."""
     rng = np.random.default_rng(5)
@@ -318,7 +354,7 @@ def test_windows_match_brute_force(p, k):
     sampling = SS.SourceSampling(0.2, seed=p, window=12, length=8)
     task = SS._SourceTask(info, p, "iteration", 6, k, 0, True, sampling)
     offsets, s_offset = task.next_start.copy(), int(task.s_next[0])
-    picker = SS._Picker(sampling, "iteration", 6, task.cmap.shared_block, info.path)
+    picker = SS._Picker(sampling, "iteration", 6, task.cmap, info.path)
     for piece in chunker(ch, 37)():
         task.feed(picker.rows(piece))
     task.finish(sampling)
