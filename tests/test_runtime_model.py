@@ -348,3 +348,12 @@ def test_window_must_hold_the_enclosing_loops_other_work():
     assert rm.chain_overlap(work[1000], m) == pytest.approx(1 + 163 / 652)
     alone = rm.block_work(table, counts, edges)  # without the CFG: only the instance's own 100 x 4
     assert rm.chain_overlap(next(w for w in alone if w.count == 1000), m) == pytest.approx(1 + 163 / 400)
+
+
+def test_ports_charge_loads_and_stores_at_their_own_throughput():
+    """A store-heavy block is bound by the shared load/store resource at the machine's store cost."""
+    from dataclasses import replace
+    m = toy_machine()
+    m = replace(m, ops={**m.ops, "load": OpCost(4.0, 0.5), "store": OpCost(4.0, 2.0)})
+    copy = rm.BlockWork(1, {"load": 2, "store": 2, "int_add": 1}, {})
+    assert rm.block_core_cycles(copy, m) == pytest.approx(2 * 0.5 + 2 * 2.0)  # not 4 x the L1's 1 cycle
