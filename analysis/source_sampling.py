@@ -303,47 +303,131 @@ def _expand(pieces):
 
 
 @numba.njit(cache=True, nogil=True)
-def _segment_distances(lines, bounds, gap_pos, look, keys, last, stamp, tree):
-    """Per access of the segments lines[bounds[s]:bounds[s+1]]: the distinct lines since the previous use of its
-    line in its segment when that use is at most `look` gap_pos back, else -1. Segments are short, so one small
-    open-addressing table (cleared per segment by a new stamp; it must hold a segment's lines at a low load) and
-    a Fenwick tree over the segment's positions (marking each use that a later one superseded) serve all."""
+def _walk_segment(lines, a, n, gap_pos, look, keys, last, stamp, tree, tag, out):
+    """out[i] for the segment lines[a:a + n]: the distinct lines since the previous use of lines[i] in the
+    segment when that use is at most `look` gap_pos back, else -1. Segments are short, so one small
+    open-addressing table (cleared per segment by a new stamp `tag`; it must hold a segment's lines at a low
+    load) and a Fenwick tree over the segment's positions (marking each use a later one superseded) serve all."""
     mask = np.uint64(keys.shape[0] - 1)
+    tree[:n + 1] = 0
+    for j in range(1, n + 1):  # 1-based position in the segment
+        i = a + j - 1
+        x = lines[i]
+        slot = ((x * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
+        while stamp[slot] == tag and keys[slot] != x:
+            slot = (slot + np.uint64(1)) & mask
+        out[i] = -1
+        if stamp[slot] == tag:
+            q = last[slot]
+            if gap_pos[i] - gap_pos[a + q - 1] <= look:  # distinct = between - superseded in (q, j)
+                sup = 0
+                k = j - 1
+                while k != q:  # prefix(j - 1) - prefix(q): step the larger index until the walks meet
+                    if k > q:
+                        sup += tree[k]
+                        k -= k & (-k)
+                    else:
+                        sup -= tree[q]
+                        q -= q & (-q)
+                out[i] = j - last[slot] - 1 - sup
+            k = last[slot]
+            while k <= n:
+                tree[k] += 1
+                k += k & (-k)
+        else:
+            stamp[slot] = tag
+            keys[slot] = x
+        last[slot] = j
+
+
+@numba.njit(cache=True, nogil=True)
+def _segment_distances(lines, bounds, gap_pos, look, keys, last, stamp, tree):
+    """_walk_segment over the segments lines[bounds[s]:bounds[s + 1]] (stamp all zeros)."""
     out = np.empty(lines.shape[0], dtype=np.int64)
     for s in range(bounds.shape[0] - 1):
-        a = bounds[s]
-        n = bounds[s + 1] - a
-        tag = s + 1
-        tree[:n + 1] = 0
-        for j in range(1, n + 1):  # 1-based position in the segment
-            i = a + j - 1
-            x = lines[i]
-            slot = ((x * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
-            while stamp[slot] == tag and keys[slot] != x:
-                slot = (slot + np.uint64(1)) & mask
-            out[i] = -1
-            if stamp[slot] == tag:
-                q = last[slot]
-                if gap_pos[i] - gap_pos[a + q - 1] <= look:  # distinct = between - superseded in (q, j)
-                    sup = 0
-                    k = j - 1
-                    while k != q:  # prefix(j - 1) - prefix(q): step the larger index until the walks meet
-                        if k > q:
-                            sup += tree[k]
-                            k -= k & (-k)
-                        else:
-                            sup -= tree[q]
-                            q -= q & (-q)
-                    out[i] = j - last[slot] - 1 - sup
-                k = last[slot]
-                while k <= n:
-                    tree[k] += 1
-                    k += k & (-k)
-            else:
-                stamp[slot] = tag
-                keys[slot] = x
-            last[slot] = j
+        _walk_segment(lines, bounds[s], bounds[s + 1] - bounds[s], gap_pos, look, keys, last, stamp, tree, s + 1,
+                      out)
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _fill_private(pieces, addr, is_stack, block, shared_block, iteration_mode, shift, buf, cur, look, length,
+                  hist, tally, tag, keys, last, stamp, tree, dist, offsets):
+    """Copy the pieces' rows (lines as their core sees them) into each core's segment buffer, at their place
+    (private position - segment start), and measure every segment a piece completes: near distances into
+    hist[core], [far, measured] into tally[core]. cur[core] = [window start of the buffered segment (-1:
+    none), positions filled]; tag[0] = stamp of the last segment measured."""
+    step = np.uint64(OFFSET_BITS) - shift
+    for r in range(pieces.shape[0]):
+        c, ra, rb, q0, ends, s = pieces[r, 0], pieces[r, 1], pieces[r, 2], pieces[r, 3], pieces[r, 4], pieces[r, 5]
+        lo = max(s - look, 0)
+        off = np.uint64(c) << step
+        for row in range(ra, rb):
+            x = addr[row] >> shift
+            moved = is_stack[row] if iteration_mode else not shared_block[block[row]]
+            buf[c, q0 - lo + row - ra] = x + off if moved else x
+        cur[c, 0] = s
+        cur[c, 1] = q0 + rb - ra - lo
+        if ends:
+            _measure_private(buf, c, cur, look, hist, tally, tag, keys, last, stamp, tree, dist, offsets)
+
+
+@numba.njit(cache=True, nogil=True)
+def _measure_private(buf, c, cur, look, hist, tally, tag, keys, last, stamp, tree, dist, offsets):
+    """Tally core c's buffered segment (rows from its window start on are measured) and empty the buffer."""
+    s = cur[c, 0]
+    n = cur[c, 1]
+    first = s - max(s - look, 0)
+    tag[0] += 1
+    _walk_segment(buf[c], 0, n, offsets, look, keys, last, stamp, tree, tag[0], dist)
+    for i in range(first, n):
+        d = dist[i]
+        if d >= 0:
+            hist[c, d] += 1
+        else:
+            tally[c, 0] += 1
+        tally[c, 1] += 1
+    cur[c, 0] = -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _finish_private(buf, cur, look, hist, tally, tag, keys, last, stamp, tree, dist, offsets):
+    """Measure the segments the private traces ended in."""
+    for c in range(buf.shape[0]):
+        if cur[c, 0] >= 0:
+            _measure_private(buf, c, cur, look, hist, tally, tag, keys, last, stamp, tree, dist, offsets)
+
+
+class _PrivateWindows:
+    """The window segments of every core's private trace. A core's rows arrive in its order, so each segment
+    is filled in place and measured as soon as it ends (nothing waits, nothing is sorted)."""
+
+    def __init__(self, cores: int, look: int, length: int) -> None:
+        n = look + length
+        size = 1 << max(4, (4 * n).bit_length())  # load at most 1/4
+        self.look = look
+        self.buf = np.zeros((cores, n), np.uint64)
+        self.cur = np.zeros((cores, 2), np.int64)
+        self.cur[:, 0] = -1
+        self.hist = np.zeros((cores, look + 1), np.int64)
+        self.tally = np.zeros((cores, 2), np.int64)
+        self.scratch = (np.zeros(1, np.int64), np.empty(size, np.uint64), np.empty(size, np.int64), np.zeros(size, np.int64),
+                        np.empty(n + 1, np.int64), np.empty(n, np.int64), np.arange(n, dtype=np.int64))
+
+    def add(self, pieces: np.ndarray, rows: "_Rows") -> None:
+        """Rows of the chunk's pieces (_window_pieces)."""
+        ch = rows.chunk
+        _fill_private(pieces, ch.addr, ch.is_stack, ch.block, rows.shared_block, rows.mode == "iteration",
+                      np.uint64(rows.shift), self.buf, self.cur, self.look, self.buf.shape[1] - self.look,
+                      self.hist, self.tally, *self.scratch)
+
+    def finish(self, estimates: list["_Estimate"]) -> None:
+        """Measure the last segments; hand every core's tallies to its estimate."""
+        _finish_private(self.buf, self.cur, self.look, self.hist, self.tally, *self.scratch)
+        for c, est in enumerate(estimates):
+            nz = np.flatnonzero(self.hist[c])
+            est.near = dict(zip(nz.tolist(), self.hist[c][nz].tolist()))
+            est.n_far, est.n_measured = int(self.tally[c, 0]), int(self.tally[c, 1])
 
 
 class _GapTable:
@@ -566,7 +650,7 @@ class _SourceTask:
         self.look, self.length, self.period = sampling.window, sampling.length, sampling.period
         self.next_start = sampling.window_offsets(cores)
         self.est = [_Estimate(sampling.window) for _ in range(cores)]
-        self.pool = _WindowPool(self.est)
+        self.pool = _PrivateWindows(cores, sampling.window, sampling.length)
         self.scratch = np.zeros((64, 6), dtype=np.int64)
         self.pending: list[tuple[np.ndarray, ...]] = []
         self.n_pending = 0
@@ -599,8 +683,6 @@ class _SourceTask:
         core, pos, j = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
         o = _place(rows.sel, starts, run_core, self.counters, p, core, pos, j)
         core, pos, j = core[:o], pos[:o], j[:o]
-        if self.windows:
-            self.pool.measure(self.counters)
         if self.shared_windows:
             self.s_pool.measure(np.array([self.counters.min()]))
         step = np.uint64(OFFSET_BITS - self.shift)
@@ -619,10 +701,7 @@ class _SourceTask:
 
     def _windows(self, rows: _Rows, starts: np.ndarray, run_core: np.ndarray) -> None:
         """Pool the chunk's rows that fall in each core's window segments, and in the shared trace's."""
-        row, core, pos, start = _expand(self._pieces(starts, run_core, self.next_start, self.period, self.length,
-                                                     self.look))
-        lines = rows.row_lines(row, core)
-        self.pool.add(lines, core, start, start + self.length, (core << 40) | pos, pos, pos >= start)
+        self.pool.add(self._pieces(starts, run_core, self.next_start, self.period, self.length, self.look), rows)
         if not self.shared_windows:
             return
         row, core, pos, start = _expand(self._pieces(starts, run_core, self.s_next, self.s_period, self.s_length,
@@ -715,7 +794,7 @@ class _SourceTask:
         if self.shared is not None:
             self._release(self.buffer.take_below(None))
         if self.windows:
-            self.pool.measure(None)
+            self.pool.finish(self.est)
         if self.shared_windows:
             self.s_pool.measure(None)
         if self.directory is not None:
