@@ -109,10 +109,10 @@ class SourceSampling:
 @numba.njit(cache=True, nogil=True)
 def _pick_rows(addr, key0, key1, by_key1, shift, salt, threshold, sel, starts):
     """One pass over a chunk: rows whose line's salted 32-bit hash is below threshold, the starts of the
-    runs (plus len) of equal key0 and equal key1 (by_key1) or non-decreasing key1, the OR of all addresses
-    and the range of key0 (range checks).
+    runs (plus len) of equal key0 and equal key1 (by_key1) or non-decreasing key1, and the OR of all
+    addresses (range check).
 
-    Branch-free appends (write, then advance by the flag): the keep test is a coin flip per line."""
+    The keep test is a coin flip per line: a branch-free append (write, then advance by the flag)."""
     n = addr.shape[0]
     k = 0
     r = 0
@@ -121,8 +121,8 @@ def _pick_rows(addr, key0, key1, by_key1, shift, salt, threshold, sel, starts):
     both = np.uint64(0)
     p0 = key0[0] if n else 0
     p1 = key1[0] if n else 0
-    lo = p0
-    hi = p0
+    # a new run where key1 - previous key1, read as unsigned, reaches 1 (changed) or 2^63 (decreased)
+    cut = np.uint64(1) if by_key1 else np.uint64(1) << np.uint64(63)
     for i in range(n):
         a = addr[i]
         both |= a
@@ -132,14 +132,13 @@ def _pick_rows(addr, key0, key1, by_key1, shift, salt, threshold, sel, starts):
         k += ((x * mul) & m32) < threshold
         k0 = key0[i]
         k1 = key1[i]
-        starts[r] = i
-        r += (i == 0) | (k0 != p0) | ((k1 != p1) & by_key1) | (k1 < p1)
-        lo = min(lo, k0)
-        hi = max(hi, k0)
+        if (i == 0) | (k0 != p0) | (np.uint64(k1 - p1) >= cut):  # rare: a branch
+            starts[r] = i
+            r += 1
         p0 = k0
         p1 = k1
     starts[r] = n
-    return k, r, both, lo, hi
+    return k, r, both
 
 
 @numba.njit(cache=True, nogil=True)
@@ -611,11 +610,13 @@ class _Picker:
             self.starts = np.empty(n + 1, dtype=np.int64)
         iteration = self.mode == "iteration"
         key0, key1 = (ch.loop, ch.iteration) if iteration else (ch.block, ch.block_instance)
-        k, r, both, lo, hi = _pick_rows(ch.addr, key0, key1, iteration, np.uint64(self.shift), self.salt,
-                                        self.threshold, self.sel, self.starts)
+        k, r, both = _pick_rows(ch.addr, key0, key1, iteration, np.uint64(self.shift), self.salt, self.threshold,
+                                self.sel, self.starts)
         if int(both) >> OFFSET_BITS:
             raise InputError(f"{self.path}: an address is above 2^{OFFSET_BITS}; per-core offsets would "
                              f"collide (unsupported address space)")
+        heads = key0[self.starts[:r]]  # key0 is constant along a run
+        lo, hi = (int(heads.min()), int(heads.max())) if r else (0, 0)
         if iteration and (lo < -1 or hi >= self.n_loops):
             raise InputError(f"{self.path}: access in loop instance {hi} missing from the trace's loop table; "
                              f"the trace is corrupt, re-record it")
