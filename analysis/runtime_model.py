@@ -505,11 +505,15 @@ class RegionFacts:
     loops: tuple[LoopInstance, ...]
     regions: int = 0        # parallel-region invocations (entries into the outlined OUT__ functions)
     blocks: tuple[BlockWork, ...] = ()  # executed blocks: mix and loop-carried chain (critical-path form)
+    explicit_barriers: int = 0  # `#pragma omp barrier`s executed (block table `barriers` x block counts)
+    nowait: int = 0  # work-shared loop or single instances that ended without their barrier
 
     @property
     def barriers(self) -> int:
-        """Implied barriers: one per work-shared loop or single instance (master has none; nowait unseen)."""
-        return sum(1 for loop in self.loops if loop.schedule != SCHED_MASTER)
+        """Barriers executed: one per work-shared loop or single instance (master has none) unless it
+        was nowait, plus the explicit ones."""
+        implied = sum(1 for loop in self.loops if loop.schedule != SCHED_MASTER)
+        return implied - self.nowait + self.explicit_barriers
 
 
 def _block_ops(table: Any) -> dict[int, Mapping[str, float]]:
@@ -538,7 +542,14 @@ def region_facts(trace: Path, binary: Path | None = None) -> RegionFacts:
     return RegionFacts(ops=ops, mem_accesses=float(info.n_accesses), mem_bytes=float(mem_bytes),
                        loops=tuple(info.loops), regions=region_count(getattr(info, "blocks", {}), info.block_counts),
                        blocks=block_work(table, info.block_counts, getattr(info, "edge_counts", {}),
-                                         _enclosing_loops(binary)))
+                                         _enclosing_loops(binary)),
+                       explicit_barriers=_executed(table, info.block_counts, "barriers"),
+                       nowait=_executed(table, info.block_counts, "nowait"))
+
+
+def _executed(table: Any, block_counts: Mapping[int, int], field_name: str) -> int:
+    """Executions of a per-block construct count of the block table (e.g. barriers) over the region."""
+    return sum(n * getattr(table.blocks[b], field_name, 0) for b, n in block_counts.items() if b in table.blocks)
 
 
 def _enclosing_loops(binary: Path) -> dict[int, frozenset[int]]:

@@ -58,6 +58,8 @@ class BlockEntry:
     ops: dict[str, int]
     chain: dict[str, int] = field(default_factory=dict)  # loop-carried chain's operations (FORMAT.md)
     calls: dict[str, int] = field(default_factory=dict)  # direct calls per execution, by callee (FORMAT.md)
+    barriers: int = 0  # explicit `#pragma omp barrier`s per execution (FORMAT.md)
+    nowait: int = 0    # work-sharing constructs per execution that end without their barrier (FORMAT.md)
 
     @property
     def name(self) -> str:
@@ -232,7 +234,7 @@ def _write_side_files(output: Path, result: PassResult, mode: str) -> BuildResul
         "blocks": [{"id": b.block_id, "function": b.function, "label": b.label,
                     "is_shared_var_block": b.is_shared_var_block, "host_block": b.host_block,
                     "ops": b.ops, "chain": b.chain,
-                    "calls": b.calls} for b in result.blocks],
+                    "calls": b.calls, "barriers": b.barriers, "nowait": b.nowait} for b in result.blocks],
         "sites": [{"site": s.site_id, "block": s.block_id, "size": s.size, "is_store": s.is_store,
                    "kind": s.kind, "host_block": s.host_block} for s in result.sites],
         "functions": result.functions})
@@ -265,7 +267,8 @@ def load_block_table(binary: Path) -> BlockTable:
     blocks = {b["id"]: BlockEntry(b["id"], b["function"], b["label"], b["is_shared_var_block"],
                                   b["host_block"], {k: int(b["ops"][k]) for k in OP_KEYS},
                                   {k: int(v) for k, v in b.get("chain", {}).items()},
-                                  {k: int(v) for k, v in b.get("calls", {}).items()})
+                                  {k: int(v) for k, v in b.get("calls", {}).items()},
+                                  int(b.get("barriers", 0)), int(b.get("nowait", 0)))
               for b in data["blocks"]}
     return BlockTable(data["mode"], data["table_hash"], blocks, data["sites"], data["functions"])
 

@@ -35,6 +35,9 @@ _VEC_RE = re.compile(r"<(\d+) x ")
 _CALLEE_RE = re.compile(r"\bcall\b[^@]*@([-\w.$]+)\(")
 # intrinsics (priced as operations), the XOMP/libomp runtime and the tracer are not library calls
 _NOT_COUNTED_CALLS = ("llvm.", "XOMP_", "xomp_", "__pptmc", "__kmpc", "omp_")
+EXPLICIT_BARRIER = "XOMP_barrier"  # the translator's `#pragma omp barrier` (implied barriers are in XOMP_loop_end)
+LOOP_END = "XOMP_loop_end"  # XOMP_loop_end(&state, nowait): the translator passes nowait as a constant
+_NOWAIT_ARG_RE = re.compile(r",\s*i32\s+(?:noundef\s+)?1\s*\)")
 SHARED_LABEL_RE = re.compile(r"shared_var_trace\d*")
 RUNTIME_PREFIXES = ("XOMP_", "__pptmc")
 SKIP_GLOBAL_RE = re.compile(r"^@(xomp_|__pptmc)")
@@ -67,6 +70,8 @@ class Block:
     n_host_sites: int = 0                # sites executed by this real block (incl. pseudo-block ones)
     chain: dict[str, int] = field(default_factory=dict)  # loop-carried dependence chain (passes/chains.py)
     calls: dict[str, int] = field(default_factory=dict)  # direct calls to other functions, e.g. libm's exp
+    barriers: int = 0                    # explicit `#pragma omp barrier`s (XOMP_barrier calls) per execution
+    nowait: int = 0                      # work-sharing constructs ended without their barrier (nowait)
 
 
 @dataclass
@@ -299,6 +304,10 @@ class _FunctionPass:
         callee = _CALLEE_RE.search(text) if op == "call" else None
         if callee and not callee.group(1).startswith(_NOT_COUNTED_CALLS):
             blk.calls[callee.group(1)] = blk.calls.get(callee.group(1), 0) + 1
+        elif callee and callee.group(1) == EXPLICIT_BARRIER:
+            blk.barriers += 1
+        elif callee and callee.group(1) == LOOP_END and _NOWAIT_ARG_RE.search(text):
+            blk.nowait += 1
         lanes = [int(x) for x in _VEC_RE.findall(text)]
         blk.ops["vector_width"] = max([blk.ops["vector_width"], 1, *lanes])
 

@@ -211,3 +211,16 @@ def test_solved_from_trace_edges_equal_every_tracer_count(polybench_runs):
     for name, (_, info, cfg, table) in polybench_runs.items():
         solved = bc.add_hosted_blocks(bc.counts_from_run(cfg, info.block_counts, info.edge_counts), table)
         assert {b: solved.counts.get(b) for b in info.block_counts} == dict(info.block_counts), name
+
+
+def test_explicit_barriers_from_the_block_table(polybench_runs):
+    """durbin runs its `#pragma omp barrier` once per k = 1..N-1 (N = 120 at MINI), adi once per time step
+    (TSTEPS = 5); no other benchmark has one, and only adi and bicg have nowait loops. The runtime model's overhead term counts them (block table
+    `barriers` x block counts)."""
+    def executed(field: str) -> dict[str, int]:
+        return {name: sum(n * getattr(table[b], field) for b, n in info.block_counts.items() if b in table.blocks)
+                for name, (_, info, _, table) in polybench_runs.items()}
+
+    assert executed("barriers") == {name: {"durbin": 119, "adi": 5}.get(name, 0) for name in polybench_runs}
+    # nowait loops: adi's column sweep (once per time step), bicg's first loop (once)
+    assert executed("nowait") == {name: {"adi": 5, "bicg": 1}.get(name, 0) for name in polybench_runs}

@@ -215,3 +215,29 @@ def test_atomic_load_and_store_operands_drop_their_ordering():
     assert [(s.kind, s.size, s.is_store) for s in result.sites] == [
         ("load", 4, False), ("load", 4, False), ("store", 4, True)]
     llvm.parse_assembly(result.ir_text).verify()
+
+
+BARRIER_IR = r"""
+define void @OUT__1__1__(ptr %0) {
+  call void @XOMP_barrier()
+  call void @XOMP_barrier()
+  call void @XOMP_loop_end(ptr %0, i32 noundef 1)
+  br label %next
+
+next:
+  call void @XOMP_loop_end(ptr %0, i32 noundef 0)
+  call void @work()
+  ret void
+}
+
+declare void @XOMP_barrier()
+declare void @XOMP_loop_end(ptr, i32)
+declare void @work()
+"""
+
+
+def test_explicit_barriers_are_counted_apart_from_library_calls():
+    """`#pragma omp barrier` becomes XOMP_barrier() and a nowait loop ends with XOMP_loop_end(&s, 1): the
+    runtime model needs how many barriers run."""
+    blocks = instrument_ir(BARRIER_IR, r"OUT__", "trace", "b.ll", {}).blocks
+    assert [(b.barriers, b.nowait, b.calls) for b in blocks] == [(2, 1, {}), (0, 0, {"work": 1})]
