@@ -281,27 +281,6 @@ def _window_pieces(starts, run_core, counters, p, next_start, period, length, lo
 
 
 @numba.njit(cache=True, nogil=True)
-def _expand(pieces):
-    """Row, core, private position and window start of every row of the pieces (rows of _window_pieces)."""
-    n = 0
-    for i in range(pieces.shape[0]):
-        n += pieces[i, 2] - pieces[i, 1]
-    row = np.empty(n, dtype=np.int64)
-    core = np.empty(n, dtype=np.int64)
-    pos = np.empty(n, dtype=np.int64)
-    start = np.empty(n, dtype=np.int64)
-    o = 0
-    for i in range(pieces.shape[0]):
-        for x in range(pieces[i, 2] - pieces[i, 1]):
-            row[o] = pieces[i, 1] + x
-            core[o] = pieces[i, 0]
-            pos[o] = pieces[i, 3] + x
-            start[o] = pieces[i, 5]
-            o += 1
-    return row, core, pos, start
-
-
-@numba.njit(cache=True, nogil=True)
 def _walk_segment(lines, a, n, gap_pos, look, keys, last, stamp, tree, tag, out):
     """out[i] for the segment lines[a:a + n]: the distinct lines since the previous use of lines[i] in the
     segment when that use is at most `look` gap_pos back, else -1. Segments are short, so one small
@@ -340,31 +319,17 @@ def _walk_segment(lines, a, n, gap_pos, look, keys, last, stamp, tree, tag, out)
 
 
 @numba.njit(cache=True, nogil=True)
-def _segment_distances(lines, bounds, gap_pos, look, keys, last, stamp, tree):
-    """_walk_segment over the segments lines[bounds[s]:bounds[s + 1]] (stamp all zeros)."""
-    out = np.empty(lines.shape[0], dtype=np.int64)
-    for s in range(bounds.shape[0] - 1):
-        _walk_segment(lines, bounds[s], bounds[s + 1] - bounds[s], gap_pos, look, keys, last, stamp, tree, s + 1,
-                      out)
-    return out
-
-
-@numba.njit(cache=True, nogil=True)
 def _fill_private(pieces, addr, is_stack, block, shared_block, iteration_mode, shift, buf, cur, look, length,
                   hist, tally, tag, keys, last, stamp, tree, dist, offsets):
     """Copy the pieces' rows (lines as their core sees them) into each core's segment buffer, at their place
     (private position - segment start), and measure every segment a piece completes: near distances into
     hist[core], [far, measured] into tally[core]. cur[core] = [window start of the buffered segment (-1:
     none), positions filled]; tag[0] = stamp of the last segment measured."""
-    step = np.uint64(OFFSET_BITS) - shift
     for r in range(pieces.shape[0]):
         c, ra, rb, q0, ends, s = pieces[r, 0], pieces[r, 1], pieces[r, 2], pieces[r, 3], pieces[r, 4], pieces[r, 5]
         lo = max(s - look, 0)
-        off = np.uint64(c) << step
         for row in range(ra, rb):
-            x = addr[row] >> shift
-            moved = is_stack[row] if iteration_mode else not shared_block[block[row]]
-            buf[c, q0 - lo + row - ra] = x + off if moved else x
+            buf[c, q0 - lo + row - ra] = _line_of(addr, is_stack, block, shared_block, iteration_mode, shift, row, c)
         cur[c, 0] = s
         cur[c, 1] = q0 + rb - ra - lo
         if ends:
@@ -395,6 +360,125 @@ def _finish_private(buf, cur, look, hist, tally, tag, keys, last, stamp, tree, d
     for c in range(buf.shape[0]):
         if cur[c, 0] >= 0:
             _measure_private(buf, c, cur, look, hist, tally, tag, keys, last, stamp, tree, dist, offsets)
+
+
+@numba.njit(cache=True, nogil=True)
+def _line_of(addr, is_stack, block, shared_block, iteration_mode, shift, row, core):
+    """Line id of a row as `core` sees it (the per-core offset on stack data, or outside shared-variable blocks)."""
+    x = addr[row] >> shift
+    moved = is_stack[row] if iteration_mode else not shared_block[block[row]]
+    return x + (np.uint64(core) << (np.uint64(OFFSET_BITS) - shift)) if moved else x
+
+
+@numba.njit(cache=True, nogil=True)
+def _fill_shared(pieces, r0, addr, is_stack, block, shared_block, iteration_mode, shift, buf, fill, state, first,
+                 period, look):
+    """Copy the pieces' rows from r0 on into the shared segment buffers: segment j (window start first + j *
+    period) lives in slot j % capacity, one row of positions per core (private position - segment start);
+    fill[slot, core] = positions filled. state = [oldest live segment, segments started]. Returns the piece
+    reached: it stops before a segment that does not fit."""
+    cap = buf.shape[0]
+    for r in range(r0, pieces.shape[0]):
+        c, ra, rb, q0, s = pieces[r, 0], pieces[r, 1], pieces[r, 2], pieces[r, 3], pieces[r, 5]
+        seg = (s - first) // period
+        if seg >= state[0] + cap:
+            return r
+        while state[1] <= seg:  # a segment no core has reached yet
+            fill[state[1] % cap, :] = 0
+            state[1] += 1
+        slot = seg % cap
+        lo = max(s - look, 0)
+        for row in range(ra, rb):
+            buf[slot, c, q0 - lo + row - ra] = _line_of(addr, is_stack, block, shared_block, iteration_mode, shift,
+                                                       row, c)
+        fill[slot, c] = q0 + rb - ra - lo
+    return pieces.shape[0]
+
+
+@numba.njit(cache=True, nogil=True)
+def _drain_shared(buf, fill, state, first, period, look, length, k, reached, hist, tally, tag, keys, last, stamp,
+                  tree, dist, seq, turn):
+    """Measure the live segments that end at or before private position `reached` of every core, oldest
+    first: their rows in round-robin order (turn, core, position), reuses timed in turns (near: at most
+    look // k turns back); near distances into hist, [far, measured] into tally."""
+    cap = buf.shape[0]
+    p = buf.shape[1]
+    while state[0] < state[1]:
+        s = first + state[0] * period
+        if s + length > reached:
+            return
+        slot = state[0] % cap
+        lo = max(s - look, 0)
+        n = 0
+        for t in range((s + length - lo) // k):
+            for c in range(p):
+                for x in range(t * k, t * k + k):
+                    if x < fill[slot, c]:
+                        seq[n] = buf[slot, c, x]
+                        turn[n] = (lo + x) // k
+                        n += 1
+        tag[0] += 1
+        _walk_segment(seq, 0, n, turn, look // k, keys, last, stamp, tree, tag[0], dist)
+        for i in range(n):
+            if turn[i] * k >= s:  # in the window proper (turns are aligned on k)
+                if dist[i] >= 0:
+                    hist[dist[i]] += 1
+                else:
+                    tally[0] += 1
+                tally[1] += 1
+        state[0] += 1
+
+
+class _SharedWindows:
+    """The window segments of the round-robin shared trace: the same turn-aligned private positions in every
+    core. Cores reach a segment at different times, so segments wait in a ring of buffers (grown as needed)
+    until every core has passed them; then their rows are read in the shared trace's order."""
+
+    def __init__(self, cores: int, k: int, look: int, length: int, first: int, period: int) -> None:
+        n = look + length
+        size = 1 << max(4, (4 * n * cores).bit_length())  # load at most 1/4
+        self.k, self.look, self.length, self.first, self.period = k, look, length, first, period
+        self.buf = np.zeros((4, cores, n), np.uint64)
+        self.fill = np.zeros((4, cores), np.int64)
+        self.state = np.zeros(2, np.int64)
+        self.hist = np.zeros(cores * n + 1, np.int64)
+        self.tally = np.zeros(2, np.int64)
+        self.scratch = (np.zeros(1, np.int64), np.empty(size, np.uint64), np.empty(size, np.int64),
+                        np.zeros(size, np.int64), np.empty(cores * n + 1, np.int64), np.empty(cores * n, np.int64),
+                        np.empty(cores * n, np.uint64), np.empty(cores * n, np.int64))
+
+    def add(self, pieces: np.ndarray, rows: "_Rows") -> None:
+        """Rows of the chunk's pieces (_window_pieces)."""
+        ch = rows.chunk
+        r = 0
+        while True:
+            r = _fill_shared(pieces, r, ch.addr, ch.is_stack, ch.block, rows.shared_block, rows.mode == "iteration",
+                             np.uint64(rows.shift), self.buf, self.fill, self.state, self.first, self.period,
+                             self.look)
+            if r == pieces.shape[0]:
+                return
+            self._grow()
+
+    def _grow(self) -> None:
+        """Twice the ring's slots, live segments moved to their new slots."""
+        cap = self.buf.shape[0]
+        buf = np.zeros((2 * cap,) + self.buf.shape[1:], np.uint64)
+        fill = np.zeros((2 * cap, self.fill.shape[1]), np.int64)
+        live = np.arange(self.state[0], self.state[1])
+        buf[live % (2 * cap)], fill[live % (2 * cap)] = self.buf[live % cap], self.fill[live % cap]
+        self.buf, self.fill = buf, fill
+
+    def measure(self, reached: int) -> None:
+        """Measure the segments every core has passed (private position `reached`)."""
+        _drain_shared(self.buf, self.fill, self.state, self.first, self.period, self.look, self.length, self.k,
+                      reached, self.hist, self.tally, *self.scratch)
+
+    def finish(self, est: "_Estimate") -> None:
+        """Measure the segments left (some cores' traces end before them); tallies to the estimate."""
+        self.measure(np.iinfo(np.int64).max)
+        nz = np.flatnonzero(self.hist)
+        est.near = dict(zip(nz.tolist(), self.hist[nz].tolist()))
+        est.n_far, est.n_measured = int(self.tally[0]), int(self.tally[1])
 
 
 class _PrivateWindows:
@@ -494,68 +578,6 @@ class _Estimate:
         return prof
 
 
-class _WindowPool:
-    """Rows of window segments (lookback + window) waiting until their segment is complete, then measured
-    in batches, segment by segment (_segment_distances). Segment of a row: (estimate index, window start);
-    `order` sorts its rows."""
-
-    def __init__(self, estimates: list[_Estimate]) -> None:
-        self.est = estimates
-        self.parts: list[tuple[np.ndarray, ...]] = []
-        self.n = 0
-        self.next_at = 1 << 18  # measure once this many rows wait
-
-    def add(self, lines: np.ndarray, which: np.ndarray, start: np.ndarray, end: np.ndarray, order: np.ndarray,
-            gap_pos: np.ndarray, measured: np.ndarray) -> None:
-        """Rows: line, estimate index, window start, segment end (position its core must pass), a unique
-        sort key that puts each segment's rows together and in stream order (segments are disjoint
-        position ranges of one stream), position for gaps, and whether the row is in the window proper."""
-        if lines.shape[0]:
-            self.parts.append((lines, which, start, end, order, gap_pos, measured))
-            self.n += lines.shape[0]
-
-    def measure(self, reached: np.ndarray | None) -> None:
-        """Measure the complete segments (end <= reached[which]; None: all) once enough rows wait."""
-        if not self.parts or (reached is not None and self.n < self.next_at):
-            return
-        cols = [np.concatenate([x[i] for x in self.parts]) for i in range(7)]
-        lines, which, start, end, order, gap_pos, measured = cols
-        done = np.ones(lines.shape[0], bool) if reached is None else end <= reached[which]
-        rest = ~done
-        self.parts = [tuple(c[rest] for c in cols)] if rest.any() else []
-        self.n = int(rest.sum())
-        self.next_at = max(1 << 18, 2 * self.n)  # rows of unfinished segments are re-read: amortise it
-        if done.any():
-            self._measure(*(c[done] for c in cols))
-
-    def _measure(self, lines, which, start, end, order, gap_pos, measured) -> None:
-        """Exact distances and gaps of complete segments' rows; tallies of their window rows per estimate."""
-        # order keys are unique and group each segment's rows (see add); rows come in long sorted runs
-        # (each core's, chunk by chunk), which the stable (tim)sort merges instead of sorting from scratch
-        idx = np.argsort(order, kind="stable")
-        lines, which, start, gap_pos, measured = lines[idx], which[idx], start[idx], gap_pos[idx], measured[idx]
-        new = np.ones(lines.shape[0], bool)
-        new[1:] = (which[1:] != which[:-1]) | (start[1:] != start[:-1])
-        bounds = np.append(np.flatnonzero(new), lines.shape[0])
-        longest = int(np.diff(bounds).max())
-        size = 1 << max(4, (4 * longest).bit_length())  # load at most 1/4
-        d = _segment_distances(lines, bounds, gap_pos, self.est[0].look, np.empty(size, np.uint64),
-                               np.empty(size, np.int64), np.zeros(size, np.int64), np.empty(longest + 1, np.int64))
-        d, w = d[measured], which[measured]
-        near = d >= 0
-        n_est = len(self.est)
-        n_all = np.bincount(w, minlength=n_est).tolist()
-        n_near = np.bincount(w[near], minlength=n_est).tolist()
-        found, cnt = np.unique((w[near] << 40) | d[near], return_counts=True)
-        for e, est in enumerate(self.est):
-            est.n_far += n_all[e] - n_near[e]
-            est.n_measured += n_all[e]
-        for key, n in zip(found.tolist(), cnt.tolist()):
-            near_of = self.est[key >> 40].near
-            dist = key & ((1 << 40) - 1)
-            near_of[dist] = near_of.get(dist, 0) + n
-
-
 def _add_counts(acc: dict[int, int], values: np.ndarray) -> None:
     """acc[v] += occurrences of v."""
     vals, cnt = np.unique(values, return_counts=True)
@@ -583,13 +605,6 @@ class _Rows:
     mode: str
     shift: int
     shared_block: np.ndarray
-
-    def row_lines(self, row: np.ndarray, core: np.ndarray) -> np.ndarray:
-        """Line ids of the given rows as the given cores see them (per-core offset applied)."""
-        ch = self.chunk
-        lines = ch.addr[row] >> np.uint64(self.shift)
-        off = ch.is_stack[row] if self.mode == "iteration" else ~self.shared_block[ch.block[row]]
-        return lines + off.astype(np.uint64) * (core.astype(np.uint64) << np.uint64(OFFSET_BITS - self.shift))
 
 
 class _Picker:
@@ -670,7 +685,7 @@ class _SourceTask:
         rng = np.random.default_rng([sampling.seed, self.p, k])
         self.s_next = np.full(self.p, int(rng.integers(0, (self.s_period - self.s_length) // k + 1)) * k, np.int64)
         self.s_est = _Estimate(self.s_look // k)  # positions are turns
-        self.s_pool = _WindowPool([self.s_est])
+        self.s_pool = _SharedWindows(self.p, k, self.s_look, self.s_length, int(self.s_next[0]), self.s_period)
         self.s_gaps = _GapTable()
 
     def feed(self, rows: _Rows) -> None:
@@ -685,7 +700,7 @@ class _SourceTask:
         o = _place(rows.sel, starts, run_core, self.counters, p, core, pos, j)
         core, pos, j = core[:o], pos[:o], j[:o]
         if self.shared_windows:
-            self.s_pool.measure(np.array([self.counters.min()]))
+            self.s_pool.measure(int(self.counters.min()))
         step = np.uint64(OFFSET_BITS - self.shift)
         lines = rows.lines[j] + (rows.offset[j].astype(np.uint64) * (core.astype(np.uint64) << step))
         dist, gap = self._feed_private(core, pos, lines)
@@ -705,11 +720,7 @@ class _SourceTask:
         self.pool.add(self._pieces(starts, run_core, self.next_start, self.period, self.length, self.look), rows)
         if not self.shared_windows:
             return
-        row, core, pos, start = _expand(self._pieces(starts, run_core, self.s_next, self.s_period, self.s_length,
-                                                     self.s_look))
-        lines = rows.row_lines(row, core)
-        self.s_pool.add(lines, np.zeros(lines.shape[0], np.int64), start, start + self.s_length, self._key(pos, core),
-                        pos // self.k, pos >= start)
+        self.s_pool.add(self._pieces(starts, run_core, self.s_next, self.s_period, self.s_length, self.s_look), rows)
 
     def _pieces(self, starts: np.ndarray, run_core: np.ndarray, next_start: np.ndarray, period: int,
                 length: int, look: int) -> np.ndarray:
@@ -797,7 +808,7 @@ class _SourceTask:
         if self.windows:
             self.pool.finish(self.est)
         if self.shared_windows:
-            self.s_pool.measure(None)
+            self.s_pool.finish(self.s_est)
         if self.directory is not None:
             for c, engine in enumerate(self.private):
                 engine.reclassify(self.directory.moved[c], self.directory.moved_sum[c])

@@ -139,7 +139,7 @@ def test_paper_span_is_where_the_core_changes():
                     assert all(cores[y] == cores[x] for y in range(x, min(end, n + 5)))
 
 
-def test_segment_distances_match_brute_force():
+def test_walk_segment_matches_brute_force():
     """In-segment distances (distinct lines since the previous use) for gaps within `look`, -1 otherwise."""
     rng = np.random.default_rng(4)
     lens = rng.integers(1, 60, 30)
@@ -154,8 +154,11 @@ def test_segment_distances_match_brute_force():
             ok = prev is not None and pos[i] - pos[prev] <= look
             want.append(len(set(lines[prev + 1:i].tolist())) if ok else -1)
     size = 256
-    got = SS._segment_distances(lines, bounds, pos, look, np.empty(size, np.uint64), np.empty(size, np.int64),
-                                np.zeros(size, np.int64), np.empty(int(lens.max()) + 1, np.int64))
+    table = (np.empty(size, np.uint64), np.empty(size, np.int64), np.zeros(size, np.int64),
+             np.empty(int(lens.max()) + 1, np.int64))
+    got = np.zeros(lines.shape[0], np.int64)
+    for tag, (a, b) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist()), 1):  # one table, a stamp each
+        SS._walk_segment(lines, a, b - a, pos, look, *table, tag, got)
     assert got.tolist() == want and (got > 0).sum() > 50
 
 
@@ -345,12 +348,14 @@ def brute_windows(streams, pos_of, offsets, period, length, look, turn_of=lambda
 
 
 @pytest.mark.parametrize("p,k", [(2, 1), (3, 2), (4, 1)])
-def test_windows_match_brute_force(p, k):
+@pytest.mark.parametrize("schedule", [SCHED_DYNAMIC, SCHED_STATIC])
+def test_windows_match_brute_force(p, k, schedule):
     """Private and shared window tallies equal a row-by-row walk over the fully built private traces and the
-    real Interleaver's shared trace (positions, turns, segments and lookbacks)."""
+    real Interleaver's shared trace (positions, turns, segments and lookbacks). Static: each core runs a
+    contiguous part, so many shared segments wait for the later cores (the ring of buffers grows)."""
     from analysis.private_traces import CoreMap, line_shift
 
-    info, ch = random_trace(p * 7 + k, 120, True, SCHED_DYNAMIC, 2, n_loops=3)
+    info, ch = random_trace(p * 7 + k, 120, True, schedule, 2 if schedule == SCHED_DYNAMIC else 0, n_loops=3)
     sampling = SS.SourceSampling(0.2, seed=p, window=12, length=8)
     task = SS._SourceTask(info, p, "iteration", 6, k, 0, True, sampling)
     offsets, s_offset = task.next_start.copy(), int(task.s_next[0])
@@ -373,6 +378,7 @@ def test_windows_match_brute_force(p, k):
     want = brute_windows([shared], lambda e, i: int(pos[i]), [s_offset], task.s_period, task.s_length, task.s_look,
                          turn_of=lambda q: q // k)
     assert (task.s_est.near, task.s_est.n_far, task.s_est.n_measured) == want and want[2] > 0
+    assert schedule == SCHED_DYNAMIC or task.s_pool.buf.shape[0] > 4
 
 
 def test_shards_only_keeps_totals_and_is_seeded(work):
