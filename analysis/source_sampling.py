@@ -54,7 +54,7 @@ import numpy as np
 
 from analysis.private_traces import (ALL_CORES, OFFSET_BITS, CoreMap, _iteration_core, _paper_core, line_shift,
                                      resolve_mode)
-from analysis.sampling import _engine_bins, gap_update
+from analysis.sampling import DEFAULT_WINDOW_LENGTH, STREAM_WINDOW, _engine_bins, gap_update
 from instrument.trace_types import TraceChunk, TraceInfo
 from pptmc.errors import InputError
 
@@ -68,8 +68,8 @@ class SourceSampling:
     rate: float
     seed: int = 0
     adjust: bool = True  # SHARDS-adj: the sample-size gap goes to distance 0
-    window: int = 1 << 10  # reuses at most this many accesses apart are measured in windows (0: SHARDS only)
-    length: int = 1 << 9   # accesses per window
+    window: int = STREAM_WINDOW  # reuses at most this many accesses apart are measured in windows (0: SHARDS only)
+    length: int = DEFAULT_WINDOW_LENGTH  # accesses per window
 
     def __post_init__(self) -> None:
         if not 0.0 < self.rate <= 1.0:
