@@ -194,10 +194,15 @@ def _core_runs(iteration_mode, starts, key0, key1, count, paper_chunk, trip, sch
     pieces of one core merged, so the per-run loops downstream run once per change of core. Returns (starts +
     len, core of each). Iteration mode: one decision per run of one iteration. Paper mode: runs are one
     block's rows with non-decreasing instances (a block re-entered directly is one run), cut where the
-    instance leaves its core's span (found by bisection)."""
+    instance leaves its core's span (found by bisection); each block's last span is remembered (instances
+    [span_from, span_end) run on span_core), since runs of a few blocks alternate."""
     n = starts.shape[0] - 1
-    out_starts = np.empty(n + 2, dtype=np.int64)
-    out_core = np.empty(n + 1, dtype=np.int64)
+    most = starts[n] - starts[0] + 1  # every piece has a row (untouched pages of np.empty cost nothing)
+    out_starts = np.empty(most + 1, dtype=np.int64)
+    out_core = np.empty(most, dtype=np.int64)
+    span_from = np.full(count.shape[0], np.iinfo(np.int64).max, dtype=np.int64)
+    span_end = np.zeros(count.shape[0], dtype=np.int64)
+    span_core = np.zeros(count.shape[0], dtype=np.int64)
     m = 0
     for r in range(n):
         i = starts[r]
@@ -208,8 +213,12 @@ def _core_runs(iteration_mode, starts, key0, key1, count, paper_chunk, trip, sch
             elif iteration_mode:
                 c, nxt = _iteration_core(key0[i], key1[i], trip, sched, chunk, gstarts, gptr, p), b
             else:
-                c = _paper_core(key0[i], key1[i], count, paper_chunk, p)
-                end = _paper_span(key0[i], key1[i], count, paper_chunk, p)
+                blk, x = key0[i], key1[i]
+                if x < span_from[blk] or x >= span_end[blk]:
+                    span_from[blk] = x
+                    span_end[blk] = _paper_span(blk, x, count, paper_chunk, p)
+                    span_core[blk] = _paper_core(blk, x, count, paper_chunk, p)
+                c, end = span_core[blk], span_end[blk]
                 nxt = b
                 if key1[b - 1] >= end:  # the first row of the run at instance >= end
                     lo, nxt = i, b - 1
@@ -220,23 +229,12 @@ def _core_runs(iteration_mode, starts, key0, key1, count, paper_chunk, trip, sch
                         else:
                             lo = mid
             if m == 0 or c != out_core[m - 1]:
-                if m == out_core.shape[0]:
-                    out_starts = _grown(out_starts)
-                    out_core = _grown(out_core)
                 out_starts[m] = i
                 out_core[m] = c
                 m += 1
             i = nxt
     out_starts[m] = starts[n]
     return out_starts[:m + 1].copy(), out_core[:m].copy()
-
-
-@numba.njit(cache=True, nogil=True)
-def _grown(a):
-    """a in an array twice as long (the rest uninitialised)."""
-    out = np.empty(2 * a.shape[0], dtype=a.dtype)
-    out[:a.shape[0]] = a
-    return out
 
 
 @numba.njit(cache=True, nogil=True)
