@@ -197,7 +197,9 @@ def _core_runs(iteration_mode, starts, key0, key1, count, paper_chunk, trip, sch
     instance leaves its core's span (found by bisection); each block's last span is remembered (instances
     [span_from, span_end) run on span_core), since runs of a few blocks alternate."""
     n = starts.shape[0] - 1
-    most = starts[n] - starts[0] + 1  # every piece has a row (untouched pages of np.empty cost nothing)
+    most = n + 1  # pieces: a run, or a span's part of it (p spans per block, or one per paper_chunk instances)
+    if not iteration_mode and p > 1:
+        most += p * count.shape[0] if paper_chunk == 0 else starts[n] - starts[0]
     out_starts = np.empty(most + 1, dtype=np.int64)
     out_core = np.empty(most, dtype=np.int64)
     span_from = np.full(count.shape[0], np.iinfo(np.int64).max, dtype=np.int64)
