@@ -54,6 +54,7 @@ import numpy as np
 
 from analysis.private_traces import (ALL_CORES, OFFSET_BITS, CoreMap, _iteration_core, _paper_core, line_shift,
                                      resolve_mode)
+from analysis.reuse import _popcount
 from analysis.sampling import DEFAULT_WINDOW_LENGTH, STREAM_WINDOW, _engine_bins, gap_update
 from instrument.trace_types import TraceChunk, TraceInfo
 from pptmc.errors import InputError
@@ -281,46 +282,49 @@ def _window_pieces(starts, run_core, counters, p, next_start, period, length, lo
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk_segment(lines, a, n, gap_pos, look, keys, last, stamp, tree, tag, out):
+def _walk_segment(lines, a, n, gap_pos, look, keys, last, stamp, bits, tag, out):
     """out[i] for the segment lines[a:a + n]: the distinct lines since the previous use of lines[i] in the
     segment when that use is at most `look` gap_pos back, else -1. Segments are short, so one small
     open-addressing table (cleared per segment by a new stamp `tag`; it must hold a segment's lines at a low
-    load) and a Fenwick tree over the segment's positions (marking each use a later one superseded) serve all."""
+    load) serves all, and a bitset over the segment's positions marks each line's latest use so far: the
+    distance is the number of marks between the two uses (a few words for the short gaps that matter)."""
     mask = np.uint64(keys.shape[0] - 1)
-    tree[:n + 1] = 0
-    for j in range(1, n + 1):  # 1-based position in the segment
-        i = a + j - 1
+    one = np.uint64(1)
+    bits[:(n >> 6) + 1] = 0
+    for j in range(n):
+        i = a + j
         x = lines[i]
         slot = ((x * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
         while stamp[slot] == tag and keys[slot] != x:
-            slot = (slot + np.uint64(1)) & mask
+            slot = (slot + one) & mask
         out[i] = -1
         if stamp[slot] == tag:
             q = last[slot]
-            if gap_pos[i] - gap_pos[a + q - 1] <= look:  # distinct = between - superseded in (q, j)
-                sup = 0
-                k = j - 1
-                while k != q:  # prefix(j - 1) - prefix(q): step the larger index until the walks meet
-                    if k > q:
-                        sup += tree[k]
-                        k -= k & (-k)
-                    else:
-                        sup -= tree[q]
-                        q -= q & (-q)
-                out[i] = j - last[slot] - 1 - sup
-            k = last[slot]
-            while k <= n:
-                tree[k] += 1
-                k += k & (-k)
+            if gap_pos[i] - gap_pos[a + q] <= look and j - q > 1:  # marks at positions q + 1 .. j - 1
+                lo, hi = q + 1, j - 1
+                w, wh = lo >> 6, hi >> 6
+                first = ~np.uint64(0) << np.uint64(lo & 63)
+                end = ~np.uint64(0) >> np.uint64(63 - (hi & 63))
+                if w == wh:
+                    d = _popcount(bits[w] & first & end)
+                else:
+                    d = _popcount(bits[w] & first) + _popcount(bits[wh] & end)
+                    for v in range(w + 1, wh):
+                        d += _popcount(bits[v])
+                out[i] = d
+            elif gap_pos[i] - gap_pos[a + q] <= look:
+                out[i] = 0
+            bits[q >> 6] &= ~(one << np.uint64(q & 63))
         else:
             stamp[slot] = tag
             keys[slot] = x
+        bits[j >> 6] |= one << np.uint64(j & 63)
         last[slot] = j
 
 
 @numba.njit(cache=True, nogil=True)
 def _fill_private(pieces, addr, is_stack, block, shared_block, iteration_mode, shift, buf, cur, look, length,
-                  hist, tally, tag, keys, last, stamp, tree, dist, offsets):
+                  hist, tally, tag, keys, last, stamp, bits, dist, offsets):
     """Copy the pieces' rows (lines as their core sees them) into each core's segment buffer, at their place
     (private position - segment start), and measure every segment a piece completes: near distances into
     hist[core], [far, measured] into tally[core]. cur[core] = [window start of the buffered segment (-1:
@@ -333,17 +337,17 @@ def _fill_private(pieces, addr, is_stack, block, shared_block, iteration_mode, s
         cur[c, 0] = s
         cur[c, 1] = q0 + rb - ra - lo
         if ends:
-            _measure_private(buf, c, cur, look, hist, tally, tag, keys, last, stamp, tree, dist, offsets)
+            _measure_private(buf, c, cur, look, hist, tally, tag, keys, last, stamp, bits, dist, offsets)
 
 
 @numba.njit(cache=True, nogil=True)
-def _measure_private(buf, c, cur, look, hist, tally, tag, keys, last, stamp, tree, dist, offsets):
+def _measure_private(buf, c, cur, look, hist, tally, tag, keys, last, stamp, bits, dist, offsets):
     """Tally core c's buffered segment (rows from its window start on are measured) and empty the buffer."""
     s = cur[c, 0]
     n = cur[c, 1]
     first = s - max(s - look, 0)
     tag[0] += 1
-    _walk_segment(buf[c], 0, n, offsets, look, keys, last, stamp, tree, tag[0], dist)
+    _walk_segment(buf[c], 0, n, offsets, look, keys, last, stamp, bits, tag[0], dist)
     for i in range(first, n):
         d = dist[i]
         if d >= 0:
@@ -355,11 +359,11 @@ def _measure_private(buf, c, cur, look, hist, tally, tag, keys, last, stamp, tre
 
 
 @numba.njit(cache=True, nogil=True)
-def _finish_private(buf, cur, look, hist, tally, tag, keys, last, stamp, tree, dist, offsets):
+def _finish_private(buf, cur, look, hist, tally, tag, keys, last, stamp, bits, dist, offsets):
     """Measure the segments the private traces ended in."""
     for c in range(buf.shape[0]):
         if cur[c, 0] >= 0:
-            _measure_private(buf, c, cur, look, hist, tally, tag, keys, last, stamp, tree, dist, offsets)
+            _measure_private(buf, c, cur, look, hist, tally, tag, keys, last, stamp, bits, dist, offsets)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -397,7 +401,7 @@ def _fill_shared(pieces, r0, addr, is_stack, block, shared_block, iteration_mode
 
 @numba.njit(cache=True, nogil=True)
 def _drain_shared(buf, fill, state, first, period, look, length, k, reached, hist, tally, tag, keys, last, stamp,
-                  tree, dist, seq, turn):
+                  bits, dist, seq, turn):
     """Measure the live segments that end at or before private position `reached` of every core, oldest
     first: their rows in round-robin order (turn, core, position), reuses timed in turns (near: at most
     look // k turns back); near distances into hist, [far, measured] into tally."""
@@ -418,7 +422,7 @@ def _drain_shared(buf, fill, state, first, period, look, length, k, reached, his
                         turn[n] = (lo + x) // k
                         n += 1
         tag[0] += 1
-        _walk_segment(seq, 0, n, turn, look // k, keys, last, stamp, tree, tag[0], dist)
+        _walk_segment(seq, 0, n, turn, look // k, keys, last, stamp, bits, tag[0], dist)
         for i in range(n):
             if turn[i] * k >= s:  # in the window proper (turns are aligned on k)
                 if dist[i] >= 0:
@@ -444,7 +448,7 @@ class _SharedWindows:
         self.hist = np.zeros(cores * n + 1, np.int64)
         self.tally = np.zeros(2, np.int64)
         self.scratch = (np.zeros(1, np.int64), np.empty(size, np.uint64), np.empty(size, np.int64),
-                        np.zeros(size, np.int64), np.empty(cores * n + 1, np.int64), np.empty(cores * n, np.int64),
+                        np.zeros(size, np.int64), np.empty((cores * n >> 6) + 1, np.uint64), np.empty(cores * n, np.int64),
                         np.empty(cores * n, np.uint64), np.empty(cores * n, np.int64))
 
     def add(self, pieces: np.ndarray, rows: "_Rows") -> None:
@@ -495,7 +499,7 @@ class _PrivateWindows:
         self.hist = np.zeros((cores, look + 1), np.int64)
         self.tally = np.zeros((cores, 2), np.int64)
         self.scratch = (np.zeros(1, np.int64), np.empty(size, np.uint64), np.empty(size, np.int64), np.zeros(size, np.int64),
-                        np.empty(n + 1, np.int64), np.empty(n, np.int64), np.arange(n, dtype=np.int64))
+                        np.empty((n >> 6) + 1, np.uint64), np.empty(n, np.int64), np.arange(n, dtype=np.int64))
 
     def add(self, pieces: np.ndarray, rows: "_Rows") -> None:
         """Rows of the chunk's pieces (_window_pieces)."""
@@ -833,16 +837,19 @@ class _MergeBuffer:
     def __init__(self, n_columns: int) -> None:
         self.parts: list[tuple[np.ndarray, ...]] = []
         self.n_columns = n_columns
+        self.lowest = np.iinfo(np.int64).max  # the smallest key waiting
 
     def add(self, key: np.ndarray, *columns: np.ndarray) -> None:
         """Buffer accesses: their keys and any columns that travel with them."""
         if key.shape[0]:
             self.parts.append((key, *columns))
+            self.lowest = min(self.lowest, int(key.min()))
 
     def take_below(self, limit: int | None) -> tuple[np.ndarray, ...]:
         """Remove and return the columns of the accesses with key < limit (None: all), sorted by key.
-        Sorting the kept run and the new one together is a merge for the stable (tim)sort."""
-        if not self.parts:
+        Sorting the kept run and the new ones together is a merge for the stable (tim)sort; nothing is
+        sorted while no key is below the limit (a core far behind holds every other core's accesses)."""
+        if not self.parts or (limit is not None and self.lowest >= limit):
             return (np.zeros(0, np.uint64),) + tuple(np.zeros(0, np.int64) for _ in range(self.n_columns - 1))
         cols = [np.concatenate([x[i] for x in self.parts]) if len(self.parts) > 1 else self.parts[0][i]
                 for i in range(len(self.parts[0]))]
@@ -850,6 +857,7 @@ class _MergeBuffer:
         cut = order.shape[0] if limit is None else int(np.searchsorted(cols[0][order], limit))
         now, rest = order[:cut], order[cut:]
         self.parts = [tuple(c[rest] for c in cols)] if rest.shape[0] else []
+        self.lowest = int(self.parts[0][0][0]) if self.parts else np.iinfo(np.int64).max
         return tuple(c[now] for c in cols[1:])
 
 

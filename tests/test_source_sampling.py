@@ -142,11 +142,11 @@ def test_paper_span_is_where_the_core_changes():
 def test_walk_segment_matches_brute_force():
     """In-segment distances (distinct lines since the previous use) for gaps within `look`, -1 otherwise."""
     rng = np.random.default_rng(4)
-    lens = rng.integers(1, 60, 30)
+    lens = rng.integers(1, 200, 30)  # several bitset words
     bounds = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-    lines = rng.integers(0, 12, int(bounds[-1])).astype(np.uint64)
+    lines = rng.integers(0, 90, int(bounds[-1])).astype(np.uint64)
     pos = np.cumsum(rng.integers(1, 3, lines.shape[0])).astype(np.int64)
-    look = 9
+    look = 150  # gaps across several bitset words
     want = []
     for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         for i in range(a, b):
@@ -155,7 +155,7 @@ def test_walk_segment_matches_brute_force():
             want.append(len(set(lines[prev + 1:i].tolist())) if ok else -1)
     size = 256
     table = (np.empty(size, np.uint64), np.empty(size, np.int64), np.zeros(size, np.int64),
-             np.empty(int(lens.max()) + 1, np.int64))
+             np.empty((int(lens.max()) >> 6) + 1, np.uint64))
     got = np.zeros(lines.shape[0], np.int64)
     for tag, (a, b) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist()), 1):  # one table, a stamp each
         SS._walk_segment(lines, a, b - a, pos, look, *table, tag, got)
