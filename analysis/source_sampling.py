@@ -674,6 +674,8 @@ class _SourceTask:
         self.scratch = np.zeros((64, 6), dtype=np.int64)
         self.pending: list[tuple[np.ndarray, ...]] = []
         self.n_pending = 0
+        self.samples: list[tuple[np.ndarray, ...]] = []  # placed SHARDS samples not yet fed (see _flush)
+        self.n_samples = 0
         self._init_shared_windows(sampling)
 
     def _init_shared_windows(self, sampling: SourceSampling) -> None:
@@ -693,7 +695,7 @@ class _SourceTask:
         self.s_gaps = _GapTable()
 
     def feed(self, rows: _Rows) -> None:
-        """Add one chunk's rows: window pieces, then the sampled rows placed, fed and merged."""
+        """Add one chunk's rows: window pieces, then the sampled rows placed (fed and merged in batches)."""
         p = self.p
         starts, run_core = _core_runs(rows.mode == "iteration", rows.starts, rows.key0, rows.key1,
                                       *self.cmap._tables())
@@ -707,17 +709,29 @@ class _SourceTask:
             self.s_pool.measure(int(self.counters.min()))
         step = np.uint64(OFFSET_BITS - self.shift)
         lines = rows.lines[j] + (rows.offset[j].astype(np.uint64) * (core.astype(np.uint64) << step))
+        self.samples.append((core, pos, lines, rows.store[j]))
+        self.n_samples += o
+        if self.n_samples >= 1 << 16:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Feed the samples placed so far (in row order) to the private engines, then merge them: a few
+        chunks' samples per call, since one chunk gives each core only a few hundred."""
+        if not self.samples:
+            return
+        core, pos, lines, store = (np.concatenate([x[i] for x in self.samples]) for i in range(4))
+        self.samples, self.n_samples = [], 0
         dist, gap = self._feed_private(core, pos, lines)
         if self.directory is None:  # no coherence: every sample is accounted for now
-            self._account(core, gap, dist, np.zeros(o, dtype=bool))
+            self._account(core, gap, dist, np.zeros(core.shape[0], dtype=bool))
         if self.shared is None:
             return
         if self.directory is not None:
             from analysis.coherence import tag_stores
 
-            lines = tag_stores(lines, rows.store[j])
+            lines = tag_stores(lines, store)
         self.buffer.add(self._key(pos, core), lines, core, dist, gap, pos)
-        self._release(self.buffer.take_below(self._key(self.counters, np.arange(p, dtype=np.int64)).min()))
+        self._release(self.buffer.take_below(self._key(self.counters, np.arange(self.p, dtype=np.int64)).min()))
 
     def _windows(self, rows: _Rows, starts: np.ndarray, run_core: np.ndarray) -> None:
         """Pool the chunk's rows that fall in each core's window segments, and in the shared trace's."""
@@ -807,6 +821,7 @@ class _SourceTask:
 
     def finish(self, sampling: SourceSampling) -> tuple[list, object]:
         """Every core's estimated PRD and the estimated CRD, each totalling its stream's exact length."""
+        self._flush()
         if self.shared is not None:
             self._release(self.buffer.take_below(None))
         if self.windows:
