@@ -5,10 +5,12 @@ accesses (with a per-core offset on private data), so both samples the estimate 
 taken from the sequential trace, right after decoding and before Algorithm 1 (private traces)
 and Algorithm 2 (interleaving). One fused pass over the decoded rows computes each row's line,
 its seeded hash and keep flag, and the runs of rows sharing a loop iteration (iteration mode) or
-block instance (paper mode); everything after it touches a few percent of the accesses:
+a block with non-decreasing instances (paper mode); everything after it touches a few percent of
+the accesses:
 
-* cores are decided per run on the full trace, by the same CoreMap as the exact profiles, and a
-  running count per core gives every access its position in its core's private trace;
+* cores are decided per run on the full trace, with the same per-access rule as CoreMap in the
+  exact profiles (paper mode: a run is cut where its instances leave a core's contiguous span),
+  and a running count per core gives every access its position in its core's private trace;
 * SHARDS (Waldspurger et al., FAST'15): the accesses of the lines whose hash (of the line before
   the offset) is below the rate. In every private and shared trace these are exactly that
   trace's accesses to the sampled lines, in order. Private traces: each core's sampled accesses
@@ -27,8 +29,11 @@ block instance (paper mode); everything after it touches a few percent of the ac
   offsets per core, so that symmetric cores do not err alike). A shared window is the same
   turn-aligned range of private positions in every core (about (window + length) / p each),
   which is one contiguous run of the round-robin shared trace; its reuses are timed in turns.
-  A reuse at most `window` positions (turns) back is near and keeps its exact in-window
-  distance; the others (and cold accesses) take the distribution of the SHARDS distances of
+  Rows are copied into per-core segment buffers as they are decoded (shared segments wait in a
+  ring until every core has passed them, then are read in round-robin order) and each segment
+  is measured in one pass (a hash table for previous uses, a bitset of latest uses whose
+  popcount between two uses is the distance). A reuse at most `window` positions (turns) back
+  is near and keeps its exact in-window distance; the others (and cold accesses) take the distribution of the SHARDS distances of
   accesses with such gaps (distances / rate). Counts are scaled to each stream's exact length.
   In the private estimates, the share of near reuses that are coherence misses is taken from
   the SHARDS sample (the windows' lines are not all tracked by the Directory).
@@ -442,7 +447,7 @@ class _SharedWindows:
         n = look + length
         size = 1 << max(4, (4 * n * cores).bit_length())  # load at most 1/4
         self.k, self.look, self.length, self.first, self.period = k, look, length, first, period
-        self.buf = np.zeros((4, cores, n), np.uint64)
+        self.buf = np.empty((4, cores, n), np.uint64)
         self.fill = np.zeros((4, cores), np.int64)
         self.state = np.zeros(2, np.int64)
         self.hist = np.zeros(cores * n + 1, np.int64)
@@ -466,7 +471,7 @@ class _SharedWindows:
     def _grow(self) -> None:
         """Twice the ring's slots, live segments moved to their new slots."""
         cap = self.buf.shape[0]
-        buf = np.zeros((2 * cap,) + self.buf.shape[1:], np.uint64)
+        buf = np.empty((2 * cap,) + self.buf.shape[1:], np.uint64)  # fill says what is valid
         fill = np.zeros((2 * cap, self.fill.shape[1]), np.int64)
         live = np.arange(self.state[0], self.state[1])
         buf[live % (2 * cap)], fill[live % (2 * cap)] = self.buf[live % cap], self.fill[live % cap]
