@@ -31,6 +31,10 @@ DEFAULT_SIZE = "MEDIUM"
 DEFAULT_LAYOUT = "pipelined"
 # Loop-carried chains (reductions clang -O2 may not reorder) run at latency, not throughput.
 DEFAULT_CPU_FORM = "critical-path"
+# Hit rates for the runtime model: "sdcm" from the reuse profiles (the analytic predictor, machine
+# independent), "simulated" from the set-associative LRU simulator run on the same mimicked traces for
+# this machine's caches (analysis/cachesim.py; sees set conflicts, costs a simulation per machine).
+HIT_RATE_SOURCES = ("sdcm", "simulated")
 MODEL_COLUMNS = ("t_mem_s", "t_cpu_s", "t_overhead_s", "contention_s", "t_dram_s", "dram_bytes")
 COLUMNS = ("benchmark", "cores", "measured_s", "measured_min_s", "measured_max_s", "repeats", "predicted_s",
            *MODEL_COLUMNS, "rel_error", "rel_error_min")
@@ -131,9 +135,11 @@ def machine_file(machine: Machine, workdir: Path) -> Path:
 
 def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, machine: Machine,
                       layout: str = DEFAULT_LAYOUT, progress: Progress | None = None,
-                      contention: str = "roofline", cpu_form: str = DEFAULT_CPU_FORM) -> pd.DataFrame:
+                      contention: str = "roofline", cpu_form: str = DEFAULT_CPU_FORM,
+                      hit_rates: str = "sdcm") -> pd.DataFrame:
     """Runtime prediction of one benchmark from the pipeline's trace and hit rates (cached under
-    workdir/measure/work/<name>), with the runtime model evaluated for `layout`, `contention` and `cpu_form`."""
+    workdir/measure/work/<name>), with the runtime model evaluated for `layout`, `contention` and `cpu_form`
+    and the hit rates of `hit_rates` (HIT_RATE_SOURCES)."""
     from analysis.runtime_model import predict_table
     from pptmc.pipeline import run_pipeline
     from pptmc.suite import SuiteConfig, pipeline_config
@@ -143,15 +149,32 @@ def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, m
     # and the two would overwrite each other's cached steps.
     cfg = SuiteConfig(outdir=Path(workdir) / "measure", size=size, machines=(str(path),), cores=tuple(threads))
     result = run_pipeline(pipeline_config(cfg, bench), progress or (lambda _msg: None))
-    hits = result.hit_rates[result.hit_rates["machine"] == machine.name]
+    if hit_rates == "simulated":
+        hits = simulated_hit_rates(result.trace_path, result.profiles_dir, machine, threads)
+    elif hit_rates == "sdcm":
+        hits = result.hit_rates[result.hit_rates["machine"] == machine.name]
+    else:
+        raise InputError(f"hit rates {hit_rates!r}: use one of {', '.join(HIT_RATE_SOURCES)}")
     return (predict_table(machine, hits, result.trace_path, layout=layout, contention=contention, cpu_form=cpu_form)
             .assign(benchmark=bench.name))
+
+
+def simulated_hit_rates(trace: Path, profiles_dir: Path, machine: Machine, threads: Sequence[int]) -> pd.DataFrame:
+    """Per-level hit rates from the LRU simulator on the private/shared traces the profiles were made
+    from (same mode, interleaving and seed), every level seeing every access as SDCM assumes, so the
+    two differ only where sets do (and in coherence misses, which this simulation does not count)."""
+    from analysis.cachesim import simulate_file
+    from analysis.profiles import ProfileSet
+
+    ps = ProfileSet.load(profiles_dir)
+    return simulate_file(str(trace), machine, list(threads), mode=ps.mode, interleave=ps.interleave, seed=ps.seed,
+                         refs_per_turn=ps.refs_per_turn, paper_chunk=ps.paper_chunk)
 
 
 def validate_runtimes(benches, size: str, threads: tuple[int, ...], workdir: Path, machine: Machine,
                       repeats: int = 5, progress: Progress | None = None,
                       layout: str = DEFAULT_LAYOUT, contention: str = "roofline",
-                      cpu_form: str = DEFAULT_CPU_FORM, pin: bool = True) -> pd.DataFrame:
+                      cpu_form: str = DEFAULT_CPU_FORM, pin: bool = True, hit_rates: str = "sdcm") -> pd.DataFrame:
     """Measure and predict every benchmark on `machine` (the host), one table row per (benchmark, cores).
 
     A benchmark whose prediction fails keeps its measurement, with the cause in the `error` column.
@@ -170,7 +193,7 @@ def validate_runtimes(benches, size: str, threads: tuple[int, ...], workdir: Pat
         say(f"{bench.name}: predicting")
         try:
             predicted = predict_benchmark(bench, size, threads, workdir, machine, layout, contention=contention,
-                                          cpu_form=cpu_form)
+                                          cpu_form=cpu_form, hit_rates=hit_rates)
         except Exception as exc:  # one broken pipeline must not discard the other measurements
             say(f"{bench.name}: prediction failed: {type(exc).__name__}: {exc}")
             frames.append(measured.assign(error=f"{type(exc).__name__}: {exc}"))

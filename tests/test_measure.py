@@ -114,3 +114,23 @@ def test_measure_runs_pinned_by_default_and_not_with_pin_off(tmp_path, monkeypat
     seen.clear()
     measure_benchmark(by_name("atax"), MeasureConfig(workdir=tmp_path, threads=(2,), repeats=1, pin=False))
     assert seen == [None]
+
+
+def test_simulated_hit_rates_equal_sdcm_for_fully_associative_caches(validated):
+    """The simulated variant runs the simulator on the traces the profiles came from: with fully
+    associative caches SDCM is exact, so both give the same prediction; with the real 8-way L1 they differ."""
+    from dataclasses import replace
+
+    from pptmc.measure import predict_benchmark
+
+    work, _ = validated
+    haswell = load_machine("haswell-i7-5960x")
+    full = replace(haswell, name="haswell-fully-assoc",
+                   caches=tuple(replace(c, associativity=c.size_bytes // c.line_bytes) for c in haswell.caches))
+    runs = {(m.name, src): predict_benchmark(by_name("atax"), "MINI", (1,), work, m, hit_rates=src).iloc[0]
+            for m in (full, haswell) for src in ("sdcm", "simulated")}
+    assert runs[(full.name, "simulated")]["runtime_s"] == pytest.approx(runs[(full.name, "sdcm")]["runtime_s"],
+                                                                         rel=1e-12)
+    assert runs[(haswell.name, "simulated")]["L1_local_hit_rate"] != runs[(haswell.name, "sdcm")]["L1_local_hit_rate"]
+    with pytest.raises(InputError, match="hit rates 'counters'"):
+        predict_benchmark(by_name("atax"), "MINI", (1,), work, haswell, hit_rates="counters")
