@@ -65,6 +65,9 @@ from instrument.trace_types import TraceChunk, TraceInfo
 from pptmc.errors import InputError
 
 _HASH_SCALE = 1 << 32  # the same salted 32-bit line hash as analysis.sampling (_hash_mask)
+# Decoded rows per batch: small enough (about 11 MB of columns) to be still cached when the source pass
+# reads them; 2^20-row batches made the whole 1% profile of jacobi-2d MEDIUM 0.73 s instead of 0.60 s.
+SOURCE_ROWS = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -929,9 +932,10 @@ def scale_profile(raw, rate: float, total: int, adjust: bool = True):
 
 def sampled_profile_set(trace_path: str, cores: list[int], sampling: SourceSampling, mode: str = "auto",
                         interleave: str = "rr", seed: int = 0, refs_per_turn: int = 1, line_size: int = 64,
-                        paper_chunk: int = 0, coherence: bool = True, max_rows: int = 1 << 20):
+                        paper_chunk: int = 0, coherence: bool = True, max_rows: int | None = None):
     """(ProfileSet, sampling metadata) of a trace file: sampled at the source for round-robin
-    interleaving; for `--interleave random`, the stream sampler (window method) on the full streams."""
+    interleaving; for `--interleave random`, the stream sampler (window method) on the full streams.
+    max_rows: decoded rows per batch (default SOURCE_ROWS; 2^20 for the stream sampler)."""
     from analysis import profiles
     from analysis.sampling import StreamSampling, sampled_profiles
 
@@ -940,9 +944,9 @@ def sampled_profile_set(trace_path: str, cores: list[int], sampling: SourceSampl
     if interleave != "rr":
         fallback = StreamSampling(sampling.rate, "window", sampling.seed)
         ps = sampled_profiles(trace_path, cores, fallback, mode, interleave, seed, refs_per_turn, line_size,
-                              paper_chunk, max_rows)
+                              paper_chunk, max_rows or 1 << 20)
         return ps, {**fallback.metadata(), "requested": "source (rr interleaving only)"}
-    info, factory = profiles.open_chunks(trace_path, max_rows)
+    info, factory = profiles.open_chunks(trace_path, max_rows or SOURCE_ROWS)
     counts = sorted(set(int(c) for c in cores))
     resolved = resolve_mode(info, mode)
     ps = profiles.ProfileSet(line_size, resolved, interleave, seed, refs_per_turn, info.path,
