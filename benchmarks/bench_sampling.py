@@ -333,9 +333,9 @@ def source_trace_rows(trace, label: str) -> list[dict]:
     """`pptmc profile TRACE --cores 1,2,4,8,16` exact vs `--sample-rate 0.01` (source) end to end on a real
     trace (decode included on both sides, CPU time best of 3), errors over 3 seeds, and the decode's share."""
     from analysis.profiles import compute_profiles, open_chunks
-    from analysis.source_sampling import SourceSampling, sampled_profile_set
+    from analysis.source_sampling import SOURCE_ROWS, SourceSampling, sampled_profile_set
 
-    info, chunks = open_chunks(trace)
+    info, chunks = open_chunks(trace, SOURCE_ROWS)  # the batches the sampled profile decodes
     t_decode, _ = _cpu_best(lambda: sum(len(c) for c in chunks()))
     t_exact, exact = _cpu_best(lambda: compute_profiles(str(trace), list(CORES)))
     ref = level_rates(exact)

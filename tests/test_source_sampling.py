@@ -271,6 +271,15 @@ def test_seeded_and_deterministic(work):
     assert not all(same(a[k], c[k]) for k in a)
 
 
+def test_estimate_does_not_depend_on_batches():
+    """Below rate 1 too, the profiles do not depend on how the trace is cut into chunks, nor on when the
+    samples are fed in batches (rate 0.3: over 2^16 samples, so batches end inside the trace)."""
+    info, ch = workload()
+    sampling = SS.SourceSampling(0.3, 7, window=64, length=32)
+    a, b = (source_set(info, chunker(ch, rows), [1, 3, 4], "iteration", 2, True, sampling) for rows in (1 << 16, 777))
+    assert all(same(a[k], b[k]) for k in a)
+
+
 def test_scale_profile_keeps_totals_and_adjusts_toward_expected_size():
     """Distances are scaled by 1/rate; SHARDS-adj moves the sample-size gap to distance 0; totals are exact."""
     from analysis.profiles import ReuseProfile
