@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from machines.loader import SCHEMA_VERSION, validate_machine_dict
 from machines.model import OP_CLASSES
@@ -130,10 +130,10 @@ def host_caches(cores: int) -> list[SysCache]:
                             f"lscpu failed ({exc}); write the machine file by hand (see machines/SCHEMA.md)") from exc
 
 
-def physical_cores(root: Path = SYSFS_CPU) -> int:
-    """Distinct (package, core) pairs among the CPUs this process may run on."""
+def physical_cores(root: Path = SYSFS_CPU, cpus: Iterable[int] | None = None) -> int:
+    """Distinct (package, core) pairs among `cpus` (default: the CPUs this process may run on)."""
     cores = set()
-    for cpu in os.sched_getaffinity(0):
+    for cpu in os.sched_getaffinity(0) if cpus is None else cpus:
         topo = root / f"cpu{cpu}" / "topology"
         try:
             cores.add((_read(topo / "physical_package_id"), _read(topo / "core_id")))
@@ -318,7 +318,8 @@ def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
     effort = QUICK if quick else FULL
     start = time.monotonic()
     cores = physical_cores()
-    caches = host_caches(cores)
+    # whether a cache is shared is a property of the chip, not of this process's CPU affinity
+    caches = host_caches(physical_cores(cpus=range(os.cpu_count() or 1)))
     if not caches:
         raise ToolError(f"{SYSFS_CPU}/cpu0/cache: no cache description found; write the machine file by hand "
                         "(see machines/SCHEMA.md)")
