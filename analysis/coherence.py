@@ -7,9 +7,10 @@ in its interleaved order and keeps, for every line stored at least once, the set
 cores holding a valid copy (a sharer bitmap, as a directory protocol would): a load adds
 its core, a store leaves only its core. An access whose core is not a sharer just before
 it is `stale`; if that core's private stack holds the line (its plain distance is finite)
-it is a coherence miss. `walk` returns plain line ids; the sweep uses `walk_batch`, which
-reads an Interleaver Batch in place and looks up only the stale accesses' distances, and
-feeds the tagged ids to engines that ignore the tag (`ReuseEngine.feed(tagged=True)`).
+it is a coherence miss. `walk` returns plain line ids and stale flags. The sweep does the
+same walk inside the CRD engine, which keeps the sharer sets beside its own hash table
+(`ReuseEngine.feed_shared`, one lookup per access instead of two) and reports the stale
+accesses of each Interleaver Batch; `CoherenceMisses` looks up only their distances.
 """
 from __future__ import annotations
 
@@ -99,56 +100,6 @@ def _walk(tagged, core, dist, use_dist, start, keys, sharers, state, limit, line
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk_events(tagged, pattern, occ, per, piece_core, start, keys, sharers, state, limit, ev_piece, ev_index,
-                 n_ev):
-    """_walk over a laid-out batch of tagged ids that writes nothing per access: access i is
-    of piece pattern[i % len(pattern)] (core piece_core[piece]); a stale one is recorded as
-    an event (its piece, and its index in the piece: round * per[piece] + occ[position]),
-    n_ev[0] counting them, so that its distance is looked up afterwards (stale accesses are
-    rare; reading every access's distance in interleaved order is what this avoids)."""
-    mask = np.uint64(keys.shape[0] - 1)
-    hs = np.uint64(64 - _bits(mask))
-    n_words = sharers.shape[1]
-    plen = pattern.shape[0]
-    r = start // plen
-    q = start % plen
-    i = start
-    while i < tagged.shape[0]:  # _walk's body: a shared helper measured 1.4x (inline) to 1.7x slower
-        raw = tagged[i]
-        line = raw & ~STORE_TAG
-        store = raw != line
-        pi = pattern[q]
-        c = piece_core[pi]
-        w = c >> 6
-        bit = np.uint64(1) << np.uint64(c & 63)
-        slot = _home(line, hs)
-        while keys[slot] != line and keys[slot] != _EMPTY:
-            slot = (slot + np.uint64(1)) & mask
-        if keys[slot] == line:
-            if (sharers[slot, w] & bit) == 0:
-                e = n_ev[0]
-                ev_piece[e] = pi
-                ev_index[e] = r * per[pi] + occ[q]
-                n_ev[0] = e + 1
-            if store:
-                for x in range(n_words):
-                    sharers[slot, x] = 0
-            sharers[slot, w] |= bit
-        elif store:  # first store: from now on only this core's copy is valid
-            if state[0] + 1 > limit:
-                break
-            keys[slot] = line
-            state[0] += 1
-            sharers[slot, w] = bit
-        q += 1
-        if q == plen:
-            q = 0
-            r += 1
-        i += 1
-    return i
-
-
-@numba.njit(cache=True, nogil=True)
 def _add_moved(d, c, moved, moved_sum):
     """Coherence misses of core c among stale accesses with plain distances d (-1: cold anyway)."""
     for x in d:
@@ -173,6 +124,32 @@ def _rehash(keys, sharers, new_keys, new_sharers):
         new_sharers[slot] = sharers[s]
 
 
+class CoherenceMisses:
+    """Coherence misses per core and histogram bin, from the stale accesses of a shared trace
+    found by its engine's sharer sets (ReuseEngine.feed_shared) and their private distances."""
+
+    def __init__(self, n_cores: int) -> None:
+        self.moved = np.zeros((n_cores, N_BINS), dtype=np.int64)
+        self.moved_sum = np.zeros((n_cores, N_BINS), dtype=np.int64)  # distance sums, inexact bins
+
+    def add(self, stale: np.ndarray, pieces: list[tuple[int, np.ndarray]], dists: list[np.ndarray],
+            core_pattern: np.ndarray) -> None:
+        """Count the stale accesses (indices into one Interleaver Batch) that had a finite
+        private distance: dists[k] holds the distances of pieces[k] (as in Batch.pieces), and
+        the Batch's access i is of core core_pattern[i % len(core_pattern)]."""
+        if len(pieces) != len(dists) or any(len(d) != len(p) for (_, p), d in zip(pieces, dists)):
+            raise ValueError("every piece needs one distance per access")
+        if not len(stale):
+            return
+        piece_core = np.array([c for c, _ in pieces], dtype=np.int64)
+        pattern, per, occ = _pattern_tables(np.ascontiguousarray(core_pattern, dtype=np.int64), piece_core)
+        q, r = stale % len(pattern), stale // len(pattern)
+        piece, index = pattern[q], r * per[pattern[q]] + occ[q]  # index in the piece
+        for k in np.unique(piece).tolist():
+            _add_moved(np.asarray(dists[k], dtype=np.int64)[index[piece == k]], int(piece_core[k]), self.moved,
+                       self.moved_sum)
+
+
 class Directory:
     """Sharer sets of every line seen in one core count's interleaved trace."""
 
@@ -185,7 +162,6 @@ class Directory:
         # per core and histogram bin: coherence misses found so far, and their distance sums (inexact bins)
         self.moved = np.zeros((n_cores, N_BINS), dtype=np.int64)
         self.moved_sum = np.zeros((n_cores, N_BINS), dtype=np.int64)
-        self._buffers: dict[str, np.ndarray] = {}  # walk_batch's event lists, reused
 
     def walk(self, tagged: np.ndarray, core: np.ndarray, dist: np.ndarray | None = None
              ) -> tuple[np.ndarray, np.ndarray]:
@@ -208,45 +184,6 @@ class Directory:
             if i >= len(tagged):
                 return lines, stale
             self._grow()
-
-    def walk_batch(self, tagged: np.ndarray, pieces: list[tuple[int, np.ndarray]], dists: list[np.ndarray],
-                   core_pattern: np.ndarray) -> None:
-        """Find the coherence misses of one Interleaver Batch (walk() with distances, counted in
-        moved / moved_sum), from its laid-out tagged ids, its pieces and their distances.
-
-        pieces: (core, piece) as in Batch.pieces (only their lengths and order are read);
-        dists[k]: the plain private distances of pieces[k]; core_pattern: Batch.core_pattern,
-        whose repetition gives every access's core. Only stale accesses read a distance.
-        (Walking the pieces while laying them out, in one pass, measured no faster.)"""
-        n = len(tagged)
-        if len(pieces) != len(dists) or any(len(d) != len(p) for (_, p), d in zip(pieces, dists)):
-            raise ValueError("every piece needs one distance per access")
-        if n == 0:
-            return
-        piece_core = np.array([c for c, _ in pieces], dtype=np.int64)
-        pattern, per, occ = _pattern_tables(np.ascontiguousarray(core_pattern, dtype=np.int64), piece_core)
-        tagged = np.ascontiguousarray(tagged, dtype=np.uint64)
-        ev_piece, ev_index = self._scratch("ev_piece", n, np.int64), self._scratch("ev_index", n, np.int64)
-        n_ev = np.zeros(1, dtype=np.int64)
-        i = 0
-        while True:
-            i = _walk_events(tagged, pattern, occ, per, piece_core, i, self._keys, self._sharers, self._state,
-                             int(self._keys.shape[0] * _MAX_LOAD), ev_piece, ev_index, n_ev)
-            if i >= n:
-                break
-            self._grow()
-        m = int(n_ev[0])
-        for k in np.unique(ev_piece[:m]).tolist():
-            sel = ev_index[:m][ev_piece[:m] == k]
-            _add_moved(np.asarray(dists[k], dtype=np.int64)[sel], int(piece_core[k]), self.moved, self.moved_sum)
-
-    def _scratch(self, name: str, n: int, dtype) -> np.ndarray:
-        """A reused buffer of at least n items (grown by doubling), its first n."""
-        buf = self._buffers.get(name)
-        if buf is None or buf.dtype != dtype or len(buf) < n:
-            buf = np.empty(max(n, 2 * len(buf) if buf is not None else n), dtype=dtype)
-            self._buffers[name] = buf
-        return buf[:n]
 
     def _grow(self) -> None:
         cap = self._keys.shape[0] * 2

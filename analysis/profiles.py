@@ -434,7 +434,7 @@ class CoreCountTask:
     def __init__(self, info: TraceInfo, spec: InterleaveSpec, mode: str, shift: int, paper_chunk: int = 0,
                  memory_budget: int | None = None, spill_dir: str | None = None,
                  coherence: bool = False) -> None:
-        from analysis.coherence import Directory
+        from analysis.coherence import CoherenceMisses
         from analysis.reuse import ReuseEngine  # lazy: reuse imports ReuseProfile from this module
 
         self.spec, self.shift = spec, shift
@@ -444,12 +444,12 @@ class CoreCountTask:
                              f"{1 << (63 - OFFSET_BITS)} cores; use --no-coherence")
         self.tagged = self.coherent  # parts carry store tags (profile_configs sets it for a whole sweep)
         self.distances = self.coherent  # feed() returns the plain distances (also to lead coherent followers)
-        self.directory = Directory(spec.cores) if self.coherent else None
+        self.misses = CoherenceMisses(spec.cores) if self.coherent else None
         self.last_distances: dict[int, np.ndarray] = {}
         self.cmap = CoreMap(info, spec.cores, mode, paper_chunk)
         self.private = [ReuseEngine() for _ in range(spec.cores)]
         # one core: the shared trace is the private one, so the CRD is the PRD
-        self.shared = ReuseEngine() if spec.cores > 1 else None
+        self.shared = ReuseEngine(sharer_cores=spec.cores if self.coherent else 0) if spec.cores > 1 else None
         # line ids (8 B) and, with coherence, their distances (4 B) wait alike: split the budget 2:1
         memory_budget = resolve_memory_budget(memory_budget)
         budget = memory_budget * 2 // 3 if self.coherent else memory_budget
@@ -475,7 +475,7 @@ class CoreCountTask:
                 else:
                     self.private[core].feed(lines, tagged=self.tagged)
             if self.itl is not None:
-                self.itl.push(core, lines if self.directory is not None or not self.tagged else strip(lines))
+                self.itl.push(core, lines if self.coherent or not self.tagged else strip(lines))
             if self.dlanes is not None:
                 self.dlanes.push(core, own[core] if core not in skip else lend(core))
         self._drain()
@@ -488,24 +488,24 @@ class CoreCountTask:
     def _drain(self) -> None:
         if self.itl is None:
             return
-        if self.directory is None:
+        if self.misses is None:
             for batch in self.itl.drain():
                 self.shared.feed(batch.lines)
             return
         for batch in self.itl.drain():
-            # the walk reads only the stale accesses' distances, by their index in their core's piece
+            # only the stale accesses' distances are read, by their index in their core's piece
+            stale = self.shared.feed_shared(batch.lines, batch.core_pattern)
             dists = [self.dlanes.take(core, len(piece)) for core, piece in batch.pieces]
-            self.directory.walk_batch(batch.lines, batch.pieces, dists, batch.core_pattern)
-            self.shared.feed(batch.lines, tagged=True)
+            self.misses.add(stale, batch.pieces, dists, batch.core_pattern)
 
     def finish(self) -> tuple[list[ReuseProfile], ReuseProfile]:
         """Flush the interleaver; every core's PRD and the CRD."""
         if self.itl is not None:
             self.itl.close_all()
             self._drain()
-        if self.directory is not None:
+        if self.misses is not None:
             for core, engine in enumerate(self.private):
-                engine.reclassify(self.directory.moved[core], self.directory.moved_sum[core])
+                engine.reclassify(self.misses.moved[core], self.misses.moved_sum[core])
         prd = [e.histogram() for e in self.private]
         return prd, (self.shared.histogram() if self.shared is not None else prd[0])
 

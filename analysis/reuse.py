@@ -16,6 +16,10 @@ live times are renumbered 0..M-1 (order kept) and the bitmap and tree rebuilt, s
 is O(distinct lines) (12 B per hash slot + 3/16 B per time slot), never
 O(trace length). Kernels stop and return when a table must grow;
 Python reallocates and calls again, which keeps every numba function allocation-free.
+
+An engine made with `sharer_cores` (a shared trace's, with coherence) also keeps every
+line's set of cores holding a valid copy beside its hash slot, so the write-invalidate walk
+of analysis/coherence.py shares the engine's lookup (`feed_shared`).
 """
 from __future__ import annotations
 
@@ -34,6 +38,8 @@ _MIN_TIME_AXIS = 1 << 16
 _MAX_TIME_AXIS = (1 << 31) - (1 << 27)  # times are int32; a multiple of every _axis_length step
 _NEAR_WORDS = 16  # hits at most this many bitmap words back use the meeting walks
 _NO_FLAGS = np.zeros(0, dtype=np.bool_)  # stale flags when coherence is off (never read)
+_NO_SHARERS = np.zeros((0, 1), dtype=np.uint64)  # sharer sets of an engine without them
+_NO_EVENTS = np.zeros(0, dtype=np.int64)
 _TIME_AXIS_PER_LINE = 16  # time slots per live line after compaction: 3/16 B each (bitmap + tree)
 
 # Histogram layout: distances below EXACT_LIMIT get one bin each; above it, each power of
@@ -98,16 +104,23 @@ def _hash_shift(mask):
 
 @numba.njit(cache=True, nogil=True)
 def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_out, limit, stale, use_stale,
-             line_mask):
+             line_mask, sharers, pattern, events):
     """Feed lines from state[3]; stop early when a table must grow. Returns the next index.
 
     Each line id is read as lines[i] & line_mask (all ones, or without the store tag of
     analysis/coherence.py, so tagged ids need no stripped copy).
 
-    state = [now, live, n_keys, start, pending, coherence]; out receives distances (-1 cold)
-    when want_out; limit is the most keys the hash table may hold. When use_stale, an access
-    with stale[i] set whose line is in the stack is a coherence miss: it moves to the top as
-    a hit does, but its distance is infinite (counted cold, and in state[5]).
+    state = [now, live, n_keys, start, pending, coherence, n_events]; out receives distances
+    (-1 cold) when want_out; limit is the most keys the hash table may hold. When use_stale,
+    an access with stale[i] set whose line is in the stack is a coherence miss: it moves to
+    the top as a hit does, but its distance is infinite (counted cold, and in state[5]).
+
+    Sharer sets (a shared trace with coherence, when pattern is not None, which numba
+    compiles separately, so the plain engine pays nothing for them; line_mask strips the tag): access i is by core pattern[i % len(pattern)], and sharers[slot] has a bit per
+    core holding a valid copy of the slot's line (all ones until its first store: a line
+    never stored is valid wherever it was touched). A hit whose core is not a sharer is
+    stale: its index goes to events[state[6]]. A store leaves only its core; a load adds it.
+    This is coherence.Directory's walk, sharing the engine's hash lookup.
     Marks live in a bitmap over time; `tree` is a Fenwick tree of per-word counts. A hit
     moves a mark from word a to now's word b, and its distance counts the marks between:
     both Fenwick walks start at a and b and stop where their paths meet, so they cost
@@ -129,6 +142,13 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
     one = np.uint64(1)
     full = np.uint64(0xFFFFFFFFFFFFFFFF)
     cold = hist.shape[0] - 1  # the last slot counts cold misses
+    plen = 1
+    q = 0
+    if pattern is not None:
+        plen = pattern.shape[0]
+        q = i % plen
+    n_ev = state[6]
+    s_words = sharers.shape[1]
     while i < n:
         if now >= t_len:
             break
@@ -139,11 +159,13 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
                 tree[k] += pending
                 k += k & (-k)
             pending = 0
-        line = lines[i] & line_mask
+        raw = lines[i]
+        line = raw & line_mask
         slot = _home(line, hash_shift, mask)
         while keys[slot] != line and keys[slot] != full:
             slot = (slot + one) & mask
-        if keys[slot] == line:
+        hit = keys[slot] == line
+        if hit:
             t = times[slot]
             a = t >> 6
             word = bits[a]
@@ -201,6 +223,25 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
             live += 1
             d = -1
             pending += 1
+        if pattern is not None:
+            c = pattern[q]
+            w = c >> 6
+            bit = one << np.uint64(c & 63)
+            if hit and (sharers[slot, w] & bit) == 0:
+                events[n_ev] = i
+                n_ev += 1
+            if raw != line:  # a store: only this core's copy stays valid
+                for x in range(s_words):
+                    sharers[slot, x] = 0
+                sharers[slot, w] = bit
+            elif hit:
+                sharers[slot, w] |= bit
+            else:
+                for x in range(s_words):
+                    sharers[slot, x] = full
+            q += 1
+            if q == plen:
+                q = 0
         times[slot] = now
         bits[b] |= one << np.uint64(now & 63)
         now += 1
@@ -220,12 +261,13 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
     state[2] = n_keys
     state[3] = i
     state[4] = pending
+    state[6] = n_ev
     return i
 
 
 @numba.njit(cache=True, nogil=True)
-def _rehash(keys, times, new_keys, new_times):
-    """Move every key into a larger table."""
+def _rehash(keys, times, sharers, new_keys, new_times, new_sharers):
+    """Move every key (and its sharer set, if the engine keeps them) into a larger table."""
     mask = np.uint64(new_keys.shape[0] - 1)
     hash_shift = _hash_shift(mask)
     for s in range(keys.shape[0]):
@@ -237,6 +279,8 @@ def _rehash(keys, times, new_keys, new_times):
             slot = (slot + np.uint64(1)) & mask
         new_keys[slot] = line
         new_times[slot] = times[s]
+        if sharers.shape[0]:
+            new_sharers[slot] = sharers[s]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -305,12 +349,16 @@ def _time_axis(t_len: int) -> tuple[np.ndarray, np.ndarray]:
 class ReuseEngine:
     """Streaming exact stack-distance engine; memory grows with distinct lines only."""
 
-    def __init__(self, initial_lines: int = 1 << 12) -> None:
+    def __init__(self, initial_lines: int = 1 << 12, sharer_cores: int = 0) -> None:
+        """sharer_cores > 0: also keep every line's sharer set among that many cores (feed_shared)."""
         cap = 1 << max(4, int(np.ceil(np.log2(max(initial_lines, 16) / _MAX_LOAD))))
         self._keys = np.full(cap, EMPTY, dtype=np.uint64)
         self._times = np.zeros(cap, dtype=np.int32)
+        self._words = (sharer_cores + 63) // 64
+        self._sharers = np.zeros((cap, self._words), dtype=np.uint64) if self._words else _NO_SHARERS
         self._bits, self._tree = _time_axis(max(_MIN_TIME_AXIS, 2 * initial_lines))
-        self._state = np.zeros(6, dtype=np.int64)  # now, live, n_keys, start, pending, coherence misses
+        # now, live, n_keys, start, pending, coherence misses, stale accesses found by feed_shared
+        self._state = np.zeros(7, dtype=np.int64)
         self._hist = np.zeros(N_BINS + 1, dtype=np.int64)  # last slot counts cold misses
         self._hist_sum = np.zeros(N_BINS + 1, dtype=np.int64)
 
@@ -321,7 +369,7 @@ class ReuseEngine:
     @property
     def nbytes(self) -> int:
         """Bytes held by the tables that grow with distinct lines."""
-        return sum(a.nbytes for a in (self._keys, self._times, self._bits, self._tree))
+        return sum(a.nbytes for a in (self._keys, self._times, self._sharers, self._bits, self._tree))
 
     def copy(self) -> "ReuseEngine":
         """An independent engine in the same state (continues exactly as this one would)."""
@@ -335,7 +383,9 @@ class ReuseEngine:
 
         Distances depend only on which accesses touch the same line, so a relabelling that
         keeps distinct lines distinct leaves the engine exact; it lets core c's engine carry
-        on as core c' (whose per-core offsets differ)."""
+        on as core c' (whose per-core offsets differ). Not for engines with sharer sets."""
+        if self._words:
+            raise ValueError("relabel: an engine with sharer sets (a shared trace's) is never relabelled")
         keys = np.full(self._keys.shape[0], EMPTY, dtype=np.uint64)
         times = np.zeros(self._times.shape[0], dtype=np.int32)
         _relabel(self._keys, self._times, keys, times, np.uint64(at_least), np.uint64(delta % (1 << 64)))
@@ -375,8 +425,20 @@ class ReuseEngine:
         self._hist[N_BINS] += n
         self._state[5] += n
 
+    def feed_shared(self, lines: np.ndarray, core_pattern: np.ndarray) -> np.ndarray:
+        """feed(lines, tagged=True) of a run of a shared trace whose access i is by core
+        core_pattern[i % len(core_pattern)], keeping every line's sharer set (write-invalidate,
+        see _process); returns the indices of the stale accesses (a core touching a line it
+        held and another core stored since). For engines made with sharer_cores."""
+        if not self._words:
+            raise ValueError("feed_shared: make the engine with sharer_cores")
+        lines = np.ascontiguousarray(lines, dtype=np.uint64)
+        events = np.empty(lines.shape[0], dtype=np.int64)
+        self._run(lines, None, None, True, np.ascontiguousarray(core_pattern, dtype=np.int64), events)
+        return events[:int(self._state[6])]
+
     def _run(self, lines: np.ndarray, out: np.ndarray | None, stale: np.ndarray | None = None,
-             tagged: bool = False) -> None:
+             tagged: bool = False, pattern: np.ndarray | None = None, events: np.ndarray = _NO_EVENTS) -> None:
         """Drive the kernel, growing tables whenever it stops early."""
         want = out is not None
         buf = out if want else np.empty(0, dtype=np.int64)
@@ -384,10 +446,13 @@ class ReuseEngine:
         if use_stale and len(stale) != len(lines):
             raise ValueError(f"stale flags ({len(stale)}) and lines ({len(lines)}) differ in length")
         flags = np.ascontiguousarray(stale, dtype=np.bool_) if use_stale else _NO_FLAGS
+        if self._words and pattern is None and lines.shape[0]:
+            raise ValueError("an engine with sharer sets is fed by feed_shared")
         self._state[3] = 0
+        self._state[6] = 0
         while _process(lines, self._keys, self._times, self._bits, self._tree, self._state,
                        buf, self._hist, self._hist_sum, want, self._key_limit(), flags, use_stale,
-                       _UNTAGGED if tagged else _ALL_BITS) < lines.shape[0]:
+                       _UNTAGGED if tagged else _ALL_BITS, self._sharers, pattern, events) < lines.shape[0]:
             if self._state[2] + 1 > self._key_limit():
                 self._grow_hash()
             if self._state[0] >= self._bits.shape[0] * 64:
@@ -401,8 +466,9 @@ class ReuseEngine:
         cap = self._keys.shape[0] * 2
         keys = np.full(cap, EMPTY, dtype=np.uint64)
         times = np.zeros(cap, dtype=np.int32)
-        _rehash(self._keys, self._times, keys, times)
-        self._keys, self._times = keys, times
+        sharers = np.zeros((cap, self._words), dtype=np.uint64) if self._words else _NO_SHARERS
+        _rehash(self._keys, self._times, self._sharers, keys, times, sharers)
+        self._keys, self._times, self._sharers = keys, times, sharers
 
     def _compact(self) -> None:
         """Renumber the time axis; size it at a multiple of the live lines so compaction is amortised O(1)."""

@@ -300,35 +300,43 @@ def test_jobs_give_the_plain_path_profiles(interleave, k):
                    for c in range(p))
 
 
-def test_walk_batch_matches_walk_of_the_laid_out_trace():
-    """Directory.walk_batch (as the sweep calls it: a Batch and per-piece distances) against
-    walk() with the distances laid out in interleaved order, on rr and random batches with
-    many stores, coherence misses at exact and inexact distances, and table growth in
-    mid-batch."""
+@pytest.mark.parametrize("p", [5, 70])
+def test_engine_sharer_sets_match_directory_walk(p):
+    """The CRD engine's sharer sets (ReuseEngine.feed_shared, as the sweep calls it on
+    Interleaver Batches) and CoherenceMisses.add against Directory.walk of the laid-out trace
+    with the distances in interleaved order: the same stale accesses and coherence misses
+    (exact and inexact distances), on rr and random batches with many stores, hash table
+    growth in mid-batch, and sharer sets of one and of two 64-bit words; the engine's
+    distances are those of a plain engine."""
+    from analysis.coherence import CoherenceMisses
     from analysis.interleave import Interleaver
 
     rng = np.random.default_rng(4)
-    p = 5
     private = [tag_stores(rng.integers(0, 3000, 4000).astype(np.uint64), rng.random(4000) < 0.3)
                for _ in range(p)]
     dists = [rng.integers(-1, 9000, 4000).astype(np.int32) for _ in range(p)]
     for strategy, k in (("rr", 1), ("rr", 4), ("random", 3)):
         itl = Interleaver(p, strategy, seed=2, refs_per_turn=k)
         for c in range(p):  # unequal lengths: rounds of all cores, then of fewer cores, then single turns
-            itl.push(c, private[c][:3000 + 250 * c])
+            itl.push(c, private[c][:3000 + 900 * c // p])
             itl.close(c)
-        fast, slow = Directory(p, initial_lines=16), Directory(p, initial_lines=16)
+        engine, plain = ReuseEngine(initial_lines=16, sharer_cores=p), ReuseEngine(initial_lines=16)
+        fast, slow = CoherenceMisses(p), Directory(p, initial_lines=16)
         used = [0] * p
         for b in itl.drain():
             ds = []
             for c, piece in b.pieces:
                 ds.append(dists[c][used[c]:used[c] + len(piece)])
                 used[c] += len(piece)
-            fast.walk_batch(b.lines, b.pieces, ds, b.core_pattern)
+            stale = engine.feed_shared(b.lines, b.core_pattern)
+            fast.add(stale, b.pieces, ds, b.core_pattern)
+            plain.feed(b.lines, tagged=True)
             d_laid = np.empty(len(b.lines), dtype=np.int64)
             for (c, piece), d in zip(b.pieces, ds):
                 d_laid[b.core == c] = d
-            slow.walk(b.lines, b.core, d_laid)
-        assert used == [3000 + 250 * c for c in range(p)]
+            _, want_stale = slow.walk(b.lines, b.core, d_laid)
+            assert stale.tolist() == np.nonzero(want_stale)[0].tolist()
+        assert used == [3000 + 900 * c // p for c in range(p)]
+        assert same(engine.histogram(), plain.histogram())
         assert fast.moved.tolist() == slow.moved.tolist() and fast.moved_sum.tolist() == slow.moved_sum.tolist()
         assert fast.moved.sum() > 0 and fast.moved_sum.sum() > 0
