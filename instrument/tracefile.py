@@ -13,7 +13,7 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numba
 import numpy as np
@@ -106,19 +106,30 @@ MAX_DEPTH = 256  # nesting of instrumented calls the decoder follows
 
 @numba.njit(cache=True)
 def _emit(out, k, s, a, sz, site_block, site_store, last_inst, reg, lp, it, top, stack_lo, stack_hi):
-    """Write output row k: an access of site s at address a, of sz bytes, in the current state."""
+    """Write output row k: an access of site s at address a, of sz bytes, in the current state.
+
+    A column the caller does not want comes as a 2-D placeholder: ndim is part of an array's numba type,
+    so its store is compiled away (the decoder's time goes mostly to these stores)."""
     out_addr, out_size, out_store, out_block, out_inst, out_region, out_loop, out_iter, out_stack = out
     blk = site_block[s]
     out_addr[k] = np.uint64(a)
-    out_size[k] = sz
-    out_store[k] = site_store[s]
-    out_block[k] = blk
-    out_inst[k] = last_inst[blk]
-    out_region[k] = reg
-    out_loop[k] = lp
-    out_iter[k] = it
-    hi = top if reg >= 0 and top > 0 else stack_hi  # inside a region, the stack below its frame top
-    out_stack[k] = a >= stack_lo and a < hi
+    if out_size.ndim == 1:
+        out_size[k] = sz
+    if out_store.ndim == 1:
+        out_store[k] = site_store[s]
+    if out_block.ndim == 1:
+        out_block[k] = blk
+    if out_inst.ndim == 1:
+        out_inst[k] = last_inst[blk]
+    if out_region.ndim == 1:
+        out_region[k] = reg
+    if out_loop.ndim == 1:
+        out_loop[k] = lp
+    if out_iter.ndim == 1:
+        out_iter[k] = it
+    if out_stack.ndim == 1:
+        hi = top if reg >= 0 and top > 0 else stack_hi  # inside a region, the stack below its frame top
+        out_stack[k] = a >= stack_lo and a < hi
 
 
 @numba.njit(cache=True)
@@ -419,11 +430,14 @@ class TraceReader:
             raise InputError(f"{self.path}: whole-file checksum mismatch (footer {expected}, data {crc}); "
                              f"the trace is corrupt, re-record it")
 
-    def chunks(self, max_rows: int = 1 << 20) -> Iterator[TraceChunk]:
-        """Stream every access from the start, in batches of at most `max_rows`."""
+    def chunks(self, max_rows: int = 1 << 20, columns: Iterable[str] | None = None) -> Iterator[TraceChunk]:
+        """Stream every access from the start, in batches of at most `max_rows`.
+
+        columns: the TraceChunk fields the caller reads (None: all; `addr` always). The others are not
+        written by the decoder and read as zeros."""
         if max_rows < 1:
             raise InputError(f"max_rows={max_rows}: must be at least 1")
-        decoder = ChunkDecoder(self.tables, self.path)
+        decoder = ChunkDecoder(self.tables, self.path, columns)
         for hdr, payload in self.disk_chunks():
             yield from decoder.decode(hdr, payload, max_rows)
 
@@ -439,11 +453,21 @@ class _ThreadState:
         self.st = np.array([0, hdr.region, hdr.loop, hdr.iteration, hdr.region_top], np.int64)
 
 
-class ChunkDecoder:
-    """Decodes verified chunks in file order, carrying per-thread and block-instance state."""
+# the columns _decode writes, in the order of its `out` tuple (`thread` is set per batch)
+_DECODED = ("addr", "size", "is_store", "block", "block_instance", "region", "loop", "iteration", "is_stack")
 
-    def __init__(self, tables: _Tables, path: Path):
+
+class ChunkDecoder:
+    """Decodes verified chunks in file order, carrying per-thread and block-instance state.
+
+    columns: the fields to decode (None: all; `addr` always); the others are zeros."""
+
+    def __init__(self, tables: _Tables, path: Path, columns: Iterable[str] | None = None):
         self.t, self.path = tables, path
+        self.wanted = set(CHUNK_DTYPES) if columns is None else set(columns) | {"addr"}
+        if self.wanted - set(CHUNK_DTYPES):
+            raise ValueError(f"unknown trace columns {sorted(self.wanted - set(CHUNK_DTYPES))}; "
+                             f"expected some of {list(CHUNK_DTYPES)}")
         self.counts = np.zeros(tables.n_blocks, np.int64)
         self.last_inst = np.zeros(tables.n_blocks, np.int64)
         self.threads: dict[int, _ThreadState] = {}
@@ -463,23 +487,29 @@ class ChunkDecoder:
         loops_out = np.zeros((4096, 5), np.int64)
         pos, status = 0, 1
         while status == 1:
-            out = TraceChunk(*(np.empty(max_rows, dtype=dt) for dt in CHUNK_DTYPES.values()))
+            out = TraceChunk(*(np.empty(max_rows if c in self.wanted else (1, 1), dtype=dt)
+                               for c, dt in CHUNK_DTYPES.items()))
             status, k, n_loops, pos = _decode(
                 buf, pos, self.t.site_block, self.t.site_size, self.t.site_store, self.t.site_explicit,
                 self.t.bs_off, self.t.bs, self.t.virt_of, self.counts, self.last_inst, enc_last, th.pred_last,
                 th.pred_stride, th.fb, th.fc, th.st, loops_out, np.int64(hdr.stack_lo), np.int64(hdr.stack_hi),
-                (out.addr, out.size, out.is_store, out.block, out.block_instance, out.region, out.loop,
-                 out.iteration, out.is_stack))
+                tuple(getattr(out, c) for c in _DECODED))
             if status < 0:
                 raise InputError(f"{self.path}: chunk {self.index} at byte {hdr.offset} holds invalid events "
                                  f"(an id out of range or an access outside its block, event at byte {pos} of "
                                  f"the decompressed payload); the trace is corrupt, re-record it")
             self.loops.extend(tuple(int(x) for x in row) for row in loops_out[:n_loops])
             if k:
-                out = _slice(out, 0, k)
-                out.thread[:] = hdr.thread
-                yield out
+                yield self._rows(out, k, hdr.thread)
         self.index += 1
+
+    def _rows(self, out: TraceChunk, k: int, thread: int) -> TraceChunk:
+        """The first k decoded rows (views), zeros (read-only) for the columns not wanted."""
+        cols = {c: getattr(out, c)[:k] if c in self.wanted else np.broadcast_to(np.zeros(1, dt), (k,))
+                for c, dt in CHUNK_DTYPES.items()}
+        if "thread" in self.wanted:
+            cols["thread"][:] = thread
+        return TraceChunk(**cols)
 
     def _decompress(self, hdr: ChunkHeader, payload: bytes) -> bytes:
         try:
@@ -491,13 +521,6 @@ class ChunkDecoder:
             raise InputError(f"{self.path}: chunk {self.index} at byte {hdr.offset}: decompressed size "
                              f"{len(raw)} != {hdr.raw_len}; re-record the trace")
         return raw
-
-
-def _slice(chunk: TraceChunk, a: int, b: int) -> TraceChunk:
-    """Rows [a, b) of a chunk (views, no copies)."""
-    if a == 0 and b >= len(chunk):
-        return chunk
-    return TraceChunk(**{k: getattr(chunk, k)[a:b] for k in chunk.__dataclass_fields__})
 
 
 def open_trace(path: Path) -> TraceReader:

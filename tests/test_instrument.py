@@ -151,6 +151,25 @@ def test_small_chunks_decode_identically(builds, tmp_path, capfd):
     assert np.array_equal(np.concatenate([r.addr for r in rows]), b.addr)
 
 
+def test_chosen_columns_decode_identically(builds, tmp_path, capfd):
+    """chunks(columns=...): the chosen columns (and addr) equal the full decode's, in the same batches; the
+    others are zeros; an unknown column is refused."""
+    _trace(builds["trace"].binary, tmp_path / "a.trace", [2000], capfd,
+           env={**os.environ, "PPTMC_CHUNK_BYTES": "4096"})
+    reader = open_trace(tmp_path / "a.trace")
+    full = list(reader.chunks(max_rows=300))
+    for cols in (("loop", "iteration", "is_stack", "is_store"), ("block", "block_instance", "thread"), ()):
+        part = list(reader.chunks(max_rows=300, columns=cols))
+        assert [len(c) for c in part] == [len(c) for c in full] and len(full) > 3
+        for a, b in zip(full, part):
+            for k in TraceChunk.__dataclass_fields__:
+                want = getattr(a, k) if k in cols or k == "addr" else np.zeros(len(a), getattr(a, k).dtype)
+                assert getattr(b, k).dtype == want.dtype and np.array_equal(getattr(b, k), want), k
+    assert any(c.block_instance.any() and c.is_stack.any() and c.is_store.any() for c in full)
+    with pytest.raises(ValueError, match="unknown trace columns"):
+        list(reader.chunks(columns=("adress",)))
+
+
 def test_truncated_and_corrupt_traces(builds, tmp_path, capfd):
     _trace(builds["trace"].binary, tmp_path / "t.trace", [N], capfd)
     data = (tmp_path / "t.trace").read_bytes()

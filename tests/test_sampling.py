@@ -8,6 +8,7 @@ from analysis import sampling as S
 from analysis.profiles import ReuseProfile
 from instrument.trace_types import TraceInfo
 from pptmc.errors import InputError
+from fake_source import fake_source_traces  # noqa: F401 (fixture)
 
 
 def brute_distances(lines, window=None):
@@ -329,13 +330,13 @@ def test_profile_full_sample_equals_exact_profile_set(tmp_path, fake_trace_files
     assert ProfileSet.load(tmp_path / "full").cores == [1, 2, 4]
 
 
-def test_profile_sampling_is_seeded(tmp_path, fake_trace_files):
+def test_profile_sampling_is_seeded(tmp_path, fake_source_traces):
     """Same seed, same sampled profiles; another seed, other ones; every stream keeps its access total."""
     from pptmc import cli
 
     trace = tmp_path / "mem.trace"
     trace.touch()
-    fake_trace_files[str(trace)] = _two_loop_trace()
+    fake_source_traces[str(trace)] = _two_loop_trace()
     for name, seed in (("a", 4), ("b", 4), ("c", 5)):
         assert cli.run(["profile", str(trace), "--cores", "2", "--mode", "paper", "--sample-rate", "0.2",
                         "--sample-window", "64", "--window-length", "32", "--seed", str(seed),

@@ -14,6 +14,7 @@ from analysis.profiles import ProfileSet, compute_profiles_from
 from instrument.trace_types import (CHUNK_DTYPES, NO_LOOP, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_STATIC, BlockInfo,
                                     LoopInstance, TraceChunk, TraceInfo)
 from pptmc.errors import InputError
+from fake_source import fake_source_traces  # noqa: F401 (fixture)
 from test_private_traces import chunker
 from tracerows import chunk_from_rows
 
@@ -308,7 +309,7 @@ def _tables(d):
     return pd.read_csv(d / "summary.csv"), pd.read_csv(d / "bins.csv")
 
 
-def test_cli_default_is_source_and_full_rate_is_exact(tmp_path, fake_trace_files):
+def test_cli_default_is_source_and_full_rate_is_exact(tmp_path, fake_source_traces):
     """`pptmc profile --sample-rate 1` (source, the default) writes the exact command's tables; random
     interleaving falls back to the window stream sampler and says so."""
     from pptmc import cli
@@ -316,7 +317,7 @@ def test_cli_default_is_source_and_full_rate_is_exact(tmp_path, fake_trace_files
     info, ch = random_trace(3, 30, True, SCHED_STATIC)
     trace = tmp_path / "mem.trace"
     trace.touch()
-    fake_trace_files[str(trace)] = (info, ch.addr, ch.block, ch.block_instance)
+    fake_source_traces[str(trace)] = (info, ch.addr, ch.block, ch.block_instance)
     common = ["profile", str(trace), "--cores", "1,2,4", "--mode", "paper"]
     assert cli.run([*common, "-o", str(tmp_path / "exact")]) == 0
     assert cli.run([*common, "--sample-rate", "1", "-o", str(tmp_path / "full")]) == 0
