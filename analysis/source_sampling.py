@@ -35,8 +35,9 @@ the accesses:
   popcount between two uses is the distance). A reuse at most `window` positions (turns) back
   is near and keeps its exact in-window distance; the others (and cold accesses) take the
   distribution of the SHARDS distances of accesses with such gaps (distances / rate). Counts
-  are scaled to each stream's exact length. In the private estimates, the share of near reuses that are coherence misses is taken from
-  the SHARDS sample (the windows' lines are not all tracked by the Directory).
+  are scaled to each stream's exact length. In the private estimates, the share of near reuses
+  that are coherence misses is taken from the SHARDS sample (the windows' lines are not all
+  tracked by the Directory).
 
 At rate 1 no window is used and the result equals the exact ProfileSet bit for bit
 (tests/test_source_sampling.py). Without windows (window=0) each histogram is the scaled
