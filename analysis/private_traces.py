@@ -181,6 +181,7 @@ class PreparedChunk:
     starts: np.ndarray   # int64 run starts (+ len) of equal (loop, iteration) / (block, instance)
     key0: np.ndarray     # loop (iteration mode) or block (paper mode) of every access
     key1: np.ndarray     # iteration or block instance
+    offsets: bool = True  # some access gets the per-core offset (False: every core's ids are the lines)
 
 
 def prepare_chunk(ch: TraceChunk, mode: str, shared_block: np.ndarray, shift: int, path: str,
@@ -202,7 +203,7 @@ def prepare_chunk(ch: TraceChunk, mode: str, shared_block: np.ndarray, shift: in
         from analysis.coherence import tag_stores
 
         lines = tag_stores(lines, ch.is_store)
-    return PreparedChunk(lines, offmask, _runs(key0, key1), key0, key1)
+    return PreparedChunk(lines, offmask, _runs(key0, key1), key0, key1, bool(flag.any()))
 
 
 class CoreMap:
@@ -291,7 +292,7 @@ def _one_core(prep: PreparedChunk, core: int, cores: int, shift: int) -> list[np
     """split_runs() of a chunk whose rows all run on `core`: its line ids (the prepared array
     itself when no offset applies, never modified by the consumers), nothing for the others."""
     lines = prep.lines
-    if core:
+    if core and prep.offsets:
         lines = lines + (prep.offmask & np.uint64(core << (OFFSET_BITS - shift)))
     empty = lines[:0]
     return [lines if c == core else empty for c in range(cores)]

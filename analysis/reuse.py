@@ -227,15 +227,19 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
             c = pattern[q]
             w = c >> 6
             bit = one << np.uint64(c & 63)
-            if hit and (sharers[slot, w] & bit) == 0:
+            cur = sharers[slot, w]
+            if hit and (cur & bit) == 0:
                 events[n_ev] = i
                 n_ev += 1
-            if raw != line:  # a store: only this core's copy stays valid
+            store = raw != line
+            if s_words == 1:  # one word: selects instead of branches (stores are unpredictable)
+                sharers[slot, 0] = bit if store else (cur | bit if hit else full)
+            elif store:  # only this core's copy stays valid
                 for x in range(s_words):
                     sharers[slot, x] = 0
                 sharers[slot, w] = bit
             elif hit:
-                sharers[slot, w] |= bit
+                sharers[slot, w] = cur | bit
             else:
                 for x in range(s_words):
                     sharers[slot, x] = full

@@ -83,6 +83,22 @@ def test_iteration_mode_static_split_replication_and_offsets():
     assert c1.tolist() == exp1
 
 
+def test_one_core_chunks_with_and_without_offset_rows():
+    """A chunk whose rows all run on one core > 0 is passed on as the prepared line ids when
+    none of its rows is offset (PreparedChunk.offsets False) and offset otherwise: chunks of
+    1 and 2 rows give both kinds, and core 1's stream is the hand-checked one of the test above."""
+    from analysis.private_traces import prepare_chunk
+
+    info, ch = make_trace(trip=10)
+    want = stream(info, ch, 2, 1, "iteration")
+    for size in (1, 2):
+        assert stream(info, ch, 2, 1, "iteration", size=size).tolist() == want.tolist()
+    cmap = CoreMap(info, 2, "iteration")
+    flags = [prepare_chunk(part, "iteration", cmap.shared_block, 6, info.path).offsets
+             for part in chunker(ch, 1)()]
+    assert flags == ch.is_stack.tolist()
+
+
 def test_one_core_is_the_sequential_trace():
     info, ch = make_trace(trip=13, schedule=SCHED_GUIDED)
     for mode in ("iteration", "paper"):
