@@ -572,7 +572,7 @@ class _Estimate:
         self.gap_table = _GapTable()
         self.shards_near = 0                 # SHARDS samples with gap <= look ...
         self.shards_near_coh = 0             # ... of which coherence misses
-        self.tail: dict[int, int] = {}       # raw SHARDS distance (-1 cold) of the others -> count
+        self.tail: list[np.ndarray] = []     # raw SHARDS distances (-1 cold) of the others, in parts
         self.tail_coh = 0
 
     def profile(self, raw, rate: float, total: int, adjust: bool):
@@ -584,24 +584,18 @@ class _Estimate:
         near_keys = np.array(sorted(self.near), dtype=np.int64)
         near_cnt = np.array([self.near[k] for k in near_keys.tolist()], dtype=np.float64)
         f_coh = self.shards_near_coh / self.shards_near if self.shards_near else 0.0
-        tail_keys = np.array(sorted(self.tail), dtype=np.int64)
-        tail_cnt = np.array([self.tail[k] for k in tail_keys.tolist()], dtype=np.float64)
-        if tail_cnt.sum() == 0:  # no far SHARDS sample: the far share stays cold
+        tail_keys, tail_cnt = np.unique(np.concatenate(self.tail or [np.zeros(0, np.int64)]), return_counts=True)
+        n_tail = int(tail_cnt.sum())
+        tail_cnt = tail_cnt.astype(np.float64)
+        if n_tail == 0:  # no far SHARDS sample: the far share stays cold
             tail_keys, tail_cnt = np.array([-1]), np.array([1.0])
         far = self.n_far * tail_cnt / tail_cnt.sum()
         vals = np.concatenate([near_keys, [-1], np.where(tail_keys >= 0, np.rint(tail_keys / rate), -1)])
         cnt = np.concatenate([near_cnt * (1 - f_coh), [near_cnt.sum() * f_coh], far]) * scale
         prof = _engine_bins_of(vals.astype(np.int64), cnt, total)
-        tail_share = self.tail_coh / max(sum(self.tail.values()), 1)
+        tail_share = self.tail_coh / max(n_tail, 1)
         prof.coherence = min(int(round(scale * (near_cnt.sum() * f_coh + self.n_far * tail_share))), prof.cold)
         return prof
-
-
-def _add_counts(acc: dict[int, int], values: np.ndarray) -> None:
-    """acc[v] += occurrences of v."""
-    vals, cnt = np.unique(values, return_counts=True)
-    for v, c in zip(vals.tolist(), cnt.tolist()):
-        acc[v] = acc.get(v, 0) + c
 
 
 def _engine_bins_of(vals: np.ndarray, cnt: np.ndarray, total: int):
@@ -799,16 +793,14 @@ class _SourceTask:
         near = (gap >= 0) & (gap <= self.look)
         far = ~near
         counts = [np.bincount(core[m], minlength=self.p).tolist() for m in (near, near & coh, far & coh)]
-        value = np.where(coh[far], -1, dist[far]) + 1  # >= 0, below 2^40 (distances are below 2^29 lines)
-        keys, cnt = np.unique((core[far] << 40) | value, return_counts=True)
+        value = np.where(coh[far], -1, dist[far])
+        order = np.argsort(core[far], kind="stable")
+        bounds = np.searchsorted(core[far][order], np.arange(self.p + 1)).tolist()
         for c, est in enumerate(self.est):
             est.shards_near += counts[0][c]
             est.shards_near_coh += counts[1][c]
             est.tail_coh += counts[2][c]
-        for key, n in zip(keys.tolist(), cnt.tolist()):
-            tail = self.est[key >> 40].tail
-            d = (key & ((1 << 40) - 1)) - 1
-            tail[d] = tail.get(d, 0) + n
+            est.tail.append(value[order[bounds[c]:bounds[c + 1]]])
 
     def _key(self, pos: np.ndarray, core: np.ndarray) -> np.ndarray:
         """Round-robin order key: (turn, core, position) packed in one int64."""
@@ -832,7 +824,7 @@ class _SourceTask:
         est = self.s_est
         near = (turn_gap >= 0) & (turn_gap <= est.look)
         est.shards_near += int(near.sum())
-        _add_counts(est.tail, d[~near])
+        est.tail.append(d[~near])
 
     def finish(self, sampling: SourceSampling) -> tuple[list, object]:
         """Every core's estimated PRD and the estimated CRD, each totalling its stream's exact length."""
