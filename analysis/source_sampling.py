@@ -313,20 +313,20 @@ def _walk_segment(lines, a, n, gap_pos, look, keys, last, stamp, bits, tag, out)
         out[i] = -1
         if stamp[slot] == tag:
             q = last[slot]
-            if gap_pos[i] - gap_pos[a + q] <= look and j - q > 1:  # marks at positions q + 1 .. j - 1
-                lo, hi = q + 1, j - 1
-                w, wh = lo >> 6, hi >> 6
-                first = ~np.uint64(0) << np.uint64(lo & 63)
-                end = ~np.uint64(0) >> np.uint64(63 - (hi & 63))
-                if w == wh:
-                    d = _popcount(bits[w] & first & end)
-                else:
-                    d = _popcount(bits[w] & first) + _popcount(bits[wh] & end)
-                    for v in range(w + 1, wh):
-                        d += _popcount(bits[v])
+            if gap_pos[i] - gap_pos[a + q] <= look:
+                d = 0
+                if j - q > 1:  # marks at positions q + 1 .. j - 1
+                    lo, hi = q + 1, j - 1
+                    w, wh = lo >> 6, hi >> 6
+                    first = ~np.uint64(0) << np.uint64(lo & 63)
+                    end = ~np.uint64(0) >> np.uint64(63 - (hi & 63))
+                    if w == wh:
+                        d = _popcount(bits[w] & first & end)
+                    else:
+                        d = _popcount(bits[w] & first) + _popcount(bits[wh] & end)
+                        for v in range(w + 1, wh):
+                            d += _popcount(bits[v])
                 out[i] = d
-            elif gap_pos[i] - gap_pos[a + q] <= look:
-                out[i] = 0
             bits[q >> 6] &= ~(one << np.uint64(q & 63))
         else:
             stamp[slot] = tag
