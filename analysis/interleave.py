@@ -344,14 +344,19 @@ class Lanes:
 
 
 def _pins_much(a: np.ndarray) -> bool:
-    """Whether to copy before keeping: a view of less than half of its parent array (keeping
-    it would hold more than twice its bytes), or of a buffer that is not an array. Views of
-    at least half are kept: with a static schedule most chunks belong to one or two cores,
-    and copying them all measured 2-4 % of a sweep."""
+    """Whether to copy before keeping: a view of less than half of the buffer it belongs to
+    (keeping it would hold more than twice its bytes), or of an object that is not a buffer.
+    Views of at least half are kept: with a static schedule most chunks belong to one or two
+    cores, and copying them all measured 2-4 % of a sweep. An array made by numba (e.g. one
+    core's part from CoreMap.split_runs) is a view of its whole numba buffer, so it is kept."""
     base = a.base
     if base is None:
         return False
-    return not isinstance(base, np.ndarray) or 2 * a.nbytes < base.nbytes
+    try:
+        whole = base.nbytes if isinstance(base, np.ndarray) else memoryview(base).nbytes
+    except TypeError:
+        return True
+    return 2 * a.nbytes < whole
 
 
 def _single(lines: np.ndarray, core: int) -> Batch:

@@ -233,8 +233,8 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
                            memory_budget // max(n_shared, 1), spill_dir, coherence) for p in counts]
     mirrors = _Mirrors(tasks, shift)
     tag = any(t.coherent for t in tasks)
-    for t in tasks:  # a one-core task may lead the engines of coherent tasks' cores 0
-        t.tagged, t.distances = tag, tag
+    for t in tasks:
+        t.tagged = tag
     by_cores = sorted(range(len(tasks)), key=lambda j: tasks[j].spec.cores)
     bar = _progress(progress, info, len(counts))
     for ch in chunks():
@@ -245,6 +245,9 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
         splits = [t.cmap.split_runs(prep, shift) for t in tasks]
         mirrors.update([run_core for _, run_core in splits])  # forks before the leaders take this chunk
         leader_of = mirrors.leader_of if tag else {}
+        lenders = {leader[0] for follower, leader in leader_of.items() if tasks[follower[0]].coherent}
+        for j, t in enumerate(tasks):  # a one-core task may lead the engines of coherent tasks' cores 0
+            t.distances = t.coherent or j in lenders
         for j in by_cores:  # class leaders (fewest cores first, then lower cores) are fed before their followers
             def lend(c: int, j: int = j) -> np.ndarray:
                 lj, lc = leader_of[(j, c)]
