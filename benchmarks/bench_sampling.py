@@ -331,12 +331,16 @@ def source_pass_time(chunks: list[TraceChunk]) -> None:
 
 def source_trace_rows(trace, label: str) -> list[dict]:
     """`pptmc profile TRACE --cores 1,2,4,8,16` exact vs `--sample-rate 0.01` (source) end to end on a real
-    trace (decode included on both sides, CPU time best of 3), errors over 3 seeds, and the decode's share."""
-    from analysis.profiles import compute_profiles, open_chunks
-    from analysis.source_sampling import SOURCE_ROWS, SourceSampling, sampled_profile_set
+    trace (decode included on both sides, CPU time best of 3), errors over 3 seeds, and the share of the
+    decode (of the columns the source pass reads, in its batches)."""
+    from analysis.private_traces import resolve_mode
+    from analysis.profiles import compute_profiles
+    from analysis.source_sampling import (SOURCE_COLUMNS, SOURCE_ROWS, SourceSampling, sampled_profile_set,
+                                          source_trace)
 
-    info, chunks = open_chunks(trace, SOURCE_ROWS)  # the batches the sampled profile decodes
-    t_decode, _ = _cpu_best(lambda: sum(len(c) for c in chunks()))
+    info, chunks = source_trace(str(trace))  # decoded as the sampled profile decodes it: batches, columns
+    columns = SOURCE_COLUMNS[resolve_mode(info, "auto")]
+    t_decode, _ = _cpu_best(lambda: sum(len(c) for c in chunks(SOURCE_ROWS, columns)))
     t_exact, exact = _cpu_best(lambda: compute_profiles(str(trace), list(CORES)))
     ref = level_rates(exact)
     errs, t_sampled = {}, float("inf")
