@@ -426,9 +426,10 @@ class CoreCountTask:
     With coherence (p > 1) the private engines are still fed in each core's own order, as
     the chunks arrive (so `_Mirrors` can share them), and return every access's plain
     distance (int32). The distances wait in per-core FIFOs (`Lanes`) beside the line ids in
-    the Interleaver; each Batch takes as many from each core as its piece holds, and the
-    Directory walks the Batch in order, reading a distance only for a stale access, to find
-    the coherence misses, whose counts are moved to the cold slot at the end
+    the Interleaver; each Batch takes as many from each core as its piece holds, and the CRD
+    engine, which keeps every line's sharer set (`ReuseEngine.feed_shared`), walks the Batch
+    in order and reports the stale accesses, whose distances only are read to find the
+    coherence misses (`CoherenceMisses`); their counts are moved to the cold slot at the end
     (`ReuseEngine.reclassify`). That is exact:
     an invalidation changes how an access is counted, never the stack state that later
     distances see.
