@@ -295,6 +295,31 @@ def _window_pieces(starts, run_core, counters, p, next_start, period, length, lo
 
 
 @numba.njit(cache=True, nogil=True)
+def _split_tally(core, gap, dist, coh, look, p):
+    """Per core: [near samples (gap <= look), their coherence misses, far coherence misses], and the far
+    samples' distances (-1: coherence miss or cold), core c's at values[bounds[c]:bounds[c + 1]]."""
+    counts = np.zeros((p, 3), np.int64)
+    bounds = np.zeros(p + 1, np.int64)
+    for i in range(core.shape[0]):
+        c = core[i]
+        if 0 <= gap[i] <= look:
+            counts[c, 0] += 1
+            counts[c, 1] += coh[i]
+        else:
+            counts[c, 2] += coh[i]
+            bounds[c + 1] += 1
+    for c in range(p):
+        bounds[c + 1] += bounds[c]
+    fill = bounds[:p].copy()
+    values = np.empty(bounds[p], np.int64)
+    for i in range(core.shape[0]):
+        if not 0 <= gap[i] <= look:
+            values[fill[core[i]]] = -1 if coh[i] else dist[i]
+            fill[core[i]] += 1
+    return counts, values, bounds
+
+
+@numba.njit(cache=True, nogil=True)
 def _walk_segment(lines, a, n, gap_pos, look, keys, last, stamp, bits, tag, out):
     """out[i] for the segment lines[a:a + n]: the distinct lines since the previous use of lines[i] in the
     segment when that use is at most `look` gap_pos back, else -1. Segments are short, so one small
@@ -790,17 +815,13 @@ class _SourceTask:
             return
         core, gap, dist, coh = (np.concatenate([x[i] for x in self.pending]) for i in range(4))
         self.pending, self.n_pending = [], 0
-        near = (gap >= 0) & (gap <= self.look)
-        far = ~near
-        counts = [np.bincount(core[m], minlength=self.p).tolist() for m in (near, near & coh, far & coh)]
-        value = np.where(coh[far], -1, dist[far])
-        order = np.argsort(core[far], kind="stable")
-        bounds = np.searchsorted(core[far][order], np.arange(self.p + 1)).tolist()
+        counts, values, bounds = _split_tally(core, gap, dist, coh, self.look, self.p)
+        counts, bounds = counts.tolist(), bounds.tolist()
         for c, est in enumerate(self.est):
-            est.shards_near += counts[0][c]
-            est.shards_near_coh += counts[1][c]
-            est.tail_coh += counts[2][c]
-            est.tail.append(value[order[bounds[c]:bounds[c + 1]]])
+            est.shards_near += counts[c][0]
+            est.shards_near_coh += counts[c][1]
+            est.tail_coh += counts[c][2]
+            est.tail.append(values[bounds[c]:bounds[c + 1]])
 
     def _key(self, pos: np.ndarray, core: np.ndarray) -> np.ndarray:
         """Round-robin order key: (turn, core, position) packed in one int64."""
