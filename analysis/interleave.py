@@ -347,8 +347,8 @@ def _pins_much(a: np.ndarray) -> bool:
     """Whether to copy before keeping: a view of less than half of the buffer it belongs to
     (keeping it would hold more than twice its bytes), or of an object that is not a buffer.
     Views of at least half are kept: with a static schedule most chunks belong to one or two
-    cores, and copying them all measured 2-4 % of a sweep. An array made by numba (e.g. one
-    core's part from CoreMap.split_runs) is a view of its whole numba buffer, so it is kept."""
+    cores, and copying them all measured 2-4 % of a sweep. An array made by numba is a view of
+    its whole numba buffer, so it is kept."""
     base = a.base
     if base is None:
         return False

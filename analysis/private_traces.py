@@ -141,8 +141,7 @@ def _run_cores(iteration_mode, starts, key0, key1, count, paper_chunk, trip, sch
 
 @numba.njit(cache=True, nogil=True)
 def _scatter(lines, offmask, starts, run_core, p, shift):
-    """Every core's line ids, offsets applied, each core's in an array of its own (a part that
-    waits in an Interleaver then holds no other core's memory, so it is kept without a copy).
+    """Every core's line ids, offsets applied: core c's are out[start[c]:start[c+1]].
 
     offmask is all ones on rows whose address gets the per-core offset, else 0."""
     per_core = np.zeros(p, dtype=np.int64)
@@ -153,10 +152,11 @@ def _scatter(lines, offmask, starts, run_core, p, shift):
             n_all += starts[r + 1] - starts[r]
         else:
             per_core[o] += starts[r + 1] - starts[r]
-    out = numba.typed.List()
+    start = np.zeros(p + 1, dtype=np.int64)
     for c in range(p):
-        out.append(np.empty(per_core[c] + n_all, dtype=np.uint64))
-    fill = np.zeros(p, dtype=np.int64)
+        start[c + 1] = start[c] + per_core[c] + n_all
+    fill = start[:p].copy()
+    out = np.empty(start[p], dtype=np.uint64)
     for r in range(run_core.shape[0]):
         o = run_core[r]
         lo = o if o != ALL_CORES else 0
@@ -165,12 +165,11 @@ def _scatter(lines, offmask, starts, run_core, p, shift):
         b = starts[r + 1]
         for c in range(lo, hi):
             coff = np.uint64(c) << np.uint64(OFFSET_BITS - shift)
-            dst = out[c]
             f = fill[c] - a
             for i in range(a, b):
-                dst[f + i] = lines[i] + (offmask[i] & coff)
+                out[f + i] = lines[i] + (offmask[i] & coff)
             fill[c] += b - a
-    return out
+    return out, start
 
 
 @dataclass
@@ -285,7 +284,8 @@ class CoreMap:
         whole = int(run_core[0]) if len(run_core) and (run_core == run_core[0]).all() else ALL_CORES
         if whole != ALL_CORES:  # the chunk is one core's (static schedules, mostly): no scatter copy
             return _one_core(prep, whole, self.cores, shift), run_core
-        return list(_scatter(prep.lines, prep.offmask, prep.starts, run_core, self.cores, shift)), run_core
+        out, start = _scatter(prep.lines, prep.offmask, prep.starts, run_core, self.cores, shift)
+        return [out[start[c]:start[c + 1]] for c in range(self.cores)], run_core
 
 
 def _one_core(prep: PreparedChunk, core: int, cores: int, shift: int) -> list[np.ndarray]:
