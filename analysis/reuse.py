@@ -116,7 +116,8 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
     the top as a hit does, but its distance is infinite (counted cold, and in state[5]).
 
     Sharer sets (a shared trace with coherence, when pattern is not None, which numba
-    compiles separately, so the plain engine pays nothing for them; line_mask strips the tag): access i is by core pattern[i % len(pattern)], and sharers[slot] has a bit per
+    compiles separately, so the plain engine pays nothing for them; line_mask strips the
+    tag): access i is by core pattern[i % len(pattern)], and sharers[slot] has a bit per
     core holding a valid copy of the slot's line (all ones until its first store: a line
     never stored is valid wherever it was touched). A hit whose core is not a sharer is
     stale: its index goes to events[state[6]]. A store leaves only its core; a load adds it.
