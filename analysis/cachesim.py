@@ -235,6 +235,15 @@ def simulate_file(trace_path: str, machine: Machine, cores: list[int], **kwargs)
     return simulate_hierarchy(info, factory, machine, cores, **kwargs)
 
 
+def simulate_like(trace_path: str, machine: Machine, ps, cores: list[int] | None = None,
+                  hierarchical: bool = False) -> pd.DataFrame:
+    """simulate_file on the private/shared traces a ProfileSet `ps` was made from (its mode,
+    interleaving, seed, refs per turn and paper chunk), for `cores` (default: the set's)."""
+    return simulate_file(str(trace_path), machine, list(ps.cores if cores is None else cores), mode=ps.mode,
+                         interleave=ps.interleave, seed=ps.seed, refs_per_turn=ps.refs_per_turn,
+                         paper_chunk=ps.paper_chunk, hierarchical=hierarchical)
+
+
 # ---------------------------------------------------------------------------------------------
 # Ground-truth multicore hierarchy: private levels per core, shared levels, write-invalidate.
 # ---------------------------------------------------------------------------------------------

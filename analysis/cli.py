@@ -141,11 +141,9 @@ def run_hitrates(args: argparse.Namespace) -> int:
               f"{sampled.get('method')}); the hit rates are estimates", file=sys.stderr)
     table = predict_hit_rates(ps, machine).assign(source="sdcm")
     if args.simulate:
-        from analysis.cachesim import simulate_file
+        from analysis.cachesim import simulate_like
 
-        sim = simulate_file(args.simulate, machine, ps.cores, mode=ps.mode, interleave=ps.interleave,
-                            seed=ps.seed, refs_per_turn=ps.refs_per_turn, paper_chunk=ps.paper_chunk,
-                            hierarchical=args.hierarchical)
+        sim = simulate_like(args.simulate, machine, ps, hierarchical=args.hierarchical)
         table = pd.concat([table, sim.assign(source="simulator")], ignore_index=True)
     out = Path(args.output)
     for target in dict.fromkeys([out, out.with_suffix(".csv"), out.with_suffix(".parquet")]):

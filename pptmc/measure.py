@@ -144,6 +144,8 @@ def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, m
     from pptmc.pipeline import run_pipeline
     from pptmc.suite import SuiteConfig, pipeline_config
 
+    if hit_rates not in HIT_RATE_SOURCES:  # before the pipeline, which may trace for minutes
+        raise InputError(f"hit rates {hit_rates!r}: use one of {', '.join(HIT_RATE_SOURCES)}")
     path = machine_file(machine, workdir)
     # Its own folder: a suite run in the same workdir keys its profiles on other cores and machines,
     # and the two would overwrite each other's cached steps.
@@ -151,10 +153,8 @@ def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, m
     result = run_pipeline(pipeline_config(cfg, bench), progress or (lambda _msg: None))
     if hit_rates == "simulated":
         hits = simulated_hit_rates(result.trace_path, result.profiles_dir, machine, threads)
-    elif hit_rates == "sdcm":
-        hits = result.hit_rates[result.hit_rates["machine"] == machine.name]
     else:
-        raise InputError(f"hit rates {hit_rates!r}: use one of {', '.join(HIT_RATE_SOURCES)}")
+        hits = result.hit_rates[result.hit_rates["machine"] == machine.name]
     return (predict_table(machine, hits, result.trace_path, layout=layout, contention=contention, cpu_form=cpu_form)
             .assign(benchmark=bench.name))
 
@@ -163,12 +163,10 @@ def simulated_hit_rates(trace: Path, profiles_dir: Path, machine: Machine, threa
     """Per-level hit rates from the LRU simulator on the private/shared traces the profiles were made
     from (same mode, interleaving and seed), every level seeing every access as SDCM assumes, so the
     two differ only where sets do (and in coherence misses, which this simulation does not count)."""
-    from analysis.cachesim import simulate_file
+    from analysis.cachesim import simulate_like
     from analysis.profiles import ProfileSet
 
-    ps = ProfileSet.load(profiles_dir)
-    return simulate_file(str(trace), machine, list(threads), mode=ps.mode, interleave=ps.interleave, seed=ps.seed,
-                         refs_per_turn=ps.refs_per_turn, paper_chunk=ps.paper_chunk)
+    return simulate_like(trace, machine, ProfileSet.load(profiles_dir), list(threads))
 
 
 def validate_runtimes(benches, size: str, threads: tuple[int, ...], workdir: Path, machine: Machine,
