@@ -64,6 +64,7 @@ from analysis.reuse import _popcount
 from analysis.sampling import DEFAULT_WINDOW_LENGTH, STREAM_WINDOW, _engine_bins, gap_update
 from instrument.trace_types import TraceChunk, TraceInfo
 from instrument import open_trace
+from instrument.tracefile import WORD_LINE, WORD_STACK, WORD_STORE, SampledBatch
 from pptmc.errors import InputError
 
 _HASH_SCALE = 1 << 32  # the same salted 32-bit line hash as analysis.sampling (_hash_mask)
@@ -206,7 +207,8 @@ def _paper_span(block, inst, count, paper_chunk, p):
 def _core_runs(iteration_mode, starts, key0, key1, count, paper_chunk, trip, sched, chunk, gstarts, gptr, p):
     """Rows split where the core changes (CoreMap's per-run decision, private_traces._run_cores), consecutive
     pieces of one core merged, so the per-run loops downstream run once per change of core. Returns (starts +
-    len, core of each). Iteration mode: one decision per run of one iteration. Paper mode: runs are one
+    len, core of each). Iteration mode: one decision per run of one iteration (key0, key1: per run). Paper mode
+    (key0, key1: per row): runs are one
     block's rows with non-decreasing instances (a block re-entered directly is one run), cut where the
     instance leaves its core's span (found by bisection); each block's last span is remembered (instances
     [span_from, span_end) run on span_core), since runs of a few blocks alternate."""
@@ -227,7 +229,7 @@ def _core_runs(iteration_mode, starts, key0, key1, count, paper_chunk, trip, sch
             if p == 1:
                 c, nxt = 0, b
             elif iteration_mode:
-                c, nxt = _iteration_core(key0[i], key1[i], trip, sched, chunk, gstarts, gptr, p), b
+                c, nxt = _iteration_core(key0[r], key1[r], trip, sched, chunk, gstarts, gptr, p), b
             else:
                 blk, x = key0[i], key1[i]
                 if x < span_from[blk] or x >= span_end[blk]:
@@ -406,7 +408,14 @@ def _finish_private(buf, cur, look, hist, tally, tag, keys, last, stamp, bits, d
 
 @numba.njit(cache=True, nogil=True)
 def _line_of(addr, is_stack, block, shared_block, iteration_mode, shift, row, core):
-    """Line id of a row as `core` sees it (the per-core offset on stack data, or outside shared-variable blocks)."""
+    """Line id of a row as `core` sees it (the per-core offset on stack data, or outside shared-variable blocks).
+    With a 2-D placeholder for is_stack, addr holds the sampling decode's words (SampledBatch: line, flags)."""
+    if is_stack.ndim != 1:
+        w = addr[row]
+        x = w & WORD_LINE
+        if w & WORD_STACK:
+            return x + (np.uint64(core) << (np.uint64(OFFSET_BITS) - shift))
+        return x
     x = addr[row] >> shift
     moved = is_stack[row] if iteration_mode else not shared_block[block[row]]
     return x + (np.uint64(core) << (np.uint64(OFFSET_BITS) - shift)) if moved else x
@@ -492,10 +501,10 @@ class _SharedWindows:
 
     def add(self, pieces: np.ndarray, rows: "_Rows") -> None:
         """Rows of the chunk's pieces (_window_pieces)."""
-        ch = rows.chunk
+        addr, is_stack, block = rows.columns()
         r = 0
         while True:
-            r = _fill_shared(pieces, r, ch.addr, ch.is_stack, ch.block, rows.shared_block, rows.mode == "iteration",
+            r = _fill_shared(pieces, r, addr, is_stack, block, rows.shared_block, rows.mode == "iteration",
                              np.uint64(rows.shift), self.buf, self.fill, self.state, self.first, self.period,
                              self.look)
             if r == pieces.shape[0]:
@@ -543,8 +552,8 @@ class _PrivateWindows:
 
     def add(self, pieces: np.ndarray, rows: "_Rows") -> None:
         """Rows of the chunk's pieces (_window_pieces)."""
-        ch = rows.chunk
-        _fill_private(pieces, ch.addr, ch.is_stack, ch.block, rows.shared_block, rows.mode == "iteration",
+        addr, is_stack, block = rows.columns()
+        _fill_private(pieces, addr, is_stack, block, rows.shared_block, rows.mode == "iteration",
                       np.uint64(rows.shift), self.buf, self.cur, self.look, self.buf.shape[1] - self.look,
                       self.hist, self.tally, *self.scratch)
 
@@ -637,12 +646,23 @@ class _Rows:
     offset: np.ndarray    # bool: the row's address gets the per-core offset
     store: np.ndarray     # bool: the row is a store
     starts: np.ndarray    # int64 run starts (+ len)
-    key0: np.ndarray      # loop (iteration mode) or block (paper mode) of every row: core decisions
-    key1: np.ndarray      # iteration or block instance
-    chunk: TraceChunk
+    key0: np.ndarray      # core decisions: loop of every run (iteration mode) or block of every row (paper mode)
+    key1: np.ndarray      # iteration of every run, or block instance of every row
+    chunk: TraceChunk | None  # the decoded rows, or None when they come as words
     mode: str
     shift: int
     shared_block: np.ndarray
+    words: np.ndarray | None = None  # the sampling decode's words (instrument.tracefile.SampledBatch)
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(addr, is_stack, block) for _line_of: the chunk's columns, or the words with placeholders."""
+        if self.chunk is not None:
+            return self.chunk.addr, self.chunk.is_stack, self.chunk.block
+        return self.words, _NO_STACK, _NO_BLOCK
+
+
+_NO_STACK = np.zeros((1, 1), np.bool_)  # _line_of reads words when is_stack is 2-D
+_NO_BLOCK = np.zeros(1, np.int32)
 
 
 class _Picker:
@@ -679,8 +699,23 @@ class _Picker:
         sel = self.sel[:k].copy()
         starts = self.starts[:r + 1].copy()
         offset = ch.is_stack[sel] if iteration else ~self.shared_block[ch.block[sel]]
+        if iteration:  # one core decision per run
+            key0, key1 = heads.astype(np.int64), key1[starts[:r]]
         return _Rows(sel, ch.addr[sel] >> np.uint64(self.shift), offset, ch.is_store[sel], starts, key0, key1, ch,
                      self.mode, self.shift, self.shared_block)
+
+    def batch_rows(self, b: SampledBatch) -> _Rows:
+        """_Rows of a batch of the sampling decode (iteration mode): the decoder did the pass."""
+        if b.addr_or >> OFFSET_BITS:
+            raise InputError(f"{self.path}: an address is above 2^{OFFSET_BITS}; per-core offsets would "
+                             f"collide (unsupported address space)")
+        if b.loop.shape[0] and (int(b.loop.min()) < -1 or int(b.loop.max()) >= self.n_loops):
+            raise InputError(f"{self.path}: access in loop instance {int(b.loop.max())} missing from the trace's "
+                             f"loop table; the trace is corrupt, re-record it")
+        sel = b.sel.copy()
+        w = b.words[sel]
+        return _Rows(sel, w & WORD_LINE, (w & WORD_STACK) != 0, (w & WORD_STORE) != 0, b.starts.copy(),
+                     b.loop.copy(), b.iteration.copy(), None, self.mode, self.shift, self.shared_block, b.words)
 
 
 class _SourceTask:
@@ -904,10 +939,16 @@ class _MergeBuffer:
         return tuple(c[now] for c in cols[1:])
 
 
-def source_profiles(info: TraceInfo, chunks: Iterable[TraceChunk], counts: list[int], sampling: SourceSampling,
-                    mode: str, refs_per_turn: int = 1, line_size: int = 64, paper_chunk: int = 0,
-                    coherence: bool = True) -> list[tuple[list, object]]:
-    """Sampled (PRDs, CRD) of each core count, from one pass over the chunks (round-robin interleaving)."""
+BatchSource = Callable[[int, int, int], Iterator[SampledBatch]]  # (shift, salt, threshold) -> sampling decode
+
+
+def source_profiles(info: TraceInfo, chunks: Iterable[TraceChunk] | None, counts: list[int],
+                    sampling: SourceSampling, mode: str, refs_per_turn: int = 1, line_size: int = 64,
+                    paper_chunk: int = 0, coherence: bool = True,
+                    batches: BatchSource | None = None) -> list[tuple[list, object]]:
+    """Sampled (PRDs, CRD) of each core count, from one pass over the chunks (round-robin interleaving).
+    batches: instead of chunks, in iteration mode, the trace reader's sampling decode (the decoder hashes the
+    lines and finds the runs itself, so the rows are never read back; same profiles)."""
     if refs_per_turn < 1:
         raise InputError(f"--refs-per-turn {refs_per_turn}: must be at least 1")
     resolved = resolve_mode(info, mode)
@@ -916,12 +957,13 @@ def source_profiles(info: TraceInfo, chunks: Iterable[TraceChunk], counts: list[
     if not tasks:
         return []
     picker = _Picker(sampling, resolved, shift, tasks[0].cmap, info.path)
-    for ch in chunks:
-        if not len(ch):
-            continue
-        rows = picker.rows(ch)
+    if batches is not None and resolved == "iteration":
+        rows = (picker.batch_rows(b) for b in batches(shift, int(sampling.salt), int(sampling.threshold)))
+    else:
+        rows = (picker.rows(ch) for ch in chunks if len(ch))
+    for r in rows:
         for t in tasks:
-            t.feed(rows)
+            t.feed(r)
     return [t.finish(sampling) for t in tasks]
 
 
@@ -950,11 +992,14 @@ def scale_profile(raw, rate: float, total: int, adjust: bool = True):
     return prof
 
 
-def source_trace(trace_path: str) -> tuple[TraceInfo, Callable[[int, tuple[str, ...]], Iterator[TraceChunk]]]:
-    """TraceInfo of a trace file and its reader's chunks(max_rows, columns): the source pass decodes only the
-    columns it reads (tests swap in in-memory traces here, as for analysis.profiles.open_chunks)."""
+def source_trace(trace_path: str) -> tuple[TraceInfo, Callable[[int, tuple[str, ...]], Iterator[TraceChunk]],
+                                          Callable[..., Iterator[SampledBatch]] | None]:
+    """TraceInfo of a trace file, its reader's chunks(max_rows, columns) (the source pass decodes only the
+    columns it reads) and sampled_batches(max_rows, shift, salt, threshold), the decode that does the source
+    pass itself (None: not available). Tests swap in in-memory traces here, as for
+    analysis.profiles.open_chunks."""
     reader = open_trace(trace_path)
-    return reader.info, reader.chunks
+    return reader.info, reader.chunks, reader.sampled_batches
 
 
 def sampled_profile_set(trace_path: str, cores: list[int], sampling: SourceSampling, mode: str = "auto",
@@ -973,13 +1018,18 @@ def sampled_profile_set(trace_path: str, cores: list[int], sampling: SourceSampl
         ps = sampled_profiles(trace_path, cores, fallback, mode, interleave, seed, refs_per_turn, line_size,
                               paper_chunk, max_rows or 1 << 20)
         return ps, {**fallback.metadata(), "requested": "source (rr interleaving only)"}
-    info, chunks = source_trace(trace_path)
+    info, chunks, sampled = source_trace(trace_path)
     counts = sorted(set(int(c) for c in cores))
     resolved = resolve_mode(info, mode)
     ps = profiles.ProfileSet(line_size, resolved, interleave, seed, refs_per_turn, info.path,
                              paper_chunk=paper_chunk, trace_complete=info.complete, coherence=coherence)
-    results = source_profiles(info, chunks(max_rows or SOURCE_ROWS, SOURCE_COLUMNS[resolved]), counts, sampling,
-                              resolved, refs_per_turn, line_size, paper_chunk, coherence)
+    rows = max_rows or SOURCE_ROWS
+    if sampled is not None and resolved == "iteration":
+        results = source_profiles(info, None, counts, sampling, resolved, refs_per_turn, line_size, paper_chunk,
+                                  coherence, lambda *hash_args: sampled(rows, *hash_args))
+    else:
+        results = source_profiles(info, chunks(rows, SOURCE_COLUMNS[resolved]), counts, sampling, resolved,
+                                  refs_per_turn, line_size, paper_chunk, coherence)
     for p, (prd, crd) in zip(counts, results):
         ps.prd.update({(p, c): h for c, h in enumerate(prd)})
         ps.crd[p] = crd

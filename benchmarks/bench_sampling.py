@@ -338,7 +338,7 @@ def source_trace_rows(trace, label: str) -> list[dict]:
     from analysis.source_sampling import (SOURCE_COLUMNS, SOURCE_ROWS, SourceSampling, sampled_profile_set,
                                           source_trace)
 
-    info, chunks = source_trace(str(trace))  # decoded as the sampled profile decodes it: batches, columns
+    info, chunks, _ = source_trace(str(trace))  # decoded as the sampled profile decodes it: batches, columns
     columns = SOURCE_COLUMNS[resolve_mode(info, "auto")]
     t_decode, _ = _cpu_best(lambda: sum(len(c) for c in chunks(SOURCE_ROWS, columns)))
     t_exact, exact = _cpu_best(lambda: compute_profiles(str(trace), list(CORES)))

@@ -105,14 +105,17 @@ MAX_DEPTH = 256  # nesting of instrumented calls the decoder follows
 
 
 @numba.njit(cache=True)
-def _emit(out, k, s, a, sz, site_block, site_store, last_inst, reg, lp, it, top, stack_lo, stack_hi):
+def _emit(out, k, s, a, sz, site_block, site_store, last_inst, reg, lp, it, top, stack_lo, stack_hi, sink, ns, both):
     """Write output row k: an access of site s at address a, of sz bytes, in the current state.
 
     A column the caller does not want comes as a 2-D placeholder: ndim is part of an array's numba type,
-    so its store is compiled away (writing all nine columns is about half of the decoding time)."""
+    so its store is compiled away (writing all nine columns is about half of the decoding time). With a
+    sampling sink (1-D `sink[0]`, ChunkDecoder.sampled) the row goes there instead; returns the sink's
+    (kept rows, OR of addresses)."""
     out_addr, out_size, out_store, out_block, out_inst, out_region, out_loop, out_iter, out_stack = out
     blk = site_block[s]
-    out_addr[k] = np.uint64(a)
+    if out_addr.ndim == 1:
+        out_addr[k] = np.uint64(a)
     if out_size.ndim == 1:
         out_size[k] = sz
     if out_store.ndim == 1:
@@ -127,23 +130,78 @@ def _emit(out, k, s, a, sz, site_block, site_store, last_inst, reg, lp, it, top,
         out_loop[k] = lp
     if out_iter.ndim == 1:
         out_iter[k] = it
-    if out_stack.ndim == 1:
+    if out_stack.ndim == 1 or sink[0].ndim == 1:
         hi = top if reg >= 0 and top > 0 else stack_hi  # inside a region, the stack below its frame top
-        out_stack[k] = a >= stack_lo and a < hi
+        stack = a >= stack_lo and a < hi
+        if out_stack.ndim == 1:
+            out_stack[k] = stack
+        if sink[0].ndim == 1:
+            ns, both = _sink_row(sink, k, np.uint64(a), stack, site_store[s], ns, both)
+    return ns, both
+
+
+@numba.njit(cache=True)
+def _sink_row(sink, k, a, stack, store, ns, both):
+    """Row k into a sampling sink: its word (line | stack flag | store flag), and its index appended to the
+    kept rows when its line's salted 32-bit hash is below the threshold (the SHARDS filter of
+    analysis.source_sampling; branch-free: write, then advance by the flag)."""
+    words, sel, params = sink[0], sink[1], sink[3]
+    line = a >> params[0]
+    words[k] = line | (np.uint64(stack) << np.uint64(63)) | (np.uint64(store) << np.uint64(62))
+    m32 = np.uint64(0xFFFFFFFF)
+    x = (line ^ (line >> np.uint64(32)) ^ params[1]) & m32
+    sel[ns] = k
+    ns += ((x * np.uint64(0x9E3779B1)) & m32) < params[2]
+    return ns, both | a
+
+
+@numba.njit(cache=True)
+def _sink_cut(sink, nr, k, lp, it):
+    """A sampling sink's runs of rows with one (loop, iteration): called when the state changes before row k.
+    A run with no row yet takes the new keys (or is dropped when they are the previous run's again), so runs
+    are cut exactly where two consecutive rows differ. Returns the number of runs."""
+    runs = sink[2]
+    if sink[0].ndim != 1:
+        return nr
+    if runs[nr - 1, 0] == k:
+        if nr > 1 and runs[nr - 2, 1] == lp and runs[nr - 2, 2] == it:
+            return nr - 1
+        runs[nr - 1, 1] = lp
+        runs[nr - 1, 2] = it
+        return nr
+    if runs[nr - 1, 1] == lp and runs[nr - 1, 2] == it:
+        return nr
+    runs[nr, 0] = k
+    runs[nr, 1] = lp
+    runs[nr, 2] = it
+    return nr + 1
+
+
+@numba.njit(cache=True)
+def _sink_save(sink, ns, nr, both, k):
+    """Store a sampling sink's counters when the kernel returns: [kept rows, runs (an empty last one
+    dropped), OR of addresses]."""
+    if sink[0].ndim == 1:
+        if nr > 1 and sink[2][nr - 1, 0] == k:
+            nr -= 1
+        sink[4][0] = np.uint64(ns)
+        sink[4][1] = np.uint64(nr)
+        sink[4][2] = both
 
 
 @numba.njit(cache=True)
 def _emit_predicted(out, k, s, pred_last, pred_stride, site_size, site_block, site_store, last_inst, reg, lp, it,
-                    top, stack_lo, stack_hi):
+                    top, stack_lo, stack_hi, sink, ns, both):
     """Row k: site s at its predictor's address (last + stride), which becomes its last address."""
     a = pred_last[s] + pred_stride[s]
     pred_last[s] = a
-    _emit(out, k, s, a, site_size[s], site_block, site_store, last_inst, reg, lp, it, top, stack_lo, stack_hi)
+    return _emit(out, k, s, a, site_size[s], site_block, site_store, last_inst, reg, lp, it, top, stack_lo, stack_hi,
+                 sink, ns, both)
 
 
 @numba.njit(cache=True)
 def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off, bs, virt_of, counts,
-            last_inst, enc_last, pred_last, pred_stride, fb, fc, st, loops_out, stack_lo, stack_hi, out):
+            last_inst, enc_last, pred_last, pred_stride, fb, fc, st, loops_out, stack_lo, stack_hi, out, sink):
     """Replay a chunk's events from byte `start`; returns (status, rows, loop begins, next byte).
 
     status 0 = chunk done, 1 = paused because the output (or loops_out) is full: call again
@@ -151,11 +209,15 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
     region_top] and the frame arrays fb (block) / fc (site cursor) carry the thread's state.
     A block entry implies that each of its sites ran once: sites without an explicit event
     take their predictor's address (last + stride), as the runtime did when it wrote nothing.
+    `sink`: the sampling sink (ChunkDecoder.sampled) or 2-D placeholders; `out` is then all placeholders.
     """
     n_sites = site_block.shape[0]
-    cap = out[0].shape[0]
+    cap = out[0].shape[0] if sink[0].ndim != 1 else sink[0].shape[0]
     d, reg, lp, it, top = st[0], st[1], st[2], st[3], st[4]
     pos, k, n_loops = start, 0, 0
+    ns, nr, both = 0, 1, np.uint64(0)
+    if sink[0].ndim == 1:  # the batch's first run
+        sink[2][0, 0], sink[2][0, 1], sink[2][0, 2] = 0, lp, it
     end = buf.shape[0]
     while pos < end:
         ev = pos
@@ -187,8 +249,9 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
                 # checks below (10-15% of the decoding time)
                 for x in range(o + c, o + n):
                     if not site_explicit[bs[x]]:
-                        _emit_predicted(out, k, bs[x], pred_last, pred_stride, site_size, site_block, site_store,
-                                        last_inst, reg, lp, it, top, stack_lo, stack_hi)
+                        ns, both = _emit_predicted(out, k, bs[x], pred_last, pred_stride, site_size, site_block,
+                                                   site_store, last_inst, reg, lp, it, top, stack_lo, stack_hi,
+                                                   sink, ns, both)
                         k += 1
                 c = n
             while c < n:
@@ -199,9 +262,11 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
                     if k >= cap:
                         fc[d] = c
                         st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
+                        _sink_save(sink, ns, nr, both, k)
                         return 1, k, n_loops, ev
-                    _emit_predicted(out, k, s, pred_last, pred_stride, site_size, site_block, site_store,
-                                    last_inst, reg, lp, it, top, stack_lo, stack_hi)
+                    ns, both = _emit_predicted(out, k, s, pred_last, pred_stride, site_size, site_block,
+                                               site_store, last_inst, reg, lp, it, top, stack_lo, stack_hi,
+                                               sink, ns, both)
                     k += 1
                 c += 1
             fc[d] = c
@@ -221,6 +286,7 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
         elif tag == 0 or tag == 2:
             if k >= cap:
                 st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
+                _sink_save(sink, ns, nr, both, k)
                 return 1, k, n_loops, ev
             dv, pos = _varint(buf, pos)
             s = stop_site
@@ -234,7 +300,8 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
                 enc_last[s] = a
                 nb, pos = _varint(buf, pos)
                 sz = np.uint32(nb)
-            _emit(out, k, s, a, sz, site_block, site_store, last_inst, reg, lp, it, top, stack_lo, stack_hi)
+            ns, both = _emit(out, k, s, a, sz, site_block, site_store, last_inst, reg, lp, it, top, stack_lo,
+                             stack_hi, sink, ns, both)
             k += 1
             fc[d] += 1
         elif tag == 3:
@@ -253,6 +320,7 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
             elif val == 2:
                 if n_loops >= loops_out.shape[0]:
                     st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
+                    _sink_save(sink, ns, nr, both, k)
                     return 1, k, n_loops, ev
                 lid, pos = _varint(buf, pos)
                 inst, pos = _varint(buf, pos)
@@ -267,13 +335,16 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
                 n_loops += 1
                 lp = np.int64(inst)
                 it = -1
+                nr = _sink_cut(sink, nr, k, lp, it)
             elif val == 3:
                 dv, pos = _varint(buf, pos)
                 it = it + 1 + _unzig(dv)
+                nr = _sink_cut(sink, nr, k, lp, it)
             elif val == 4:
                 lid, pos = _varint(buf, pos)
                 lp = -1
                 it = -1
+                nr = _sink_cut(sink, nr, k, lp, it)
             elif val == 6:
                 fn, pos = _varint(buf, pos)
                 if d + 1 >= fb.shape[0]:
@@ -291,6 +362,7 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
     if pos != end:
         return -1, k, n_loops, pos
     st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
+    _sink_save(sink, ns, nr, both, k)
     return 0, k, n_loops, pos
 
 
@@ -457,6 +529,14 @@ class TraceReader:
         for hdr, payload in self.disk_chunks():
             yield from decoder.decode(hdr, payload, max_rows)
 
+    def sampled_batches(self, max_rows: int, shift: int, salt: int, threshold: int) -> Iterator[SampledBatch]:
+        """Stream every access from the start as SampledBatch views (see SampleSink; each batch is valid until
+        the next is read): the batches `chunks(max_rows)` would give, without their columns."""
+        sink = SampleSink(max_rows, shift, salt, threshold)
+        decoder = ChunkDecoder(self.tables, self.path, ())
+        for hdr, payload in self.disk_chunks():
+            yield from decoder.sampled(hdr, payload, sink)
+
 
 class _ThreadState:
     """Decoder state of one recording thread, carried from chunk to chunk."""
@@ -467,6 +547,63 @@ class _ThreadState:
         self.fb = np.full(MAX_DEPTH, -1, np.int64)
         self.fc = np.zeros(MAX_DEPTH, np.int64)
         self.st = np.array([0, hdr.region, hdr.loop, hdr.iteration, hdr.region_top], np.int64)
+
+
+# SampledBatch.words: the line (address >> shift) with two flags above it
+WORD_STACK = np.uint64(1) << np.uint64(63)
+WORD_STORE = np.uint64(1) << np.uint64(62)
+WORD_LINE = WORD_STORE - np.uint64(1)
+
+
+@dataclass
+class SampledBatch:
+    """A batch of the sampling decode: each row reduced to one word, the rows whose line is kept, and the
+    runs of rows with one (loop, iteration). Views into the sink's arrays: valid until the next batch."""
+
+    words: np.ndarray      # uint64 per row: line | WORD_STACK (is_stack) | WORD_STORE (is_store)
+    sel: np.ndarray        # int64 rows whose line's salted hash is below the threshold, increasing
+    starts: np.ndarray     # int64 first row of each run (a change of loop or iteration), then len(words)
+    loop: np.ndarray       # int64 loop instance of each run (-1: none)
+    iteration: np.ndarray  # int64 iteration of each run (-1: none)
+    addr_or: int           # OR of every row's address (range checks)
+
+    def __len__(self) -> int:
+        return self.words.shape[0]
+
+
+class SampleSink:
+    """Where the sampling decode (TraceReader.sampled_batches) puts its batches of at most `max_rows` rows.
+
+    A row is kept when its line's salted 32-bit hash, ((x ^ x >> 32 ^ salt) mod 2^32) * 0x9E3779B1 mod 2^32
+    with x = address >> shift, is below `threshold` (SHARDS, as analysis.source_sampling computes it), so
+    the sampler never reads the rows back to pick them."""
+
+    def __init__(self, max_rows: int, shift: int, salt: int, threshold: int) -> None:
+        if max_rows < 1:
+            raise InputError(f"max_rows={max_rows}: must be at least 1")
+        self.words = np.empty(max_rows, np.uint64)
+        self.sel = np.empty(max_rows, np.int64)
+        self.runs = np.empty((max_rows + 2, 3), np.int64)
+        self.params = np.array([shift, salt, threshold], np.uint64)
+        self.state = np.zeros(3, np.uint64)
+
+    def arrays(self) -> tuple:
+        """The kernel's sink tuple."""
+        return self.words, self.sel, self.runs, self.params, self.state
+
+    def batch(self, k: int) -> SampledBatch:
+        """The k rows the last kernel call produced."""
+        ns, nr = int(self.state[0]), int(self.state[1])
+        starts = np.empty(nr + 1, np.int64)
+        starts[:nr] = self.runs[:nr, 0]
+        starts[nr] = k
+        return SampledBatch(self.words[:k], self.sel[:ns], starts, self.runs[:nr, 1], self.runs[:nr, 2],
+                            int(self.state[2]))
+
+
+# the sink argument of a plain decode: placeholders (only the first one's ndim is looked at)
+_NO_SINK = (np.empty((1, 1), np.uint64), np.empty(1, np.int64), np.empty((1, 3), np.int64),
+            np.zeros(3, np.uint64), np.zeros(3, np.uint64))
 
 
 # the columns _decode writes, in the order of its `out` tuple (`thread` is set per batch)
@@ -497,26 +634,41 @@ class ChunkDecoder:
         Predicted accesses expand without bound relative to the chunk's bytes, so the kernel
         pauses whenever its output is full instead of materialising the whole chunk.
         """
+        def fresh():
+            return TraceChunk(*(np.empty(max_rows if c in self.wanted else (1, 1), dtype=dt)
+                                for c, dt in CHUNK_DTYPES.items()))
+
+        for out, k in self._calls(hdr, payload, fresh, _NO_SINK):
+            yield self._rows(out, k, hdr.thread)
+
+    def sampled(self, hdr: ChunkHeader, payload: bytes, sink: "SampleSink") -> Iterator["SampledBatch"]:
+        """The accesses one disk chunk completes as SampledBatch views into `sink` (each valid until the next)."""
+        out = TraceChunk(*(np.empty((1, 1), dtype=dt) for dt in CHUNK_DTYPES.values()))
+        arrays = sink.arrays()
+        for _, k in self._calls(hdr, payload, lambda: out, arrays):
+            yield sink.batch(k)
+
+    def _calls(self, hdr: ChunkHeader, payload: bytes, fresh, sink: tuple) -> Iterator[tuple[TraceChunk, int]]:
+        """Run the kernel over one disk chunk: (output, rows) of every call that produced rows."""
         buf = np.frombuffer(self._decompress(hdr, payload), np.uint8)
         th = self.threads.setdefault(hdr.thread, _ThreadState(len(self.t.site_block), hdr))
         enc_last = np.zeros(len(self.t.site_block), np.int64)
         loops_out = np.zeros((4096, 5), np.int64)
         pos, status = 0, 1
         while status == 1:
-            out = TraceChunk(*(np.empty(max_rows if c in self.wanted else (1, 1), dtype=dt)
-                               for c, dt in CHUNK_DTYPES.items()))
+            out = fresh()
             status, k, n_loops, pos = _decode(
                 buf, pos, self.t.site_block, self.t.site_size, self.t.site_store, self.t.site_explicit,
                 self.t.bs_off, self.t.bs, self.t.virt_of, self.counts, self.last_inst, enc_last, th.pred_last,
                 th.pred_stride, th.fb, th.fc, th.st, loops_out, np.int64(hdr.stack_lo), np.int64(hdr.stack_hi),
-                tuple(getattr(out, c) for c in _DECODED))
+                tuple(getattr(out, c) for c in _DECODED), sink)
             if status < 0:
                 raise InputError(f"{self.path}: chunk {self.index} at byte {hdr.offset} holds invalid events "
                                  f"(an id out of range or an access outside its block, event at byte {pos} of "
                                  f"the decompressed payload); the trace is corrupt, re-record it")
             self.loops.extend(tuple(int(x) for x in row) for row in loops_out[:n_loops])
             if k:
-                yield self._rows(out, k, hdr.thread)
+                yield out, k
         self.index += 1
 
     def _rows(self, out: TraceChunk, k: int, thread: int) -> TraceChunk:

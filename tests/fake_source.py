@@ -12,7 +12,7 @@ def fake_source_traces(fake_trace_files, monkeypatch):
 
     def in_memory(path):
         info, factory = profiles.open_chunks(path)
-        return info, lambda max_rows, columns: factory()
+        return info, lambda max_rows, columns: factory(), None  # no sampling decode: the rows' pass
 
     monkeypatch.setattr(source_sampling, "source_trace", in_memory)
     return fake_trace_files

@@ -398,3 +398,59 @@ def test_shards_only_keeps_totals_and_is_seeded(work):
             for _ in range(2))
     for key in a:
         assert a[key].total == exact[key].total and same(a[key], b[key])
+
+
+@pytest.fixture(scope="module")
+def real_trace(tmp_path_factory):
+    """A traced ROSE-style kernel with loop markers, in several disk chunks (tests/instrument_cases)."""
+    import os
+
+    from instrument import build_instrumented, run_trace
+    from test_instrument import CASE
+
+    d = tmp_path_factory.mktemp("src")
+    build = build_instrumented(CASE, d / "rk.trace", mode="trace")
+    run_trace(build.binary, ["3000"], d / "t.trace", env={**os.environ, "PPTMC_CHUNK_BYTES": "4096"})
+    return d / "t.trace"
+
+
+@pytest.mark.parametrize("rate,rows", [(1.0, 1 << 18), (0.3, 1 << 18), (0.3, 97)])
+def test_sampling_decode_gives_the_profiles_of_the_rows_pass(real_trace, monkeypatch, rate, rows):
+    """On a real trace, the reader's sampling decode (the default path in iteration mode) gives the same
+    profiles as the pass over decoded rows; at rate 1 both equal the exact ProfileSet."""
+    from analysis.profiles import compute_profiles
+
+    sampling = SS.SourceSampling(rate, 5, window=16, length=8)
+    fused, _ = SS.sampled_profile_set(str(real_trace), [1, 2, 3, 4], sampling, max_rows=rows)
+    assert fused.mode == "iteration"
+    reader_of = SS.source_trace
+    monkeypatch.setattr(SS, "source_trace", lambda path: reader_of(path)[:2] + (None,))
+    plain, _ = SS.sampled_profile_set(str(real_trace), [1, 2, 3, 4], sampling, max_rows=rows)
+    keys = list(plain.prd) + list(plain.crd)
+    assert sorted(fused.prd) == sorted(plain.prd) and sorted(fused.crd) == sorted(plain.crd)
+    assert all(same(fused.prd[k], plain.prd[k]) for k in plain.prd) and len(keys) > 10
+    assert all(same(fused.crd[k], plain.crd[k]) for k in plain.crd)
+    if rate == 1.0:
+        exact = compute_profiles(str(real_trace), [1, 2, 3, 4])
+        assert all(same(fused.prd[k], exact.prd[k]) for k in exact.prd)
+        assert all(same(fused.crd[k], exact.crd[k]) for k in exact.crd)
+
+
+@pytest.mark.parametrize("iteration_mode", [True, False])
+def test_line_of_words_equals_line_of_columns(iteration_mode):
+    """The windows read a row's line as each core sees it from the sampling decode's words (line, stack and
+    store flags) exactly as from the decoded columns (iteration mode: stack rows get the offset)."""
+    from instrument.tracefile import WORD_STACK, WORD_STORE
+
+    rng = np.random.default_rng(3)
+    n = 500
+    addr = rng.integers(0, 1 << 47, n).astype(np.uint64)
+    stack, store = rng.random(n) < 0.4, rng.random(n) < 0.5
+    block = np.zeros(n, np.int32)
+    words = (addr >> np.uint64(6)) | np.where(stack, WORD_STACK, 0) | np.where(store, WORD_STORE, 0)
+    shared = np.zeros(1, bool)
+    for row in range(n):
+        for core in (0, 1, 5):
+            want = SS._line_of(addr, stack, block, shared, True, np.uint64(6), row, core)
+            got = SS._line_of(words, SS._NO_STACK, SS._NO_BLOCK, shared, iteration_mode, np.uint64(6), row, core)
+            assert got == want
