@@ -28,6 +28,17 @@ def tag_stores(lines: np.ndarray, is_store: np.ndarray) -> np.ndarray:
     return lines | (is_store.astype(np.uint64) << np.uint64(63))
 
 
+@numba.njit(cache=True, nogil=True)
+def tagged_lines(addr: np.ndarray, is_store: np.ndarray, shift: int) -> np.ndarray:
+    """tag_stores(addr >> shift, is_store) in one pass (numpy's three passes measured 0.1 s of
+    the jacobi-2d MEDIUM sweep)."""
+    out = np.empty(addr.shape[0], dtype=np.uint64)
+    sh = np.uint64(shift)
+    for i in range(addr.shape[0]):
+        out[i] = (addr[i] >> sh) | (np.uint64(is_store[i]) << np.uint64(63))
+    return out
+
+
 def strip(lines: np.ndarray) -> np.ndarray:
     """Line ids without the store tag."""
     return lines & ~STORE_TAG

@@ -97,32 +97,36 @@ class Batch:
 
 
 @numba.njit(cache=True, nogil=True)
-def _rounds_of(parts, k):
-    """Round-robin layout of a tuple of equal-length per-core parts, k references per turn."""
+def _rounds_of(parts, k, out):
+    """Round-robin layout of a tuple of equal-length per-core parts, k references per turn,
+    into out[:len(parts) * len(parts[0])]."""
     n_cores = len(parts)
     n = parts[0].shape[0]
-    out = np.empty(n_cores * n, dtype=np.uint64)
     o = 0
     if k == 1:  # the common case, without the inner loop's overhead
         for r in range(n):
             for c in range(n_cores):
                 out[o] = parts[c][r]
                 o += 1
-        return out
+        return out[:o]
     for start in range(0, n, k):
         for c in range(n_cores):
             for q in range(start, start + k):
                 out[o] = parts[c][q]
                 o += 1
-    return out
+    return out[:o]
 
 
-def _rounds(parts: list[np.ndarray], k: int) -> np.ndarray:
-    """Round-robin layout of equal-length per-core parts (numba compiles once per core count)."""
+def _rounds(parts: list[np.ndarray], k: int, out: np.ndarray | None = None) -> np.ndarray:
+    """Round-robin layout of equal-length per-core parts (numba compiles once per core count),
+    into out when given (a reused buffer: no fresh pages to fault in), else a new array."""
     if len(parts) == 1:
         return parts[0]
+    n = len(parts) * len(parts[0])
+    if out is None or len(out) < n:
+        out = np.empty(n, dtype=np.uint64)
     # one array type for the whole tuple: spilled frames come back read-only
-    return _rounds_of(tuple(np.require(a, np.uint64, ["C", "W"]) for a in parts), k)
+    return _rounds_of(tuple(np.require(a, np.uint64, ["C", "W"]) for a in parts), k, out)
 
 
 class _Lane:
@@ -197,7 +201,12 @@ class Interleaver:
     """Push-based Algorithm 2 over `n_cores` lanes; `drain()` yields Batches of the shared trace."""
 
     def __init__(self, n_cores: int, strategy: str = "rr", seed: int = 0, refs_per_turn: int = 1,
-                 memory_budget: int | None = None, spill_dir: str | os.PathLike | None = None) -> None:
+                 memory_budget: int | None = None, spill_dir: str | os.PathLike | None = None,
+                 reuse: bool = False) -> None:
+        """reuse: the round-robin layout of every Batch is written into one buffer kept by the
+        Interleaver (so a Batch's lines are valid only until the next one is drained), and
+        Batches are 4x larger: a consumer that feeds each Batch to an engine before asking for
+        the next saves the fresh pages and the engine's per-Batch table warm-up."""
         if strategy not in STRATEGIES:
             raise InputError(f"--interleave {strategy!r}: expected one of {', '.join(STRATEGIES)}")
         if refs_per_turn < 1:
@@ -210,6 +219,8 @@ class Interleaver:
         self.rng = np.random.default_rng(seed)
         self.draws = np.zeros(0)
         self.blocked: int | None = None  # core whose references are needed to continue
+        self.batch_refs = _REFS_PER_BATCH * (4 if reuse else 1)
+        self.buffer = np.empty(self.batch_refs + 1, dtype=np.uint64) if reuse else None
 
     def push(self, core: int, lines: np.ndarray) -> None:
         """Append references of one core (in its program order)."""
@@ -248,11 +259,11 @@ class Interleaver:
         while self.active:
             avail = self._avail()
             if self.turn == 0:
-                rounds = min(int(avail[self.active].min()) // k, max(1, _REFS_PER_BATCH // (len(self.active) * k)))
+                rounds = min(int(avail[self.active].min()) // k, max(1, self.batch_refs // (len(self.active) * k)))
                 if rounds:
                     parts = [self.lanes[c].take(rounds * k) for c in self.active]
                     pattern = np.repeat(np.asarray(self.active, dtype=np.int64), k)
-                    yield Batch(_rounds(parts, k), list(zip(self.active, parts)), pattern, rounds)
+                    yield Batch(_rounds(parts, k, self.buffer), list(zip(self.active, parts)), pattern, rounds)
                     continue
             c = self.active[self.turn]
             lane = self.lanes[c]

@@ -140,10 +140,11 @@ def _run_cores(iteration_mode, starts, key0, key1, count, paper_chunk, trip, sch
 
 
 @numba.njit(cache=True, nogil=True)
-def _scatter(lines, offmask, starts, run_core, p, shift):
+def _scatter(lines, offmask, starts, run_core, p, shift, offsets):
     """Every core's line ids, offsets applied: core c's are out[start[c]:start[c+1]].
 
-    offmask is all ones on rows whose address gets the per-core offset, else 0."""
+    offmask is all ones on rows whose address gets the per-core offset, else 0; when
+    offsets is False (no row gets one) it is not read and the runs are plain copies."""
     per_core = np.zeros(p, dtype=np.int64)
     n_all = 0
     for r in range(run_core.shape[0]):
@@ -164,10 +165,13 @@ def _scatter(lines, offmask, starts, run_core, p, shift):
         a = starts[r]
         b = starts[r + 1]
         for c in range(lo, hi):
-            coff = np.uint64(c) << np.uint64(OFFSET_BITS - shift)
             f = fill[c] - a
-            for i in range(a, b):
-                out[f + i] = lines[i] + (offmask[i] & coff)
+            if offsets and c:
+                coff = np.uint64(c) << np.uint64(OFFSET_BITS - shift)
+                for i in range(a, b):
+                    out[f + i] = lines[i] + (offmask[i] & coff)
+            else:
+                out[f + a:f + b] = lines[a:b]
             fill[c] += b - a
     return out, start
 
@@ -198,11 +202,12 @@ def prepare_chunk(ch: TraceChunk, mode: str, shared_block: np.ndarray, shift: in
     offmask = np.zeros(len(ch), dtype=np.uint64)
     offmask[flag] = np.uint64(0xFFFFFFFFFFFFFFFF)
     key0, key1 = (ch.loop, ch.iteration) if iteration else (ch.block, ch.block_instance)
-    lines = ch.addr >> np.uint64(shift)
     if stores:
-        from analysis.coherence import tag_stores
+        from analysis.coherence import tagged_lines
 
-        lines = tag_stores(lines, ch.is_store)
+        lines = tagged_lines(ch.addr, ch.is_store, shift)
+    else:
+        lines = ch.addr >> np.uint64(shift)
     return PreparedChunk(lines, offmask, _runs(key0, key1), key0, key1, bool(flag.any()))
 
 
@@ -284,7 +289,7 @@ class CoreMap:
         whole = int(run_core[0]) if len(run_core) and (run_core == run_core[0]).all() else ALL_CORES
         if whole != ALL_CORES:  # the chunk is one core's (static schedules, mostly): no scatter copy
             return _one_core(prep, whole, self.cores, shift), run_core
-        out, start = _scatter(prep.lines, prep.offmask, prep.starts, run_core, self.cores, shift)
+        out, start = _scatter(prep.lines, prep.offmask, prep.starts, run_core, self.cores, shift, prep.offsets)
         return [out[start[c]:start[c + 1]] for c in range(self.cores)], run_core
 
 

@@ -458,7 +458,7 @@ class CoreCountTask:
         memory_budget = resolve_memory_budget(memory_budget)
         budget = memory_budget * 2 // 3 if self.coherent else memory_budget
         self.itl = Interleaver(spec.cores, spec.strategy, spec.seed, spec.refs_per_turn, budget,
-                               spill_dir) if spec.cores > 1 else None
+                               spill_dir, reuse=True) if spec.cores > 1 else None
         self.dlanes = Lanes(spec.cores, np.int32, memory_budget - budget, spill_dir) if self.coherent else None
 
     def feed(self, parts: list[np.ndarray], skip: set[int] | frozenset[int] = frozenset(),
