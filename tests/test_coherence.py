@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis.coherence import STORE_TAG, Directory, strip, tag_stores
+from analysis.coherence import STORE_TAG, Directory, strip, tag_stores, tagged_lines
 from analysis.interleave import interleave_arrays
 from analysis.private_traces import ALL_CORES, OFFSET_BITS, CoreMap
 from analysis.profiles import ProfileSet, ReuseProfile, compute_profiles_from
@@ -340,3 +340,12 @@ def test_engine_sharer_sets_match_directory_walk(p):
         assert same(engine.histogram(), plain.histogram())
         assert fast.moved.tolist() == slow.moved.tolist() and fast.moved_sum.tolist() == slow.moved_sum.tolist()
         assert fast.moved.sum() > 0 and fast.moved_sum.sum() > 0
+
+
+def test_tagged_lines_is_tag_stores_of_the_shifted_addresses():
+    """The one-pass kernel of prepare_chunk(stores=True) against the numpy expression."""
+    rng = np.random.default_rng(5)
+    addr = rng.integers(0, 1 << 47, 3000).astype(np.uint64)
+    store = rng.random(3000) < 0.4
+    for shift in (0, 6, 7):
+        assert tagged_lines(addr, store, shift).tolist() == tag_stores(addr >> np.uint64(shift), store).tolist()

@@ -164,3 +164,24 @@ def test_pushed_arrays_are_copied_only_when_they_pin_much_more_memory():
     assert not _pins_much(raw) and _pins_much(raw[:10])
     made = numba.njit(lambda n: np.arange(n))(30)  # a view of its whole numba buffer
     assert made.base is not None and not _pins_much(made) and _pins_much(made[:10])
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_reused_layout_buffer_gives_the_same_batches_read_one_at_a_time(k):
+    """Interleaver(reuse=True) writes each Batch's layout into one buffer: copied as drained,
+    the shared trace is the reference one (larger Batches included)."""
+    rng = np.random.default_rng(1)
+    private = [rng.integers(0, 1 << 40, n).astype(np.uint64) for n in (300_000, 290_000, 310_000, 5)]
+    expect = interleave_arrays(private, "rr", refs_per_turn=k)
+    itl = Interleaver(4, "rr", refs_per_turn=k, reuse=True)
+    got, cores = [], []
+    for c in range(4):
+        for piece in np.array_split(private[c], 7):
+            itl.push(c, piece)
+    itl.close_all()
+    for b in itl.drain():
+        got.append(b.lines.copy())  # valid until the next Batch
+        cores.append(b.core)
+    assert max(len(g) for g in got) > 1 << 18  # larger than a plain Interleaver's Batches
+    assert np.concatenate(got).tolist() == expect[0].tolist()
+    assert np.concatenate(cores).tolist() == expect[1].tolist()
