@@ -157,10 +157,11 @@ def _pick_rows(addr, key0, key1, by_key1, shift, salt, threshold, sel, starts):
 
 
 @numba.njit(cache=True, nogil=True)
-def _place(sel, starts, run_core, counters, p, out_core, out_pos, out_j):
+def _place(sel, lines, offset, store, starts, run_core, counters, p, step, out_core, out_pos, out_lines, out_store):
     """Every (sampled row, core running it) pair with the row's position in that core's private trace
-    (counters[c] = accesses given to core c before this chunk; advanced over the chunk's runs).
-    out_j is the row's index in sel. Returns the number of pairs (row order, then core order)."""
+    (counters[c] = accesses given to core c before this chunk; advanced over the chunk's runs), its line as
+    that core sees it (offset rows: + core << step) and its store flag. Returns the number of pairs (row
+    order, then core order)."""
     j = 0
     o = 0
     m = sel.shape[0]
@@ -170,16 +171,12 @@ def _place(sel, starts, run_core, counters, p, out_core, out_pos, out_j):
         core = run_core[r]
         while j < m and sel[j] < b:
             i = sel[j]
-            if core == ALL_CORES:
-                for c in range(p):
-                    out_core[o] = c
-                    out_pos[o] = counters[c] + i - a
-                    out_j[o] = j
-                    o += 1
-            else:
-                out_core[o] = core
-                out_pos[o] = counters[core] + i - a
-                out_j[o] = j
+            lo_c, hi_c = (0, p) if core == ALL_CORES else (core, core + 1)
+            for c in range(lo_c, hi_c):
+                out_core[o] = c
+                out_pos[o] = counters[c] + i - a
+                out_lines[o] = lines[j] + (np.uint64(c) << step) * np.uint64(offset[j])
+                out_store[o] = store[j]
                 o += 1
             j += 1
         if core == ALL_CORES:
@@ -188,6 +185,22 @@ def _place(sel, starts, run_core, counters, p, out_core, out_pos, out_j):
         else:
             counters[core] += b - a
     return o
+
+
+@numba.njit(cache=True, nogil=True)
+def _core_order(core, p):
+    """The stable order that puts each core's entries together (a counting sort), and where core c's are."""
+    bounds = np.zeros(p + 1, np.int64)
+    for i in range(core.shape[0]):
+        bounds[core[i] + 1] += 1
+    for c in range(p):
+        bounds[c + 1] += bounds[c]
+    fill = bounds[:p].copy()
+    order = np.empty(core.shape[0], np.int64)
+    for i in range(core.shape[0]):
+        order[fill[core[i]]] = i
+        fill[core[i]] += 1
+    return order, bounds
 
 
 @numba.njit(cache=True, nogil=True)
@@ -771,14 +784,13 @@ class _SourceTask:
         if self.windows:
             self._windows(rows, starts, run_core)
         m = rows.sel.shape[0] * p
-        core, pos, j = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int64)
-        o = _place(rows.sel, starts, run_core, self.counters, p, core, pos, j)
-        core, pos, j = core[:o], pos[:o], j[:o]
+        core, pos, lines, store = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.uint64), \
+            np.empty(m, np.bool_)
+        o = _place(rows.sel, rows.lines, rows.offset, rows.store, starts, run_core, self.counters, p,
+                   np.uint64(OFFSET_BITS - self.shift), core, pos, lines, store)
         if self.shared_windows:
             self.s_pool.measure(int(self.counters.min()))
-        step = np.uint64(OFFSET_BITS - self.shift)
-        lines = rows.lines[j] + (rows.offset[j].astype(np.uint64) * (core.astype(np.uint64) << step))
-        self.samples.append((core, pos, lines, rows.store[j]))
+        self.samples.append((core[:o], pos[:o], lines[:o], store[:o]))
         self.n_samples += o
         if self.n_samples >= 1 << 16:
             self._flush()
@@ -790,7 +802,9 @@ class _SourceTask:
             return
         core, pos, lines, store = (np.concatenate([x[i] for x in self.samples]) for i in range(4))
         self.samples, self.n_samples = [], 0
-        dist, gap = self._feed_private(core, pos, lines)
+        order, bounds = _core_order(core, self.p)  # each core's samples together, in row order
+        core, pos, lines, store = core[order], pos[order], lines[order], store[order]
+        dist, gap = self._feed_private(pos, lines, bounds.tolist())
         if self.directory is None:  # no coherence: every sample is accounted for now
             self._account(core, gap, dist, np.zeros(core.shape[0], dtype=bool))
         if self.shared is None:
@@ -821,17 +835,17 @@ class _SourceTask:
             next_start[:] = before
             self.scratch = np.zeros((2 * self.scratch.shape[0], 6), dtype=np.int64)
 
-    def _feed_private(self, core: np.ndarray, pos: np.ndarray, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each core's sampled accesses, in its order, to its engine: their distances and private gaps."""
-        order = np.argsort(core, kind="stable")
-        bounds = np.searchsorted(core[order], np.arange(self.p + 1))
+    def _feed_private(self, pos: np.ndarray, lines: np.ndarray, bounds: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Each core's sampled accesses (core c's at [bounds[c], bounds[c + 1]), in its order) to its engine:
+        their distances and private gaps."""
         dist = np.empty(lines.shape[0], dtype=np.int64)
-        gap = np.empty(lines.shape[0], dtype=np.int64)
+        gap = np.zeros(lines.shape[0], dtype=np.int64)
         for c in range(self.p):
-            idx = order[bounds[c]:bounds[c + 1]]
-            if idx.shape[0]:
-                dist[idx] = self.private[c].feed_distances(lines[idx])
-                gap[idx] = self.est[c].gap_table.gaps(lines[idx], pos[idx]) if self.windows else 0
+            a, b = bounds[c], bounds[c + 1]
+            if b > a:
+                dist[a:b] = self.private[c].feed_distances(lines[a:b])
+                if self.windows:
+                    gap[a:b] = self.est[c].gap_table.gaps(lines[a:b], pos[a:b])
         return dist, gap
 
     def _account(self, core: np.ndarray, gap: np.ndarray, dist: np.ndarray, coh: np.ndarray) -> None:
