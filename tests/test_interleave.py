@@ -168,20 +168,22 @@ def test_pushed_arrays_are_copied_only_when_they_pin_much_more_memory():
 
 @pytest.mark.parametrize("k", [1, 3])
 def test_reused_layout_buffer_gives_the_same_batches_read_one_at_a_time(k):
-    """Interleaver(reuse=True) writes each Batch's layout into one buffer: copied as drained,
-    the shared trace is the reference one (larger Batches included)."""
+    """Interleaver(reuse=True) writes each Batch's layout into one buffer and ends Batches where
+    pushed arrays end: copied as drained, the shared trace is the reference one."""
     rng = np.random.default_rng(1)
     private = [rng.integers(0, 1 << 40, n).astype(np.uint64) for n in (300_000, 290_000, 310_000, 5)]
     expect = interleave_arrays(private, "rr", refs_per_turn=k)
     itl = Interleaver(4, "rr", refs_per_turn=k, reuse=True)
     got, cores = [], []
+    pieces = [[a.copy() for a in np.array_split(private[c], 2)] if c % 2 else [private[c]] for c in range(4)]
     for c in range(4):
-        for piece in np.array_split(private[c], 7):
+        for piece in pieces[c]:
             itl.push(c, piece)
     itl.close_all()
     for b in itl.drain():
         got.append(b.lines.copy())  # valid until the next Batch
         cores.append(b.core)
+        assert all(len(p) <= k or any(np.shares_memory(p, q) for q in pieces[c]) for c, p in b.pieces)  # views
     assert max(len(g) for g in got) > 1 << 18  # larger than a plain Interleaver's Batches
     assert np.concatenate(got).tolist() == expect[0].tolist()
     assert np.concatenate(cores).tolist() == expect[1].tolist()
