@@ -332,15 +332,21 @@ def source_pass_time(chunks: list[TraceChunk]) -> None:
 def source_trace_rows(trace, label: str) -> list[dict]:
     """`pptmc profile TRACE --cores 1,2,4,8,16` exact vs `--sample-rate 0.01` (source) end to end on a real
     trace (decode included on both sides, CPU time best of 3), errors over 3 seeds, and the share of the
-    decode (of the columns the source pass reads, in its batches)."""
+    decode (as the sampled profile decodes: the reader's sampling decode with its line hash, or the columns the
+    source pass reads, in its batches)."""
     from analysis.private_traces import resolve_mode
     from analysis.profiles import compute_profiles
-    from analysis.source_sampling import (SOURCE_COLUMNS, SOURCE_ROWS, SourceSampling, sampled_profile_set,
-                                          source_trace)
+    from analysis.source_sampling import (SAMPLED_ROWS, SOURCE_COLUMNS, SOURCE_ROWS, SourceSampling,
+                                          sampled_profile_set, source_trace)
 
-    info, chunks, _ = source_trace(str(trace))  # decoded as the sampled profile decodes it: batches, columns
-    columns = SOURCE_COLUMNS[resolve_mode(info, "auto")]
-    t_decode, _ = _cpu_best(lambda: sum(len(c) for c in chunks(SOURCE_ROWS, columns)))
+    info, chunks, sampled = source_trace(str(trace))  # decoded as the sampled profile decodes it
+    mode = resolve_mode(info, "auto")
+    if sampled is not None and mode == "iteration":  # the sampling decode (it hashes and picks the rows too)
+        s = SourceSampling(0.01, SEEDS[0])
+        args = (SAMPLED_ROWS, LINE.bit_length() - 1, int(s.salt), int(s.threshold))
+        t_decode, _ = _cpu_best(lambda: sum(len(b) for b in sampled(*args)))
+    else:  # the columns the source pass reads, in its batches
+        t_decode, _ = _cpu_best(lambda: sum(len(c) for c in chunks(SOURCE_ROWS, SOURCE_COLUMNS[mode])))
     t_exact, exact = _cpu_best(lambda: compute_profiles(str(trace), list(CORES)))
     ref = level_rates(exact)
     errs, t_sampled = {}, float("inf")
