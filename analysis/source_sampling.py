@@ -5,8 +5,10 @@ accesses (with a per-core offset on private data), so both samples the estimate 
 taken from the sequential trace, right after decoding and before Algorithm 1 (private traces)
 and Algorithm 2 (interleaving). One fused pass over the decoded rows computes each row's line,
 its seeded hash and keep flag, and the runs of rows sharing a loop iteration (iteration mode) or
-a block with non-decreasing instances (paper mode); everything after it touches a few percent of
-the accesses:
+a block with non-decreasing instances (paper mode); on a trace file in iteration mode the reader's
+sampling decode (instrument.tracefile.SampleSink) does this pass itself while decoding, one word per
+row (line and flags, for the windows), so no column is written and read back. Everything after it
+touches a few percent of the accesses:
 
 * cores are decided per run on the full trace, with the same per-access rule as CoreMap in the
   exact profiles (paper mode: a run is cut where its instances leave a core's contiguous span),
