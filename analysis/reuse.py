@@ -150,10 +150,16 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
         q = i % plen
     n_ev = state[6]
     s_words = sharers.shape[1]
+    cb = now >> 6  # now's bitmap word is kept in cw (a register, not memory) until now leaves it
+    cw = bits[cb] if cb < bits.shape[0] else np.uint64(0)
     while i < n:
         if now >= t_len:
             break
         b = now >> 6
+        if b != cb:
+            bits[cb] = cw
+            cw = bits[b]
+            cb = b
         if (now & 63) == 0 and pending:  # word b-1 is complete: add its first touches
             k = b
             while k <= n_words:
@@ -169,14 +175,18 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
         if hit:
             t = times[slot]
             a = t >> 6
-            word = bits[a]
             tb = np.uint64(t & 63)
-            bits[a] = word & ~(one << tb)
+            if a == b:
+                word = cw
+                cw = word & ~(one << tb)
+            else:
+                word = bits[a]
+                bits[a] = word & ~(one << tb)
             d = _popcount(word & ((full << tb) << one))  # marks strictly after t in its word
             if a == b:  # the mark moves within one word: the tree's word counts do not change
                 pass
             elif b - a <= _NEAR_WORDS:
-                d += _popcount(bits[b])
+                d += _popcount(cw)
                 x = b  # marks in words a+1..b-1 = prefix(b) - prefix(a+1); the walks meet
                 y = a + 1
                 while x != y:
@@ -248,7 +258,7 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
             if q == plen:
                 q = 0
         times[slot] = now
-        bits[b] |= one << np.uint64(now & 63)
+        cw |= one << np.uint64(now & 63)
         now += 1
         if want_out:
             out[i] = d
@@ -261,6 +271,8 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
             hist[bi] += 1
             hist_sum[bi] += d
         i += 1
+    if cb < bits.shape[0]:
+        bits[cb] = cw
     state[0] = now
     state[1] = live
     state[2] = n_keys
