@@ -102,6 +102,20 @@ def _hash_shift(mask):
     return np.uint64(min(40, 64 - _popcount(mask)))
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _commit(bits, tree, c_hi, upto):
+    """Add words c_hi..upto-1 (fallen out of the near window) to the tree; the new c_hi."""
+    n_words = tree.shape[0] - 1
+    while c_hi < upto:
+        v = _popcount(bits[c_hi])
+        k = c_hi + 1
+        while k <= n_words:
+            tree[k] += v
+            k += k & (-k)
+        c_hi += 1
+    return c_hi
+
+
 @numba.njit(cache=True, nogil=True)
 def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_out, limit, stale, use_stale,
              line_mask, sharers, pattern, events):
@@ -110,7 +124,7 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
     Each line id is read as lines[i] & line_mask (all ones, or without the store tag of
     analysis/coherence.py, so tagged ids need no stripped copy).
 
-    state = [now, live, n_keys, start, pending, coherence, n_events]; out receives distances
+    state = [now, live, n_keys, start, committed words, coherence, n_events]; out receives distances
     (-1 cold) when want_out; limit is the most keys the hash table may hold. When use_stale,
     an access with stale[i] set whose line is in the stack is a coherence miss: it moves to
     the top as a hit does, but its distance is infinite (counted cold, and in state[5]).
@@ -122,18 +136,20 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
     never stored is valid wherever it was touched). A hit whose core is not a sharer is
     stale: its index goes to events[state[6]]. A store leaves only its core; a load adds it.
     This is coherence.Directory's walk, sharing the engine's hash lookup.
-    Marks live in a bitmap over time; `tree` is a Fenwick tree of per-word counts. A hit
-    moves a mark from word a to now's word b, and its distance counts the marks between:
-    both Fenwick walks start at a and b and stop where their paths meet, so they cost
-    O(log(b - a)) rather than O(log(time axis)), and nothing when a == b (short reuse).
-    First touches do not walk the tree at all: they are counted in `pending` and added to
-    the tree in one walk when their word is complete (the tree is only read below b).
+    Marks live in a bitmap over time; `tree` is a Fenwick tree of per-word counts, kept only
+    for the committed words, those below state[4] (at least b - _NEAR_WORDS, b = now's word):
+    a word is added to the tree in one walk when it falls that far behind now. A hit moves a
+    mark from word a to b. Its distance counts the marks after it: within a word one
+    popcount; up to _NEAR_WORDS words back a popcount per word between (no tree); further
+    back `live` minus a prefix walk, which only reads committed words. The tree changes only
+    for a mark leaving a committed word (one walk), or entering one right after a compaction
+    (which commits every word), so short and near reuses and first touches never walk it.
     """
     now = state[0]
     live = state[1]
     n_keys = state[2]
     i = state[3]
-    pending = state[4]
+    c_hi = state[4]  # words below c_hi are in the tree
     cap = keys.shape[0]
     mask = np.uint64(cap - 1)
     hash_shift = _hash_shift(mask)
@@ -152,6 +168,7 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
     s_words = sharers.shape[1]
     cb = now >> 6  # now's bitmap word is kept in cw (a register, not memory) until now leaves it
     cw = bits[cb] if cb < bits.shape[0] else np.uint64(0)
+    c_hi = _commit(bits, tree, c_hi, cb - _NEAR_WORDS)  # the previous call may have ended on a new word
     while i < n:
         if now >= t_len:
             break
@@ -160,12 +177,7 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
             bits[cb] = cw
             cw = bits[b]
             cb = b
-        if (now & 63) == 0 and pending:  # word b-1 is complete: add its first touches
-            k = b
-            while k <= n_words:
-                tree[k] += pending
-                k += k & (-k)
-            pending = 0
+            c_hi = _commit(bits, tree, c_hi, b - _NEAR_WORDS)
         raw = lines[i]
         line = raw & line_mask
         slot = _home(line, hash_shift, mask)
@@ -183,46 +195,29 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
                 word = bits[a]
                 bits[a] = word & ~(one << tb)
             d = _popcount(word & ((full << tb) << one))  # marks strictly after t in its word
-            if a == b:  # the mark moves within one word: the tree's word counts do not change
+            if a == b:  # the mark moves within one word: the word counts do not change
                 pass
-            elif b - a <= _NEAR_WORDS:
-                d += _popcount(cw)
-                x = b  # marks in words a+1..b-1 = prefix(b) - prefix(a+1); the walks meet
-                y = a + 1
-                while x != y:
-                    if x > y:
-                        d += tree[x]
-                        x &= x - 1
-                    else:
-                        d -= tree[y]
-                        y &= y - 1
-                x = a + 1  # -1 at word a, +1 at word b: the upward paths merge and cancel
-                y = b + 1
-                while x != y:
-                    if x < y:
-                        if x > n_words:
-                            break
-                        tree[x] -= 1
-                        x += x & (-x)
-                    else:
-                        if y > n_words:
-                            break
-                        tree[y] += 1
-                        y += y & (-y)
-            else:  # far apart: one prefix walk and two plain updates are cheaper
-                d = live - _popcount(word & (full >> (np.uint64(63) - tb)))
-                k = a
-                while k > 0:
-                    d -= tree[k]
-                    k &= k - 1
-                k = a + 1
-                while k <= n_words:
-                    tree[k] -= 1
-                    k += k & (-k)
-                k = b + 1
-                while k <= n_words:
-                    tree[k] += 1
-                    k += k & (-k)
+            else:
+                if b - a <= _NEAR_WORDS:
+                    d += _popcount(cw)
+                    for w in range(a + 1, b):
+                        d += _popcount(bits[w])
+                else:  # far apart: words up to a are committed
+                    d = live - _popcount(word & (full >> (np.uint64(63) - tb)))
+                    k = a
+                    while k > 0:
+                        d -= tree[k]
+                        k &= k - 1
+                if a < c_hi:
+                    k = a + 1
+                    while k <= n_words:
+                        tree[k] -= 1
+                        k += k & (-k)
+                if b < c_hi:
+                    k = b + 1
+                    while k <= n_words:
+                        tree[k] += 1
+                        k += k & (-k)
             if use_stale and stale[i]:  # the stale copy's slot is reused as the line moves to the top
                 d = -1
                 state[5] += 1
@@ -233,7 +228,11 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
             n_keys += 1
             live += 1
             d = -1
-            pending += 1
+            if b < c_hi:
+                k = b + 1
+                while k <= n_words:
+                    tree[k] += 1
+                    k += k & (-k)
         if pattern is not None:
             c = pattern[q]
             w = c >> 6
@@ -277,7 +276,7 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
     state[1] = live
     state[2] = n_keys
     state[3] = i
-    state[4] = pending
+    state[4] = c_hi
     state[6] = n_ev
     return i
 
@@ -374,7 +373,7 @@ class ReuseEngine:
         self._words = (sharer_cores + 63) // 64
         self._sharers = np.zeros((cap, self._words), dtype=np.uint64) if self._words else _NO_SHARERS
         self._bits, self._tree = _time_axis(max(_MIN_TIME_AXIS, 2 * initial_lines))
-        # now, live, n_keys, start, pending, coherence misses, stale accesses found by feed_shared
+        # now, live, n_keys, start, committed words, coherence misses, stale accesses found by feed_shared
         self._state = np.zeros(7, dtype=np.int64)
         self._hist = np.zeros(N_BINS + 1, dtype=np.int64)  # last slot counts cold misses
         self._hist_sum = np.zeros(N_BINS + 1, dtype=np.int64)
@@ -500,7 +499,7 @@ class ReuseEngine:
         else:
             bits, tree = np.empty(n // 64, dtype=np.uint64), np.empty(n // 64 + 1, dtype=np.int32)
         self._state[0] = _compact(self._keys, self._times, self._bits, int(self._state[0]), bits, tree)
-        self._state[4] = 0  # the rebuilt tree counts every mark
+        self._state[4] = (int(self._state[0]) >> 6) + 1  # the rebuilt tree counts every mark: all committed
         self._bits, self._tree = bits, tree
 
     def histogram(self) -> ReuseProfile:

@@ -154,6 +154,21 @@ def test_near_far_walks_and_compaction_match_lru_stack(monkeypatch, min_axis):
     assert engine_d.tolist() == lru_stack_distances(lines)
 
 
+@pytest.mark.parametrize("piece", [1, 63, 64, 65])
+def test_pieces_ending_anywhere_in_a_bitmap_word_match_lru_stack(monkeypatch, piece):
+    """The tree takes a word once it is _NEAR_WORDS behind now, also when a call ended on the
+    word boundary (pieces of 1 and 64 references), across compactions (a 64-slot minimum axis)."""
+    import analysis.reuse as reuse
+
+    monkeypatch.setattr(reuse, "_MIN_TIME_AXIS", 64)
+    rng = np.random.default_rng(9)
+    lines = np.concatenate([rng.integers(0, 40, 3000), np.arange(3000) % 700 + 100,
+                            rng.integers(0, 3000, 3000)]).astype(np.uint64)
+    engine = ReuseEngine(initial_lines=16)
+    got = [engine.feed_distances(lines[s:s + piece]) for s in range(0, len(lines), piece)]
+    assert np.concatenate(got).tolist() == lru_stack_distances(lines)
+
+
 def test_copy_and_relabel_continue_exactly():
     """A copied engine whose high lines are relabelled continues as if fed relabelled lines."""
     rng = np.random.default_rng(9)
