@@ -36,7 +36,7 @@ _UNTAGGED = ~STORE_TAG
 _MAX_LOAD = 0.7
 _MIN_TIME_AXIS = 1 << 16
 _MAX_TIME_AXIS = (1 << 31) - (1 << 27)  # times are int32; a multiple of every _axis_length step
-_NEAR_WORDS = 16  # hits at most this many bitmap words back use the meeting walks
+_NEAR_WORDS = 16  # hits at most this many bitmap words back count popcounts; older words are in the tree
 _NO_FLAGS = np.zeros(0, dtype=np.bool_)  # stale flags when coherence is off (never read)
 _NO_SHARERS = np.zeros((0, 1), dtype=np.uint64)  # sharer sets of an engine without them
 _NO_EVENTS = np.zeros(0, dtype=np.int64)
