@@ -153,7 +153,8 @@ class RuntimePrediction:
     t_dram_s: float                  # DRAM bytes / bandwidth: the contention floor
     contention_s: float              # max(0, t_dram - (t_mem + t_cpu))
     t_overhead_s: float              # fork/join and barriers (0 on one core or without [parallel])
-    runtime_s: float                 # Eq. 4 with the contention floor, plus the overhead
+    t_tlb_s: float                   # data TLB misses x their cost (0 without [[tlbs]] or miss rates)
+    runtime_s: float                 # Eq. 4 plus T_TLB, with the contention floor, plus the overhead
     uncosted_calls: float = 0.0      # library calls executed (whole region) that the machine file does not price
 
     def as_row(self) -> dict:
@@ -409,7 +410,8 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
                     block_bytes: float | None = None, gap_bytes: float = 0.0, layout: str = "contiguous",
                     cpu_form: str = "throughput", work_share: float | None = None, regions: float = 0.0,
                     barriers: float = 0.0, contention: str = "roofline",
-                    blocks: Sequence[BlockWork] = ()) -> RuntimePrediction:
+                    blocks: Sequence[BlockWork] = (),
+                    tlb_miss_rates: Mapping[str, float] | None = None) -> RuntimePrediction:
     """Predict the region's runtime on `cores` cores (Eq. 4-7, the DRAM contention floor, the overhead).
 
     `ops`, `mem_accesses`, `mem_bytes` and `dram_bytes` count the whole region (all cores).
@@ -417,7 +419,8 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     `gap_bytes` the gap v of Sec. 3.4.2; `work_share` the busiest core's fraction (default 1/cores);
     `regions` and `barriers` the parallel regions and barriers executed (for the overhead term);
     `contention` the DRAM model: "roofline" floor or "queuing" network; `blocks` the executed
-    blocks (whole-region counts) for cpu_form="critical-path" (without them it is the throughput form).
+    blocks (whole-region counts) for cpu_form="critical-path" (without them it is the throughput form);
+    `tlb_miss_rates` the fraction of accesses missing each of the machine's TLB levels (analysis/tlb.py).
     """
     _check_args(machine, cores, layout, cpu_form, mem_accesses, mem_bytes)
     if contention not in CONTENTIONS:
@@ -445,9 +448,29 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     if dram_bytes is None:
         dram_bytes = dram_traffic_bytes(mem_accesses, rates.local, machine.line_bytes, ops.store_fraction)
     overhead = overhead_seconds(machine, cores, regions, barriers)
+    t_tlb = per_core * tlb_cycles_per_access(machine, tlb_miss_rates or {})
     pred = _assemble(machine, cores, share, rates, delta, beta, contiguous, noncontiguous, t_mem, t_cpu,
-                     layout, cpu_form, dram_bytes, overhead, contention)
+                     layout, cpu_form, dram_bytes, overhead, contention, t_tlb)
     return replace(pred, uncosted_calls=uncosted_calls(blocks, machine))
+
+
+def tlb_cycles_per_access(machine: Machine, miss_rates: Mapping[str, float]) -> float:
+    """Mean address-translation cycles per access: each TLB level's miss rate times its miss cost.
+
+    Every level's rate counts all accesses that miss it (an STLB miss also missed the DTLB), and each
+    level's `miss_cycles` is the step its misses add (machines/SCHEMA.md), so the costs add up.
+    No rates (or no [[tlbs]]) mean no term.
+    """
+    if not miss_rates:
+        return 0.0
+    unknown = sorted(set(miss_rates) - {t.name for t in machine.tlbs})
+    if unknown:
+        raise InputError(f"TLB miss rates for {', '.join(unknown)}: machine {machine.name} has TLB levels "
+                         f"{', '.join(t.name for t in machine.tlbs) or '(none)'}")
+    for name, rate in miss_rates.items():
+        if not 0.0 <= rate <= 1.0:
+            raise InputError(f"TLB miss rate {name} = {rate} is not a probability in [0, 1]")
+    return sum(miss_rates.get(t.name, 0.0) * t.miss_cycles for t in machine.tlbs)
 
 
 def _check_args(machine: Machine, cores: int, layout: str, cpu_form: str, mem_accesses: float,
@@ -468,16 +491,17 @@ def _check_args(machine: Machine, cores: int, layout: str, cpu_form: str, mem_ac
 def _assemble(machine: Machine, cores: int, share: float, rates: HitRates, delta: float, beta: float,
               contiguous: float, noncontiguous: float, t_mem: dict, t_cpu: dict, layout: str,
               cpu_form: str, dram_bytes: float, overhead_s: float = 0.0,
-              contention: str = "roofline") -> RuntimePrediction:
+              contention: str = "roofline", tlb_cycles: float = 0.0) -> RuntimePrediction:
     """Convert cycles to seconds, apply the contention floor and add the parallel overhead."""
     sec = machine.cycles_to_seconds
-    mem_s, cpu_s = sec(t_mem[layout]), sec(t_cpu[cpu_form])
+    mem_s, cpu_s, tlb_s = sec(t_mem[layout]), sec(t_cpu[cpu_form]), sec(tlb_cycles)
     bandwidth = dram_bandwidth_gbs(machine, cores)
     t_dram = dram_bytes / (bandwidth * 1e9)
+    unloaded = mem_s + cpu_s + tlb_s
     if contention == "queuing":
-        loaded = queuing_seconds(machine, cores, mem_s + cpu_s, dram_bytes * share)
+        loaded = queuing_seconds(machine, cores, unloaded, dram_bytes * share)
     else:
-        loaded = max(mem_s + cpu_s, t_dram)
+        loaded = max(unloaded, t_dram)
     runtime = loaded + overhead_s
     return RuntimePrediction(
         cores=cores, work_share=share, local_hit_rates=dict(zip(rates.levels, rates.local)),
@@ -488,7 +512,7 @@ def _assemble(machine: Machine, cores: int, share: float, rates: HitRates, delta
         t_cpu_throughput_s=sec(t_cpu["throughput"]), t_cpu_latency_s=sec(t_cpu["latency"]),
         t_cpu_critical_path_s=sec(t_cpu["critical-path"]), layout=layout,
         cpu_form=cpu_form, t_mem_s=mem_s, t_cpu_s=cpu_s, dram_bytes=dram_bytes, dram_bandwidth_gbs=bandwidth,
-        t_dram_s=t_dram, contention_s=max(0.0, loaded - (mem_s + cpu_s)), t_overhead_s=overhead_s,
+        t_dram_s=t_dram, contention_s=max(0.0, loaded - unloaded), t_overhead_s=overhead_s, t_tlb_s=tlb_s,
         runtime_s=runtime)
 
 
@@ -602,27 +626,37 @@ def local_rates_by_cores(hit_df) -> dict[int, dict[str, float]]:
 
 
 def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Mapping[str, float]],
-                 facts: RegionFacts, **model_args: Any) -> list[RuntimePrediction]:
-    """One prediction per core count; the busiest core's share follows the loops' schedules."""
+                 facts: RegionFacts, tlb_rates: Mapping[int, Mapping[str, float]] | None = None,
+                 **model_args: Any) -> list[RuntimePrediction]:
+    """One prediction per core count; the busiest core's share follows the loops' schedules.
+    `tlb_rates` (cores -> TLB level -> miss rate), when given, must cover every core count."""
     out = []
     for c in cores:
         if c not in rates:
             raise InputError(f"hit rates: none for {c} cores; recompute them for cores {','.join(map(str, cores))}")
+        if tlb_rates is not None and c not in tlb_rates:
+            raise InputError(f"TLB miss rates: none for {c} cores; recompute them for cores "
+                             f"{','.join(map(str, cores))}")
         out.append(predict_runtime(machine, c, rates[c], facts.ops, facts.mem_accesses, facts.mem_bytes,
                                    work_share=busiest_share(list(facts.loops), c), regions=facts.regions,
-                                   barriers=facts.barriers, blocks=facts.blocks, **model_args))
+                                   barriers=facts.barriers, blocks=facts.blocks,
+                                   tlb_miss_rates=tlb_rates[c] if tlb_rates is not None else None, **model_args))
     return out
 
 
-def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = None, **model_args: Any):
+def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = None, tlb=None, **model_args: Any):
     """DataFrame of RuntimePrediction rows for every core count in `hits` up to the machine's cores.
 
     Core counts above `machine.cores` are left out (a multi-machine run asks for 16 cores on an
-    8-core part); `predict_runtime` itself refuses them.
+    8-core part); `predict_runtime` itself refuses them. `tlb`: a TLB miss-rate table
+    (analysis/tlb.py) or None for no TLB term.
     """
     import pandas as pd
 
+    from analysis.tlb import miss_rates_by_cores
+
     rates = local_rates_by_cores(hits)
     cores = [c for c in sorted(rates) if c <= machine.cores]
-    preds = predict_many(machine, cores, rates, region_facts(Path(trace), binary), **model_args)
+    tlb_rates = miss_rates_by_cores(tlb) if tlb is not None and machine.tlbs else None
+    preds = predict_many(machine, cores, rates, region_facts(Path(trace), binary), tlb_rates, **model_args)
     return pd.DataFrame([p.as_row() for p in preds])

@@ -13,19 +13,20 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from machines.model import OP_CLASSES, CacheLevel, Machine, OpCost, Parallel, Ram
+from machines.model import OP_CLASSES, CacheLevel, Machine, OpCost, Parallel, Ram, TlbLevel
 from pptmc.errors import InputError
 
 SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = (1,)
 
 _TOP_KEYS = {"schema_version", "name", "description", "cores", "frequency_ghz", "bus_width_bytes",
-             "simd_width_bits", "source", "caches", "ram", "ops", "parallel", "calls", "core"}
+             "simd_width_bits", "source", "caches", "ram", "ops", "parallel", "calls", "core", "tlbs"}
 _CACHE_KEYS = {"name", "size_bytes", "line_bytes", "associativity", "latency_cycles",
                "recip_throughput_cycles", "shared", "source"}
 _RAM_KEYS = {"latency_ns", "bandwidth_one_core_gbs", "bandwidth_all_cores_gbs", "source"}
 _OP_KEYS = {"latency", "recip_throughput", "source"}
 _PARALLEL_KEYS = {"fork_join_ns", "barrier_ns", "source"}
+_TLB_KEYS = {"name", "entries", "associativity", "page_bytes", "miss_cycles", "source"}
 
 
 @dataclass
@@ -227,12 +228,54 @@ def _check_core(chk: _Checker, data: dict) -> float:
     return float(window or 0.0)
 
 
+def _check_tlb(chk: _Checker, raw: Any, i: int) -> TlbLevel | None:
+    """One [[tlbs]] entry: geometry and the cost of missing it."""
+    prefix = f"tlbs[{i}]."
+    data = chk.table(raw, f"tlbs[{i}]")
+    if data is None:
+        return None
+    chk.unknown(data, _TLB_KEYS, prefix)
+    name = chk.get(data, "name", prefix, "str")
+    entries = chk.get(data, "entries", prefix, "int", positive=True)
+    assoc = chk.get(data, "associativity", prefix, "int", non_negative=True)
+    page = chk.get(data, "page_bytes", prefix, "int", positive=True)
+    cost = chk.get(data, "miss_cycles", prefix, "number", non_negative=True)
+    chk.get(data, "source", prefix, "str")
+    if page is not None and page & (page - 1):
+        chk.fail(f"{prefix}page_bytes", f"must be a power of two, got {page}")
+        page = None
+    if entries is not None and assoc and entries % assoc:
+        chk.fail(f"{prefix}associativity", f"{entries} entries do not divide into {assoc} ways")
+    values = (name, entries, assoc, page, cost)
+    if any(v is None for v in values):
+        return None
+    return TlbLevel(name=name, entries=entries, associativity=assoc, page_bytes=page, miss_cycles=float(cost))
+
+
+def _check_tlbs(chk: _Checker, data: dict) -> tuple[TlbLevel, ...]:
+    """The optional [[tlbs]] array, first level first; absent means no translation cost."""
+    if "tlbs" not in data:
+        return ()
+    raw = data["tlbs"]
+    if not isinstance(raw, list):
+        chk.fail("tlbs", f"expected an array of [[tlbs]] tables, got {_kind(raw)}")
+        return ()
+    levels = [_check_tlb(chk, item, i) for i, item in enumerate(raw)]
+    names = [t.name for t in levels if t is not None]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        chk.fail("tlbs", f"level name {dup!r} appears more than once")
+    return tuple(t for t in levels if t is not None)
+
+
 def _collect_sources(data: dict) -> dict[str, str]:
     """Table path -> its `source` string; every figure in a table cites that table's source."""
     sources = {"": data.get("source", "")}
     for i, cache in enumerate(data.get("caches") or []):
         if isinstance(cache, dict):
             sources[f"caches[{i}]"] = cache.get("source", "")
+    for i, tlb in enumerate(data.get("tlbs") or []) if isinstance(data.get("tlbs"), list) else ():
+        if isinstance(tlb, dict):
+            sources[f"tlbs[{i}]"] = tlb.get("source", "")
     if isinstance(data.get("ram"), dict):
         sources["ram"] = data["ram"].get("source", "")
     for table in ("parallel", "core"):
@@ -276,13 +319,14 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
     parallel = _check_parallel(chk, data)
     calls = _check_calls(chk, data)
     window = _check_core(chk, data)
+    tlbs = _check_tlbs(chk, data)
     if chk.errors:
         raise InputError(f"{source}: invalid machine file: " + "; ".join(chk.errors)
                          + " (schema: machines/SCHEMA.md)")
     return Machine(name=name, description=description, cores=cores, frequency_ghz=float(freq),
                    caches=caches, ram=ram, bus_width_bytes=bus, simd_width_bits=simd, ops=ops,
                    sources=_collect_sources(data), schema_version=version, parallel=parallel,
-                   calls=calls, reorder_window_ops=window)
+                   calls=calls, reorder_window_ops=window, tlbs=tlbs)
 
 
 def machine_to_dict(m: Machine) -> dict:
@@ -305,6 +349,10 @@ def machine_to_dict(m: Machine) -> dict:
                            "source": src.get("parallel", "")}
     if m.reorder_window_ops:
         out["core"] = {"reorder_window_ops": m.reorder_window_ops, "source": src.get("core", "")}
+    if m.tlbs:
+        out["tlbs"] = [{"name": t.name, "entries": t.entries, "associativity": t.associativity,
+                        "page_bytes": t.page_bytes, "miss_cycles": t.miss_cycles,
+                        "source": src.get(f"tlbs[{i}]", "")} for i, t in enumerate(m.tlbs)]
     if m.calls:
         out["calls"] = {name: {"latency": cost.latency, "recip_throughput": cost.recip_throughput,
                                "source": src.get(f"calls.{name}", "")} for name, cost in m.calls.items()}
@@ -357,11 +405,13 @@ def _toml_value(value: Any) -> str:
 
 def dumps_toml(data: dict) -> str:
     """Write a machine dict as TOML; hand-written because the stdlib only reads TOML and the
-    schema needs just scalars, one array of tables and one level of sub-tables."""
+    schema needs just scalars, two arrays of tables and one level of sub-tables."""
     scalars = [f"{k} = {_toml_value(v)}" for k, v in data.items() if not isinstance(v, (dict, list))]
     lines = scalars + [""]
     for cache in data.get("caches", []):
         lines += ["[[caches]]"] + [f"{k} = {_toml_value(v)}" for k, v in cache.items()] + [""]
+    for tlb in data.get("tlbs", []):
+        lines += ["[[tlbs]]"] + [f"{k} = {_toml_value(v)}" for k, v in tlb.items()] + [""]
     if "ram" in data:
         lines += ["[ram]"] + [f"{k} = {_toml_value(v)}" for k, v in data["ram"].items()] + [""]
     for op, entry in data.get("ops", {}).items():

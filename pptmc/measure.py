@@ -155,7 +155,9 @@ def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, m
         hits = simulated_hit_rates(result.trace_path, result.profiles_dir, machine, threads)
     else:
         hits = result.hit_rates[result.hit_rates["machine"] == machine.name]
-    return (predict_table(machine, hits, result.trace_path, layout=layout, contention=contention, cpu_form=cpu_form)
+    tlb = None if result.tlb_rates is None else result.tlb_rates[result.tlb_rates["machine"] == machine.name]
+    return (predict_table(machine, hits, result.trace_path, tlb=tlb, layout=layout, contention=contention,
+                          cpu_form=cpu_form)
             .assign(benchmark=bench.name))
 
 

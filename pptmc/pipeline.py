@@ -53,6 +53,7 @@ class PipelineResult:
     profiles_dir: Path
     n_accesses: int
     timings: dict[str, float] = field(default_factory=dict)
+    tlb_rates: pd.DataFrame | None = None   # cores, level, miss_rate, accesses, machine (machines with [[tlbs]])
 
 
 def _noop(_: str) -> None:
@@ -157,9 +158,36 @@ def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress) -> Path:
     return out
 
 
+def page_profile_step(cfg: PipelineConfig, trace: Path, page_bytes: int, progress: Progress) -> Path:
+    """Private reuse profiles at page granularity, for the TLB levels of the machines (cached)."""
+    from analysis.tlb import page_profiles
+
+    out = cfg.workdir / f"page_profiles_{page_bytes}"
+    params = {"cores": cfg.cores, "mode": cfg.mode, "interleave": cfg.interleave, "seed": cfg.seed,
+              "page": page_bytes, "code": code_digest("analysis")}
+    key = step_key([trace], params)
+    stamp = out / ".key"
+    if not is_fresh(stamp, key, [out]):
+        progress(f"profile pages of {page_bytes} B (TLB)")
+        page_profiles(trace, cfg.cores, page_bytes, cfg.mode, cfg.interleave, cfg.seed).save(out)
+        mark_done(stamp, key)
+    return out
+
+
+def tlb_rates_for(cfg: PipelineConfig, machine, trace: Path, progress: Progress) -> pd.DataFrame | None:
+    """The machine's TLB miss rates per core count, or None when its file has no [[tlbs]]."""
+    from analysis.profiles import ProfileSet
+    from analysis.tlb import page_sizes, tlb_miss_rates
+
+    if not machine.tlbs:
+        return None
+    sets = {page: ProfileSet.load(page_profile_step(cfg, trace, page, progress)) for page in page_sizes(machine)}
+    return tlb_miss_rates(sets, machine)
+
+
 def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: Path,
-                 progress: Progress) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Hit rates and runtimes on every requested machine."""
+                 progress: Progress) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
+    """Hit rates, runtimes and TLB miss rates (None if no machine has TLB levels) on every requested machine."""
     from analysis.hitrates import predict_hit_rates
     from analysis.profiles import ProfileSet
     from analysis.runtime_model import predict_table
@@ -167,15 +195,19 @@ def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: P
 
     progress("predict")
     profiles = ProfileSet.load(profiles_dir)
-    hit_frames, runtime_frames = [], []
+    hit_frames, runtime_frames, tlb_frames = [], [], []
     for name in cfg.machines:
         machine = load_machine(name)
         hits = predict_hit_rates(profiles, machine)
         hit_frames.append(hits.assign(machine=machine.name))
-        runtimes = predict_table(machine, hits, trace, binary, layout=cfg.layout, contention=cfg.contention,
-                                 cpu_form=cfg.cpu_form)
+        tlb = tlb_rates_for(cfg, machine, trace, progress)
+        if tlb is not None:
+            tlb_frames.append(tlb.assign(machine=machine.name))
+        runtimes = predict_table(machine, hits, trace, binary, tlb=tlb, layout=cfg.layout,
+                                 contention=cfg.contention, cpu_form=cfg.cpu_form)
         runtime_frames.append(runtimes.assign(machine=machine.name))
-    return pd.concat(hit_frames, ignore_index=True), pd.concat(runtime_frames, ignore_index=True)
+    tlb_rates = pd.concat(tlb_frames, ignore_index=True) if tlb_frames else None
+    return pd.concat(hit_frames, ignore_index=True), pd.concat(runtime_frames, ignore_index=True), tlb_rates
 
 
 def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineResult:
@@ -192,10 +224,12 @@ def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineRes
     binary = timed("instrument", instrument_step, cfg, translated, progress)
     trace = timed("trace", trace_step, cfg, binary, progress)
     profiles_dir = timed("profile", profile_step, cfg, trace, progress)
-    hits, runtimes = timed("predict", predict_step, cfg, profiles_dir, trace, binary, progress)
+    hits, runtimes, tlb_rates = timed("predict", predict_step, cfg, profiles_dir, trace, binary, progress)
     write_table(hits, cfg.workdir / "hit_rates.csv")
     write_table(runtimes, cfg.workdir / "runtimes.csv")
+    if tlb_rates is not None:
+        write_table(tlb_rates, cfg.workdir / "tlb_miss_rates.csv")
     import instrument
 
     n_accesses = instrument.open_trace(trace).info.n_accesses
-    return PipelineResult(cfg.source.stem, hits, runtimes, trace, profiles_dir, n_accesses, timings)
+    return PipelineResult(cfg.source.stem, hits, runtimes, trace, profiles_dir, n_accesses, timings, tlb_rates)

@@ -201,3 +201,40 @@ def test_core_window_table_is_optional_and_checked():
     data["core"] = {"reorder_window_ops": -3, "source": "x"}
     with pytest.raises(InputError, match=r"core\.reorder_window_ops"):
         machines.validate_machine_dict(data, "bad.toml")
+
+
+def _tlbs() -> list[dict]:
+    return [{"name": "DTLB", "entries": 64, "associativity": 4, "page_bytes": 4096, "miss_cycles": 0.5,
+             "source": "tlb.c"},
+            {"name": "STLB", "entries": 2048, "associativity": 0, "page_bytes": 4096, "miss_cycles": 24.0,
+             "source": "tlb.c"}]
+
+
+def test_tlbs_are_optional_and_round_trip():
+    assert machines.load_machine("haswell-i7-5960x").tlbs == ()
+    data = _base()
+    data["tlbs"] = _tlbs()
+    m = machines.validate_machine_dict(data, "t.toml")
+    assert [(t.name, t.entries, t.associativity, t.miss_cycles) for t in m.tlbs] == [
+        ("DTLB", 64, 4, 0.5), ("STLB", 2048, 0, 24.0)]
+    assert m.sources["tlbs[1]"] == "tlb.c"
+    assert machines.validate_machine_dict(tomllib.loads(dumps_toml(machines.machine_to_dict(m))), "t") == m
+
+
+TLB_BAD = [
+    (lambda t: t[0].pop("entries"), "tlbs[0].entries: missing"),
+    (lambda t: t[1].update(page_bytes=5000), "tlbs[1].page_bytes: must be a power of two"),
+    (lambda t: t[0].update(associativity=5), "tlbs[0].associativity: 64 entries do not divide into 5 ways"),
+    (lambda t: t[1].update(miss_cycles=-1), "tlbs[1].miss_cycles: must not be negative"),
+    (lambda t: t[1].update(name="DTLB"), "level name 'DTLB' appears more than once"),
+    (lambda t: t[0].update(ways=4), "tlbs[0].ways: unknown field"),
+]
+
+
+@pytest.mark.parametrize("edit,message", TLB_BAD, ids=[m for _, m in TLB_BAD])
+def test_tlb_errors_name_the_field(edit, message):
+    data = _base()
+    data["tlbs"] = _tlbs()
+    edit(data["tlbs"])
+    with pytest.raises(InputError, match=message.replace(".", r"\.").replace("[", r"\[").replace("]", r"\]")):
+        machines.validate_machine_dict(data, "bad.toml")
