@@ -14,8 +14,8 @@ from pptmc.args import parse_counts
 from pptmc.errors import InputError
 from pptmc.io import write_json, write_table
 
-_TIMES = (("t_mem_s", "T_mem[s]"), ("t_cpu_s", "T_CPU[s]"), ("contention_s", "contention[s]"),
-          ("t_overhead_s", "overhead[s]"), ("runtime_s", "runtime[s]"))
+_TIMES = (("t_mem_s", "T_mem[s]"), ("t_cpu_s", "T_CPU[s]"), ("t_tlb_s", "T_TLB[s]"),
+          ("contention_s", "contention[s]"), ("t_overhead_s", "overhead[s]"), ("runtime_s", "runtime[s]"))
 
 
 def parse_cores(text: str) -> list[int]:
@@ -37,6 +37,16 @@ def hit_rates_for(args: argparse.Namespace, machine: Machine, cores: list[int]):
 
     profiles = compute_profiles(args.trace, cores, line_size=machine.line_bytes, seed=args.seed)
     return predict_hit_rates(profiles, machine)
+
+
+def tlb_rates_for(args: argparse.Namespace, machine: Machine, cores: list[int]):
+    """TLB miss rates per core count from page-granular profiles of the trace (None: no [[tlbs]])."""
+    if not machine.tlbs:
+        return None
+    from analysis.tlb import miss_rates_by_cores, page_profiles, page_sizes, tlb_miss_rates
+
+    sets = {page: page_profiles(args.trace, cores, page, seed=args.seed) for page in page_sizes(machine)}
+    return miss_rates_by_cores(tlb_miss_rates(sets, machine))
 
 
 def format_table(preds: Sequence[RuntimePrediction]) -> str:
@@ -61,7 +71,8 @@ def run_predict(args: argparse.Namespace) -> int:
                          f"{','.join(map(str, too_many))}")
     rates = local_rates_by_cores(hit_rates_for(args, machine, cores))
     facts = region_facts(Path(args.trace), Path(args.binary) if args.binary else None)
-    preds = predict_many(machine, cores, rates, facts, block_bytes=args.block_bytes, gap_bytes=args.gap_bytes,
+    preds = predict_many(machine, cores, rates, facts, tlb_rates_for(args, machine, cores),
+                         block_bytes=args.block_bytes, gap_bytes=args.gap_bytes,
                          layout=args.layout, cpu_form=args.cpu_form, contention=args.contention)
     rows = [p.as_row() for p in preds]
     if args.output:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import OrderedDict
 
 import numpy as np
@@ -112,7 +113,7 @@ int main(void)
 """
 
 
-def test_pipeline_charges_a_column_walk_its_tlb_misses(tmp_path):
+def test_pipeline_charges_a_column_walk_its_tlb_misses(tmp_path, capsys):
     """End to end: a column walk over 128 rows of 2 pages misses a 16-entry DTLB on nearly every access
     (it returns to a page only after touching 127 others), and the prediction carries the term."""
     import machines
@@ -136,3 +137,9 @@ def test_pipeline_charges_a_column_walk_its_tlb_misses(tmp_path):
     assert (tlb.miss_rate > 0.99).all()
     one = runtimes[runtimes.cores == 1].iloc[0]
     assert one.t_tlb_s == pytest.approx(64 * 128 * 1.0 / (data["frequency_ghz"] * 1e9), rel=0.02)
+    # `pptmc predict` on the same trace computes the same term
+    capsys.readouterr()
+    assert cli.run(["predict", str(out / "trace" / "colwalk.pptrace"), "--machine", str(machine_file),
+                    "--cores", "1", "--layout", "pipelined", "--cpu-form", "critical-path", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["t_tlb_s"] == pytest.approx(one.t_tlb_s)
