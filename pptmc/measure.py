@@ -163,12 +163,13 @@ def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, m
 
 def simulated_hit_rates(trace: Path, profiles_dir: Path, machine: Machine, threads: Sequence[int]) -> pd.DataFrame:
     """Per-level hit rates from the LRU simulator on the private/shared traces the profiles were made
-    from (same mode, interleaving and seed), every level seeing every access as SDCM assumes, so the
-    two differ only where sets do (and in coherence misses, which this simulation does not count)."""
+    from (same mode, interleaving and seed): hierarchical (a level sees the misses above it), with
+    write-invalidate coherence between the private levels when the profiles model it."""
     from analysis.cachesim import simulate_like
     from analysis.profiles import ProfileSet
 
-    return simulate_like(trace, machine, ProfileSet.load(profiles_dir), list(threads))
+    ps = ProfileSet.load(profiles_dir)
+    return simulate_like(trace, machine, ps, list(threads), hierarchical=True, coherent=ps.coherence)
 
 
 def validate_runtimes(benches, size: str, threads: tuple[int, ...], workdir: Path, machine: Machine,
