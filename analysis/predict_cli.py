@@ -49,6 +49,15 @@ def tlb_rates_for(args: argparse.Namespace, machine: Machine, cores: list[int]):
     return miss_rates_by_cores(tlb_miss_rates(sets, machine))
 
 
+def new_line_stores_for(args: argparse.Namespace, machine: Machine) -> dict[int, float] | None:
+    """Per block, stores to another line than the store before them, when the machine prices those."""
+    if not machine.store_new_line_cycles:
+        return None
+    from analysis.store_lines import new_line_by_block, store_line_table
+
+    return new_line_by_block(store_line_table(Path(args.trace), machine.line_bytes))
+
+
 def format_table(preds: Sequence[RuntimePrediction]) -> str:
     """Fixed-width text table: cores, local/cumulative hit rate per level, times."""
     levels = list(preds[0].local_hit_rates) if preds else []
@@ -70,7 +79,8 @@ def run_predict(args: argparse.Namespace) -> int:
         raise InputError(f"--cores {args.cores}: {machine.name} has {machine.cores} cores; drop "
                          f"{','.join(map(str, too_many))}")
     rates = local_rates_by_cores(hit_rates_for(args, machine, cores))
-    facts = region_facts(Path(args.trace), Path(args.binary) if args.binary else None)
+    facts = region_facts(Path(args.trace), Path(args.binary) if args.binary else None,
+                         new_line_stores_for(args, machine))
     preds = predict_many(machine, cores, rates, facts, tlb_rates_for(args, machine, cores),
                          block_bytes=args.block_bytes, gap_bytes=args.gap_bytes,
                          layout=args.layout, cpu_form=args.cpu_form, contention=args.contention)

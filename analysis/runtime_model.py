@@ -84,6 +84,9 @@ class BlockWork:
     # operations executed per entry into the (self-looping) block by its innermost enclosing loop,
     # the block's own trip x ops included (block_work, from the CFG); 0 = unknown, take trip x ops
     span_ops: float = 0.0
+    # stores per execution that write another cache line than the store before them in program order
+    # (store_lines.py); they cannot pair with it when the L1 commits stores; 0 = unknown, all pair
+    new_line_stores: float = 0.0
 
     @property
     def op_total(self) -> float:
@@ -257,9 +260,20 @@ def block_core_cycles(blk: BlockWork, machine: Machine) -> float:
     mix = op_counts_from_blocks({0: blk.ops}, {0: 1})
     fp = sum(getattr(mix, c) * machine.ops[c].recip_throughput for c in _FP_CLASSES)
     integer = sum(getattr(mix, c) * machine.ops[c].recip_throughput for c in _INT_CLASSES)
-    ports = mix.load * machine.ops["load"].recip_throughput + mix.store * machine.ops["store"].recip_throughput
+    ports = mix.load * machine.ops["load"].recip_throughput + store_cycles(mix.store, blk.new_line_stores, machine)
     chain = sum(n * _op_latency(machine, cls) for cls, n in blk.chain.items()) / chain_overlap(blk, machine)
     return max(chain, fp, integer, ports) + library_call_cycles(blk.calls, machine)
+
+
+def store_cycles(stores: float, new_line: float, machine: Machine) -> float:
+    """Load/store-port cycles of a block's stores: `ops.store` each, and the machine's new-line cost
+    ([core] store_new_line_cycles, measured) for those writing another line than the store before them
+    (a core commits two stores in a cycle only to one line: 0.6 against 1.0 cycles per store measured on
+    Golden Cove). Without the figure every store costs `ops.store`."""
+    same = machine.ops["store"].recip_throughput
+    new = machine.store_new_line_cycles or same
+    new_line = min(max(new_line, 0.0), stores)
+    return (stores - new_line) * same + new_line * new
 
 
 def chain_overlap(blk: BlockWork, machine: Machine) -> float:
@@ -448,7 +462,8 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     if dram_bytes is None:
         dram_bytes = dram_traffic_bytes(mem_accesses, rates.local, machine.line_bytes, ops.store_fraction)
     overhead = overhead_seconds(machine, cores, regions, barriers)
-    t_tlb = per_core * tlb_cycles_per_access(machine, tlb_miss_rates or {})
+    # loads only: a store's translation miss costs nothing measurable (tlb.c, machines/SCHEMA.md)
+    t_tlb = ops.load * share * tlb_cycles_per_access(machine, tlb_miss_rates or {})
     pred = _assemble(machine, cores, share, rates, delta, beta, contiguous, noncontiguous, t_mem, t_cpu,
                      layout, cpu_form, dram_bytes, overhead, contention, t_tlb)
     return replace(pred, uncosted_calls=uncosted_calls(blocks, machine))
@@ -552,8 +567,10 @@ def _block_ops(table: Any) -> dict[int, Mapping[str, float]]:
     return out
 
 
-def region_facts(trace: Path, binary: Path | None = None) -> RegionFacts:
-    """Operation counts, access counts and loop schedules of the traced regions."""
+def region_facts(trace: Path, binary: Path | None = None,
+                 new_line_stores: Mapping[int, float] | None = None) -> RegionFacts:
+    """Operation counts, access counts and loop schedules of the traced regions (with the blocks'
+    unpaired stores when given, analysis/store_lines.py)."""
     import instrument  # lazy: the formulas above need no tracer
 
     info = instrument.open_trace(trace).info
@@ -566,7 +583,7 @@ def region_facts(trace: Path, binary: Path | None = None) -> RegionFacts:
     return RegionFacts(ops=ops, mem_accesses=float(info.n_accesses), mem_bytes=float(mem_bytes),
                        loops=tuple(info.loops), regions=region_count(getattr(info, "blocks", {}), info.block_counts),
                        blocks=block_work(table, info.block_counts, getattr(info, "edge_counts", {}),
-                                         _enclosing_loops(binary)),
+                                         _enclosing_loops(binary), new_line_stores),
                        explicit_barriers=_executed(table, info.block_counts, "barriers"),
                        nowait=_executed(table, info.block_counts, "nowait"))
 
@@ -585,14 +602,17 @@ def _enclosing_loops(binary: Path) -> dict[int, frozenset[int]]:
 
 def block_work(table: Any, block_counts: Mapping[int, int],
                edge_counts: Mapping[tuple[int, int], int] | None = None,
-               loops: Mapping[int, frozenset[int]] | None = None) -> tuple[BlockWork, ...]:
+               loops: Mapping[int, frozenset[int]] | None = None,
+               new_line_stores: Mapping[int, float] | None = None) -> tuple[BlockWork, ...]:
     """The executed blocks of a block table with their mixes, loop-carried chains and, from the
     edge counts, the mean executions per entry of self-looping blocks; with `loops` (block ->
-    innermost enclosing loop body, bbcounts.enclosing_loops) also their span_ops."""
+    innermost enclosing loop body, bbcounts.enclosing_loops) also their span_ops; with
+    `new_line_stores` (block -> per execution, store_lines.py) their unpaired stores."""
     entries = getattr(table, "blocks", table)
     edges = edge_counts or {}
+    unpaired = new_line_stores or {}
     work = {b: BlockWork(float(block_counts[b]), entry.ops, getattr(entry, "chain", {}), getattr(entry, "calls", {}),
-                         _trip(block_counts[b], edges.get((b, b), 0)))
+                         _trip(block_counts[b], edges.get((b, b), 0)), new_line_stores=unpaired.get(b, 0.0))
             for b, entry in sorted(entries.items()) if block_counts.get(b)}
     for b, blk in work.items():
         body = (loops or {}).get(b)
@@ -644,19 +664,23 @@ def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Map
     return out
 
 
-def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = None, tlb=None, **model_args: Any):
+def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = None, tlb=None, store_lines=None,
+                  **model_args: Any):
     """DataFrame of RuntimePrediction rows for every core count in `hits` up to the machine's cores.
 
     Core counts above `machine.cores` are left out (a multi-machine run asks for 16 cores on an
     8-core part); `predict_runtime` itself refuses them. `tlb`: a TLB miss-rate table
-    (analysis/tlb.py) or None for no TLB term.
+    (analysis/tlb.py) or None for no TLB term; `store_lines`: a store-line table
+    (analysis/store_lines.py) or None, every store then pairing.
     """
     import pandas as pd
 
+    from analysis.store_lines import new_line_by_block
     from analysis.tlb import miss_rates_by_cores
 
     rates = local_rates_by_cores(hits)
     cores = [c for c in sorted(rates) if c <= machine.cores]
     tlb_rates = miss_rates_by_cores(tlb) if tlb is not None and machine.tlbs else None
-    preds = predict_many(machine, cores, rates, region_facts(Path(trace), binary), tlb_rates, **model_args)
+    facts = region_facts(Path(trace), binary, new_line_by_block(store_lines))
+    preds = predict_many(machine, cores, rates, facts, tlb_rates, **model_args)
     return pd.DataFrame([p.as_row() for p in preds])

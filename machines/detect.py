@@ -3,7 +3,8 @@
 The C microbenchmarks in machines/microbench/ are compiled with clang-19 -O2 and run once each:
 ops.c (latency: dependent chains; throughput: independent chains), chase.c (pointer-chasing
 latency per working-set size), lines.c (lines per second each level delivers) and stream.c
-(OpenMP read bandwidth from RAM), tlb.c (cost of touching more pages than the TLBs map). Times come back in ns and
+(OpenMP read bandwidth from RAM), tlb.c (cost of touching more pages than the TLBs map), stores.c
+(stores that cannot pair in one line). Times come back in ns and
 become cycles with the frequency measured by the dependent integer-add chain (1 cycle per add).
 """
 from __future__ import annotations
@@ -347,6 +348,23 @@ def measure_tlb(workdir: Path, ghz: float, line_bytes: int, effort: Effort, prog
     return levels
 
 
+def measure_stores(workdir: Path, ghz: float, line_bytes: int, effort: Effort, progress: Progress) -> dict:
+    """Cycles per store into L1 when each store writes another line than the one before (stores.c)."""
+    progress("compiling and running stores.c (stores to the same or to another line)")
+    res = _run(_compile("stores.c", workdir / "stores", []), line_bytes, max(1_000_000, effort.op_iterations * 20))
+    return {"store_new_line_cycles": round(res["new_line_ns"] * ghz, 3),
+            "source": f"stores.c on this host: independent stores into L1, each to another line "
+                      f"({res['new_line_ns']:.4f} ns) against along one line ({res['same_line_ns']:.4f} ns)"}
+
+
+def core_table(window: dict, stores: dict) -> dict:
+    """The [core] table from the window and store figures (either may be missing), one source."""
+    figures = {k: v for part in (window, stores) for k, v in part.items() if k != "source"}
+    if not figures:
+        return {}
+    return {**figures, "source": "; ".join(part["source"] for part in (window, stores) if part)}
+
+
 WINDOW_OPS_PER_ITERATION = 6  # window.c's loop: load, fdiv, fadd, index add, compare, branch
 
 
@@ -387,7 +405,8 @@ def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
         levels, ram = measure_memory(Path(tmp), caches, cores, ghz, ops["load"]["recip_throughput"], effort, say)
         parallel = measure_parallel(Path(tmp), cores, effort, say)
         calls = measure_calls(Path(tmp), ghz, effort, say)
-        core = measure_window(Path(tmp), effort, say)
+        core = core_table(measure_window(Path(tmp), effort, say),
+                          measure_stores(Path(tmp), ghz, caches[0].line_bytes, effort, say))
         tlbs = measure_tlb(Path(tmp), ghz, caches[0].line_bytes, effort, say)
     nominal = cpuinfo_mhz()
     data = {"schema_version": SCHEMA_VERSION, "name": f"host-{platform.node() or 'unknown'}",

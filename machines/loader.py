@@ -215,17 +215,23 @@ def _check_calls(chk: _Checker, data: dict) -> dict[str, OpCost]:
     return out
 
 
-def _check_core(chk: _Checker, data: dict) -> float:
-    """The optional [core] table: the out-of-order window past a stalled chain (0 when absent)."""
+_CORE_FIGURES = ("reorder_window_ops", "store_new_line_cycles")
+
+
+def _check_core(chk: _Checker, data: dict) -> tuple[float, float]:
+    """The optional [core] table: (out-of-order window past a stalled chain, cost of a store to
+    another line than the store before it); each figure optional, 0 when absent."""
     if "core" not in data:
-        return 0.0
+        return 0.0, 0.0
     core = chk.table(data["core"], "core")
     if core is None:
-        return 0.0
-    chk.unknown(core, {"reorder_window_ops", "source"}, "core.")
-    window = chk.get(core, "reorder_window_ops", "core.", "number", positive=True)
+        return 0.0, 0.0
+    chk.unknown(core, {*_CORE_FIGURES, "source"}, "core.")
     chk.get(core, "source", "core.", "str")
-    return float(window or 0.0)
+    if not any(key in core for key in _CORE_FIGURES):
+        chk.fail("core", f"needs at least one of {', '.join(_CORE_FIGURES)}")
+    values = [chk.get(core, key, "core.", "number", positive=True) if key in core else 0.0 for key in _CORE_FIGURES]
+    return float(values[0] or 0.0), float(values[1] or 0.0)
 
 
 def _check_tlb(chk: _Checker, raw: Any, i: int) -> TlbLevel | None:
@@ -318,7 +324,7 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
     ops = _check_ops(chk, data)
     parallel = _check_parallel(chk, data)
     calls = _check_calls(chk, data)
-    window = _check_core(chk, data)
+    window, store_new_line = _check_core(chk, data)
     tlbs = _check_tlbs(chk, data)
     if chk.errors:
         raise InputError(f"{source}: invalid machine file: " + "; ".join(chk.errors)
@@ -326,7 +332,7 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
     return Machine(name=name, description=description, cores=cores, frequency_ghz=float(freq),
                    caches=caches, ram=ram, bus_width_bytes=bus, simd_width_bits=simd, ops=ops,
                    sources=_collect_sources(data), schema_version=version, parallel=parallel,
-                   calls=calls, reorder_window_ops=window, tlbs=tlbs)
+                   calls=calls, reorder_window_ops=window, store_new_line_cycles=store_new_line, tlbs=tlbs)
 
 
 def machine_to_dict(m: Machine) -> dict:
@@ -347,8 +353,9 @@ def machine_to_dict(m: Machine) -> dict:
     if "parallel" in src or m.parallel != Parallel():  # optional table: written only when the file had one
         out["parallel"] = {"fork_join_ns": m.parallel.fork_join_ns, "barrier_ns": m.parallel.barrier_ns,
                            "source": src.get("parallel", "")}
-    if m.reorder_window_ops:
-        out["core"] = {"reorder_window_ops": m.reorder_window_ops, "source": src.get("core", "")}
+    core = {k: getattr(m, k) for k in _CORE_FIGURES if getattr(m, k)}
+    if core:
+        out["core"] = {**core, "source": src.get("core", "")}
     if m.tlbs:
         out["tlbs"] = [{"name": t.name, "entries": t.entries, "associativity": t.associativity,
                         "page_bytes": t.page_bytes, "miss_cycles": t.miss_cycles,

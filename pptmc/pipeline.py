@@ -54,6 +54,7 @@ class PipelineResult:
     n_accesses: int
     timings: dict[str, float] = field(default_factory=dict)
     tlb_rates: pd.DataFrame | None = None   # cores, level, miss_rate, accesses, machine (machines with [[tlbs]])
+    store_lines: pd.DataFrame | None = None  # analysis/store_lines.py table, when a machine prices it
 
 
 def _noop(_: str) -> None:
@@ -174,6 +175,20 @@ def page_profile_step(cfg: PipelineConfig, trace: Path, page_bytes: int, progres
     return out
 
 
+def store_line_step(cfg: PipelineConfig, trace: Path, progress: Progress) -> pd.DataFrame:
+    """Per block, the stores that write another line than the store before them (cached)."""
+    from analysis.store_lines import store_line_table
+
+    out = cfg.workdir / "store_lines" / "store_lines.csv"
+    key = step_key([trace], {"line": cfg.line_size, "code": code_digest("analysis")})
+    stamp = out.parent / ".key"
+    if not is_fresh(stamp, key, [out]):
+        progress("count stores to new lines")
+        write_table(store_line_table(trace, cfg.line_size), out)
+        mark_done(stamp, key)
+    return pd.read_csv(out)
+
+
 def tlb_rates_for(cfg: PipelineConfig, machine, trace: Path, progress: Progress) -> pd.DataFrame | None:
     """The machine's TLB miss rates per core count, or None when its file has no [[tlbs]]."""
     from analysis.profiles import ProfileSet
@@ -185,9 +200,19 @@ def tlb_rates_for(cfg: PipelineConfig, machine, trace: Path, progress: Progress)
     return tlb_miss_rates(sets, machine)
 
 
+@dataclass
+class Predictions:
+    """What predict_step returns: tables per machine, plus the trace facts some machines need."""
+
+    hit_rates: pd.DataFrame
+    runtimes: pd.DataFrame
+    tlb_rates: pd.DataFrame | None = None     # machines with [[tlbs]] only
+    store_lines: pd.DataFrame | None = None   # when a machine prices stores to new lines
+
+
 def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: Path,
-                 progress: Progress) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
-    """Hit rates, runtimes and TLB miss rates (None if no machine has TLB levels) on every requested machine."""
+                 progress: Progress) -> Predictions:
+    """Hit rates, runtimes and the TLB and store-line facts on every requested machine."""
     from analysis.hitrates import predict_hit_rates
     from analysis.profiles import ProfileSet
     from analysis.runtime_model import predict_table
@@ -195,19 +220,21 @@ def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: P
 
     progress("predict")
     profiles = ProfileSet.load(profiles_dir)
+    machines = [load_machine(name) for name in cfg.machines]
+    store_lines = (store_line_step(cfg, trace, progress) if any(m.store_new_line_cycles for m in machines)
+                   else None)
     hit_frames, runtime_frames, tlb_frames = [], [], []
-    for name in cfg.machines:
-        machine = load_machine(name)
+    for machine in machines:
         hits = predict_hit_rates(profiles, machine)
         hit_frames.append(hits.assign(machine=machine.name))
         tlb = tlb_rates_for(cfg, machine, trace, progress)
         if tlb is not None:
             tlb_frames.append(tlb.assign(machine=machine.name))
-        runtimes = predict_table(machine, hits, trace, binary, tlb=tlb, layout=cfg.layout,
-                                 contention=cfg.contention, cpu_form=cfg.cpu_form)
+        runtimes = predict_table(machine, hits, trace, binary, tlb=tlb, store_lines=store_lines,
+                                 layout=cfg.layout, contention=cfg.contention, cpu_form=cfg.cpu_form)
         runtime_frames.append(runtimes.assign(machine=machine.name))
-    tlb_rates = pd.concat(tlb_frames, ignore_index=True) if tlb_frames else None
-    return pd.concat(hit_frames, ignore_index=True), pd.concat(runtime_frames, ignore_index=True), tlb_rates
+    return Predictions(pd.concat(hit_frames, ignore_index=True), pd.concat(runtime_frames, ignore_index=True),
+                       pd.concat(tlb_frames, ignore_index=True) if tlb_frames else None, store_lines)
 
 
 def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineResult:
@@ -224,12 +251,13 @@ def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineRes
     binary = timed("instrument", instrument_step, cfg, translated, progress)
     trace = timed("trace", trace_step, cfg, binary, progress)
     profiles_dir = timed("profile", profile_step, cfg, trace, progress)
-    hits, runtimes, tlb_rates = timed("predict", predict_step, cfg, profiles_dir, trace, binary, progress)
-    write_table(hits, cfg.workdir / "hit_rates.csv")
-    write_table(runtimes, cfg.workdir / "runtimes.csv")
-    if tlb_rates is not None:
-        write_table(tlb_rates, cfg.workdir / "tlb_miss_rates.csv")
+    pred = timed("predict", predict_step, cfg, profiles_dir, trace, binary, progress)
+    write_table(pred.hit_rates, cfg.workdir / "hit_rates.csv")
+    write_table(pred.runtimes, cfg.workdir / "runtimes.csv")
+    if pred.tlb_rates is not None:
+        write_table(pred.tlb_rates, cfg.workdir / "tlb_miss_rates.csv")
     import instrument
 
     n_accesses = instrument.open_trace(trace).info.n_accesses
-    return PipelineResult(cfg.source.stem, hits, runtimes, trace, profiles_dir, n_accesses, timings, tlb_rates)
+    return PipelineResult(cfg.source.stem, pred.hit_rates, pred.runtimes, trace, profiles_dir, n_accesses, timings,
+                          pred.tlb_rates, pred.store_lines)

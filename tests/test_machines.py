@@ -238,3 +238,17 @@ def test_tlb_errors_name_the_field(edit, message):
     edit(data["tlbs"])
     with pytest.raises(InputError, match=message.replace(".", r"\.").replace("[", r"\[").replace("]", r"\]")):
         machines.validate_machine_dict(data, "bad.toml")
+
+
+def test_core_store_new_line_figure_is_optional_and_checked():
+    data = _base()
+    data["core"] = {"store_new_line_cycles": 1.03, "source": "stores.c"}
+    m = machines.validate_machine_dict(data, "s.toml")
+    assert m.store_new_line_cycles == 1.03 and m.reorder_window_ops == 0.0
+    assert machines.validate_machine_dict(tomllib.loads(dumps_toml(machines.machine_to_dict(m))), "t") == m
+    data["core"] = {"source": "x"}
+    with pytest.raises(InputError, match="core: needs at least one of"):
+        machines.validate_machine_dict(data, "bad.toml")
+    data["core"] = {"store_new_line_cycles": 0, "source": "x"}
+    with pytest.raises(InputError, match=r"core\.store_new_line_cycles: must be positive"):
+        machines.validate_machine_dict(data, "bad.toml")

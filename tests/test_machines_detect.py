@@ -135,3 +135,11 @@ def test_tlb_microbenchmark_finds_a_reach_on_this_host(tmp_path):
     levels = detect.measure_tlb(tmp_path, 1.0, 64, detect.QUICK, lambda _m: None)
     assert levels and levels[0]["name"] == "DTLB"
     assert 8 <= levels[0]["entries"] < 768 and levels[0]["miss_cycles"] > 0
+
+
+def test_stores_microbenchmark_and_core_table(tmp_path):
+    got = detect.measure_stores(tmp_path, 1.0, 64, detect.QUICK, lambda _m: None)
+    assert got["store_new_line_cycles"] > 0 and "stores.c" in got["source"]
+    table = detect.core_table({"reorder_window_ops": 240, "source": "window.c"}, got)
+    assert table["reorder_window_ops"] == 240 and "window.c" in table["source"] and "stores.c" in table["source"]
+    assert detect.core_table({}, {}) == {}
