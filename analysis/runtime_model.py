@@ -157,6 +157,7 @@ class RuntimePrediction:
     contention_s: float              # max(0, t_dram - (t_mem + t_cpu))
     t_overhead_s: float              # fork/join and barriers (0 on one core or without [parallel])
     t_tlb_s: float                   # data TLB misses x their cost (0 without [[tlbs]] or miss rates)
+    t_coherence_s: float             # coherence misses x what a transfer costs beyond the level charged
     runtime_s: float                 # Eq. 4 plus T_TLB, with the contention floor, plus the overhead
     uncosted_calls: float = 0.0      # library calls executed (whole region) that the machine file does not price
 
@@ -425,7 +426,8 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
                     cpu_form: str = "throughput", work_share: float | None = None, regions: float = 0.0,
                     barriers: float = 0.0, contention: str = "roofline",
                     blocks: Sequence[BlockWork] = (),
-                    tlb_miss_rates: Mapping[str, float] | None = None) -> RuntimePrediction:
+                    tlb_miss_rates: Mapping[str, float] | None = None,
+                    coherence_miss_rate: float = 0.0) -> RuntimePrediction:
     """Predict the region's runtime on `cores` cores (Eq. 4-7, the DRAM contention floor, the overhead).
 
     `ops`, `mem_accesses`, `mem_bytes` and `dram_bytes` count the whole region (all cores).
@@ -434,7 +436,8 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     `regions` and `barriers` the parallel regions and barriers executed (for the overhead term);
     `contention` the DRAM model: "roofline" floor or "queuing" network; `blocks` the executed
     blocks (whole-region counts) for cpu_form="critical-path" (without them it is the throughput form);
-    `tlb_miss_rates` the fraction of accesses missing each of the machine's TLB levels (analysis/tlb.py).
+    `tlb_miss_rates` the fraction of accesses missing each of the machine's TLB levels (analysis/tlb.py);
+    `coherence_miss_rate` the fraction of accesses that are coherence misses (hitrates.coherence_miss_rates).
     """
     _check_args(machine, cores, layout, cpu_form, mem_accesses, mem_bytes)
     if contention not in CONTENTIONS:
@@ -464,9 +467,25 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     overhead = overhead_seconds(machine, cores, regions, barriers)
     # loads only: a store's translation miss costs nothing measurable (tlb.c, machines/SCHEMA.md)
     t_tlb = ops.load * share * tlb_cycles_per_access(machine, tlb_miss_rates or {})
+    t_coherence = per_core * coherence_miss_rate * transfer_extra_cycles(machine)
     pred = _assemble(machine, cores, share, rates, delta, beta, contiguous, noncontiguous, t_mem, t_cpu,
-                     layout, cpu_form, dram_bytes, overhead, contention, t_tlb)
+                     layout, cpu_form, dram_bytes, overhead, contention, t_tlb, t_coherence)
     return replace(pred, uncosted_calls=uncosted_calls(blocks, machine))
+
+
+def transfer_extra_cycles(machine: Machine) -> float:
+    """What a coherence miss costs beyond the price T_mem already gives it.
+
+    The profiles count a coherence miss as a miss in every private level; the shared trace keeps one
+    copy of each line, so the first shared level (RAM without one) serves it at that level's reciprocal
+    throughput. A line modified in another core's cache moves at the machine's measured transfer cost
+    instead ([coherence] transfer_cycles, transfer.c); without the figure there is no correction.
+    """
+    if not machine.transfer_cycles:
+        return 0.0
+    shared = [c for c in machine.caches if c.shared]
+    charged = shared[0].recip_throughput_cycles if shared else ram_costs_cycles(machine)[1]
+    return machine.transfer_cycles - charged
 
 
 def tlb_cycles_per_access(machine: Machine, miss_rates: Mapping[str, float]) -> float:
@@ -506,13 +525,14 @@ def _check_args(machine: Machine, cores: int, layout: str, cpu_form: str, mem_ac
 def _assemble(machine: Machine, cores: int, share: float, rates: HitRates, delta: float, beta: float,
               contiguous: float, noncontiguous: float, t_mem: dict, t_cpu: dict, layout: str,
               cpu_form: str, dram_bytes: float, overhead_s: float = 0.0,
-              contention: str = "roofline", tlb_cycles: float = 0.0) -> RuntimePrediction:
+              contention: str = "roofline", tlb_cycles: float = 0.0,
+              coherence_cycles: float = 0.0) -> RuntimePrediction:
     """Convert cycles to seconds, apply the contention floor and add the parallel overhead."""
     sec = machine.cycles_to_seconds
-    mem_s, cpu_s, tlb_s = sec(t_mem[layout]), sec(t_cpu[cpu_form]), sec(tlb_cycles)
+    mem_s, cpu_s, tlb_s, coh_s = sec(t_mem[layout]), sec(t_cpu[cpu_form]), sec(tlb_cycles), sec(coherence_cycles)
     bandwidth = dram_bandwidth_gbs(machine, cores)
     t_dram = dram_bytes / (bandwidth * 1e9)
-    unloaded = mem_s + cpu_s + tlb_s
+    unloaded = mem_s + cpu_s + tlb_s + coh_s
     if contention == "queuing":
         loaded = queuing_seconds(machine, cores, unloaded, dram_bytes * share)
     else:
@@ -528,6 +548,7 @@ def _assemble(machine: Machine, cores: int, share: float, rates: HitRates, delta
         t_cpu_critical_path_s=sec(t_cpu["critical-path"]), layout=layout,
         cpu_form=cpu_form, t_mem_s=mem_s, t_cpu_s=cpu_s, dram_bytes=dram_bytes, dram_bandwidth_gbs=bandwidth,
         t_dram_s=t_dram, contention_s=max(0.0, loaded - unloaded), t_overhead_s=overhead_s, t_tlb_s=tlb_s,
+        t_coherence_s=coh_s,
         runtime_s=runtime)
 
 
@@ -647,9 +668,10 @@ def local_rates_by_cores(hit_df) -> dict[int, dict[str, float]]:
 
 def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Mapping[str, float]],
                  facts: RegionFacts, tlb_rates: Mapping[int, Mapping[str, float]] | None = None,
-                 **model_args: Any) -> list[RuntimePrediction]:
+                 coherence: Mapping[int, float] | None = None, **model_args: Any) -> list[RuntimePrediction]:
     """One prediction per core count; the busiest core's share follows the loops' schedules.
-    `tlb_rates` (cores -> TLB level -> miss rate), when given, must cover every core count."""
+    `tlb_rates` (cores -> TLB level -> miss rate), when given, must cover every core count;
+    `coherence` (cores -> coherence-miss fraction) defaults to none."""
     out = []
     for c in cores:
         if c not in rates:
@@ -660,18 +682,20 @@ def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Map
         out.append(predict_runtime(machine, c, rates[c], facts.ops, facts.mem_accesses, facts.mem_bytes,
                                    work_share=busiest_share(list(facts.loops), c), regions=facts.regions,
                                    barriers=facts.barriers, blocks=facts.blocks,
-                                   tlb_miss_rates=tlb_rates[c] if tlb_rates is not None else None, **model_args))
+                                   tlb_miss_rates=tlb_rates[c] if tlb_rates is not None else None,
+                                   coherence_miss_rate=(coherence or {}).get(c, 0.0), **model_args))
     return out
 
 
 def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = None, tlb=None, store_lines=None,
-                  **model_args: Any):
+                  coherence: Mapping[int, float] | None = None, **model_args: Any):
     """DataFrame of RuntimePrediction rows for every core count in `hits` up to the machine's cores.
 
     Core counts above `machine.cores` are left out (a multi-machine run asks for 16 cores on an
     8-core part); `predict_runtime` itself refuses them. `tlb`: a TLB miss-rate table
     (analysis/tlb.py) or None for no TLB term; `store_lines`: a store-line table
-    (analysis/store_lines.py) or None, every store then pairing.
+    (analysis/store_lines.py) or None, every store then pairing; `coherence`: cores -> coherence-miss
+    fraction (hitrates.coherence_miss_rates) or None.
     """
     import pandas as pd
 
@@ -682,5 +706,5 @@ def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = Non
     cores = [c for c in sorted(rates) if c <= machine.cores]
     tlb_rates = miss_rates_by_cores(tlb) if tlb is not None and machine.tlbs else None
     facts = region_facts(Path(trace), binary, new_line_by_block(store_lines))
-    preds = predict_many(machine, cores, rates, facts, tlb_rates, **model_args)
+    preds = predict_many(machine, cores, rates, facts, tlb_rates, coherence, **model_args)
     return pd.DataFrame([p.as_row() for p in preds])

@@ -4,7 +4,7 @@ The C microbenchmarks in machines/microbench/ are compiled with clang-19 -O2 and
 ops.c (latency: dependent chains; throughput: independent chains), chase.c (pointer-chasing
 latency per working-set size), lines.c (lines per second each level delivers) and stream.c
 (OpenMP read bandwidth from RAM), tlb.c (cost of touching more pages than the TLBs map), stores.c
-(stores that cannot pair in one line). Times come back in ns and
+(stores that cannot pair in one line), transfer.c (lines last written by another core). Times come back in ns and
 become cycles with the frequency measured by the dependent integer-add chain (1 cycle per add).
 """
 from __future__ import annotations
@@ -357,6 +357,25 @@ def measure_stores(workdir: Path, ghz: float, line_bytes: int, effort: Effort, p
                       f"({res['new_line_ns']:.4f} ns) against along one line ({res['same_line_ns']:.4f} ns)"}
 
 
+TRANSFER_PHASES = 100
+
+
+def measure_transfer(workdir: Path, ghz: float, caches: list[SysCache], cores: int, progress: Progress) -> dict:
+    """The [coherence] table: cycles per line a core pays for lines another core just wrote (transfer.c
+    over a quarter of the private L2, the size of a thread's share of a shared matrix); {} on one core."""
+    if cores < 2:
+        return {}
+    progress("compiling and running transfer.c (lines last written by another core)")
+    private = [c for c in caches if not c.shared] or caches[:1]
+    lines = max(64, private[-1].size_bytes // private[-1].line_bytes // 4)
+    env = dict(os.environ, OMP_PROC_BIND="close", OMP_PLACES="cores")
+    res = _run(_compile("transfer.c", workdir / "transfer", [], openmp=True), caches[0].line_bytes, lines,
+               TRANSFER_PHASES, env=env)
+    return {"transfer_cycles": round(res["other_ns"] * ghz, 2),
+            "source": f"transfer.c on this host, 2 threads on 2 cores: {lines} lines updated in turns "
+                      f"({res['other_ns']:.3f} ns per line; {res['same_ns']:.3f} ns when one core does every turn)"}
+
+
 def core_table(window: dict, stores: dict) -> dict:
     """The [core] table from the window and store figures (either may be missing), one source."""
     figures = {k: v for part in (window, stores) for k, v in part.items() if k != "source"}
@@ -408,6 +427,7 @@ def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
         core = core_table(measure_window(Path(tmp), effort, say),
                           measure_stores(Path(tmp), ghz, caches[0].line_bytes, effort, say))
         tlbs = measure_tlb(Path(tmp), ghz, caches[0].line_bytes, effort, say)
+        coherence = measure_transfer(Path(tmp), ghz, caches, cores, say)
     nominal = cpuinfo_mhz()
     data = {"schema_version": SCHEMA_VERSION, "name": f"host-{platform.node() or 'unknown'}",
             "description": f"{_model_name()} as measured by pptmc machines detect"
@@ -420,7 +440,7 @@ def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
             "ops": {op: {**ops[op], "source": "ops.c on this host: dependent chain (latency), 8 independent "
                                               "chains (throughput)"} for op in OP_CLASSES},
             "parallel": parallel, "calls": calls, **({"core": core} if core else {}),
-            **({"tlbs": tlbs} if tlbs else {})}
+            **({"tlbs": tlbs} if tlbs else {}), **({"coherence": coherence} if coherence else {})}
     validate_machine_dict(data, "detected host")
     say(f"done in {time.monotonic() - start:.1f} s")
     return data

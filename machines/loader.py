@@ -20,7 +20,8 @@ SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = (1,)
 
 _TOP_KEYS = {"schema_version", "name", "description", "cores", "frequency_ghz", "bus_width_bytes",
-             "simd_width_bits", "source", "caches", "ram", "ops", "parallel", "calls", "core", "tlbs"}
+             "simd_width_bits", "source", "caches", "ram", "ops", "parallel", "calls", "core", "tlbs",
+             "coherence"}
 _CACHE_KEYS = {"name", "size_bytes", "line_bytes", "associativity", "latency_cycles",
                "recip_throughput_cycles", "shared", "source"}
 _RAM_KEYS = {"latency_ns", "bandwidth_one_core_gbs", "bandwidth_all_cores_gbs", "source"}
@@ -234,6 +235,19 @@ def _check_core(chk: _Checker, data: dict) -> tuple[float, float]:
     return float(values[0] or 0.0), float(values[1] or 0.0)
 
 
+def _check_coherence(chk: _Checker, data: dict) -> float:
+    """The optional [coherence] table: the cost of a line last written by another core (0 when absent)."""
+    if "coherence" not in data:
+        return 0.0
+    table = chk.table(data["coherence"], "coherence")
+    if table is None:
+        return 0.0
+    chk.unknown(table, {"transfer_cycles", "source"}, "coherence.")
+    cost = chk.get(table, "transfer_cycles", "coherence.", "number", positive=True)
+    chk.get(table, "source", "coherence.", "str")
+    return float(cost or 0.0)
+
+
 def _check_tlb(chk: _Checker, raw: Any, i: int) -> TlbLevel | None:
     """One [[tlbs]] entry: geometry and the cost of missing it."""
     prefix = f"tlbs[{i}]."
@@ -284,7 +298,7 @@ def _collect_sources(data: dict) -> dict[str, str]:
             sources[f"tlbs[{i}]"] = tlb.get("source", "")
     if isinstance(data.get("ram"), dict):
         sources["ram"] = data["ram"].get("source", "")
-    for table in ("parallel", "core"):
+    for table in ("parallel", "core", "coherence"):
         if isinstance(data.get(table), dict):
             sources[table] = data[table].get("source", "")
     for op, entry in (data.get("ops") or {}).items() if isinstance(data.get("ops"), dict) else ():
@@ -326,13 +340,15 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
     calls = _check_calls(chk, data)
     window, store_new_line = _check_core(chk, data)
     tlbs = _check_tlbs(chk, data)
+    transfer = _check_coherence(chk, data)
     if chk.errors:
         raise InputError(f"{source}: invalid machine file: " + "; ".join(chk.errors)
                          + " (schema: machines/SCHEMA.md)")
     return Machine(name=name, description=description, cores=cores, frequency_ghz=float(freq),
                    caches=caches, ram=ram, bus_width_bytes=bus, simd_width_bits=simd, ops=ops,
                    sources=_collect_sources(data), schema_version=version, parallel=parallel,
-                   calls=calls, reorder_window_ops=window, store_new_line_cycles=store_new_line, tlbs=tlbs)
+                   calls=calls, reorder_window_ops=window, store_new_line_cycles=store_new_line, tlbs=tlbs,
+                   transfer_cycles=transfer)
 
 
 def machine_to_dict(m: Machine) -> dict:
@@ -356,6 +372,8 @@ def machine_to_dict(m: Machine) -> dict:
     core = {k: getattr(m, k) for k in _CORE_FIGURES if getattr(m, k)}
     if core:
         out["core"] = {**core, "source": src.get("core", "")}
+    if m.transfer_cycles:
+        out["coherence"] = {"transfer_cycles": m.transfer_cycles, "source": src.get("coherence", "")}
     if m.tlbs:
         out["tlbs"] = [{"name": t.name, "entries": t.entries, "associativity": t.associativity,
                         "page_bytes": t.page_bytes, "miss_cycles": t.miss_cycles,
@@ -425,8 +443,9 @@ def dumps_toml(data: dict) -> str:
         lines += [f"[ops.{op}]"] + [f"{k} = {_toml_value(v)}" for k, v in entry.items()] + [""]
     if "parallel" in data:
         lines += ["[parallel]"] + [f"{k} = {_toml_value(v)}" for k, v in data["parallel"].items()] + [""]
-    if "core" in data:
-        lines += ["[core]"] + [f"{k} = {_toml_value(v)}" for k, v in data["core"].items()] + [""]
+    for table in ("core", "coherence"):
+        if table in data:
+            lines += [f"[{table}]"] + [f"{k} = {_toml_value(v)}" for k, v in data[table].items()] + [""]
     for name, entry in data.get("calls", {}).items():
         lines += [f"[calls.{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in entry.items()] + [""]
     return "\n".join(lines)

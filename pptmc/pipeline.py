@@ -213,13 +213,14 @@ class Predictions:
 def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: Path,
                  progress: Progress) -> Predictions:
     """Hit rates, runtimes and the TLB and store-line facts on every requested machine."""
-    from analysis.hitrates import predict_hit_rates
+    from analysis.hitrates import coherence_miss_rates, predict_hit_rates
     from analysis.profiles import ProfileSet
     from analysis.runtime_model import predict_table
     from machines import load_machine
 
     progress("predict")
     profiles = ProfileSet.load(profiles_dir)
+    coherence = coherence_miss_rates(profiles)
     machines = [load_machine(name) for name in cfg.machines]
     store_lines = (store_line_step(cfg, trace, progress) if any(m.store_new_line_cycles for m in machines)
                    else None)
@@ -230,7 +231,7 @@ def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: P
         tlb = tlb_rates_for(cfg, machine, trace, progress)
         if tlb is not None:
             tlb_frames.append(tlb.assign(machine=machine.name))
-        runtimes = predict_table(machine, hits, trace, binary, tlb=tlb, store_lines=store_lines,
+        runtimes = predict_table(machine, hits, trace, binary, tlb=tlb, store_lines=store_lines, coherence=coherence,
                                  layout=cfg.layout, contention=cfg.contention, cpu_form=cfg.cpu_form)
         runtime_frames.append(runtimes.assign(machine=machine.name))
     return Predictions(pd.concat(hit_frames, ignore_index=True), pd.concat(runtime_frames, ignore_index=True),

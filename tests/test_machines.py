@@ -252,3 +252,18 @@ def test_core_store_new_line_figure_is_optional_and_checked():
     data["core"] = {"store_new_line_cycles": 0, "source": "x"}
     with pytest.raises(InputError, match=r"core\.store_new_line_cycles: must be positive"):
         machines.validate_machine_dict(data, "bad.toml")
+
+
+def test_coherence_table_is_optional_and_checked():
+    assert machines.load_machine("haswell-i7-5960x").transfer_cycles == 0.0
+    data = _base()
+    data["coherence"] = {"transfer_cycles": 17.5, "source": "transfer.c"}
+    m = machines.validate_machine_dict(data, "c.toml")
+    assert m.transfer_cycles == 17.5 and m.sources["coherence"] == "transfer.c"
+    assert machines.validate_machine_dict(tomllib.loads(dumps_toml(machines.machine_to_dict(m))), "t") == m
+    data["coherence"] = {"transfer_cycles": -1, "source": "x"}
+    with pytest.raises(InputError, match=r"coherence\.transfer_cycles: must be positive"):
+        machines.validate_machine_dict(data, "bad.toml")
+    data["coherence"] = {"transfer_cycle": 3, "source": "x"}
+    with pytest.raises(InputError, match=r"coherence\.transfer_cycle: unknown field"):
+        machines.validate_machine_dict(data, "bad.toml")

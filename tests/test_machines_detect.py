@@ -143,3 +143,12 @@ def test_stores_microbenchmark_and_core_table(tmp_path):
     table = detect.core_table({"reorder_window_ops": 240, "source": "window.c"}, got)
     assert table["reorder_window_ops"] == 240 and "window.c" in table["source"] and "stores.c" in table["source"]
     assert detect.core_table({}, {}) == {}
+
+
+def test_transfer_microbenchmark(tmp_path):
+    caches = detect.sysfs_caches()
+    assert detect.measure_transfer(tmp_path, 1.0, caches, 1, lambda _m: None) == {}  # one core: nothing to move
+    if detect.physical_cores() < 2:
+        pytest.skip("one core: no other core to transfer lines from")
+    got = detect.measure_transfer(tmp_path, 1.0, caches, 2, lambda _m: None)
+    assert got["transfer_cycles"] > 0 and "transfer.c" in got["source"]
