@@ -84,6 +84,14 @@ def _kind(value: Any) -> str:
             list: "array"}.get(type(value), type(value).__name__)
 
 
+def _power_of_two(chk: _Checker, path: str, value: int | None) -> int | None:
+    """The value if it is a power of two (or already None), else None and an error at `path`."""
+    if value is not None and value & (value - 1):
+        chk.fail(path, f"must be a power of two, got {value}")
+        return None
+    return value
+
+
 def _check_cache(chk: _Checker, raw: Any, i: int) -> CacheLevel | None:
     prefix = f"caches[{i}]."
     data = chk.table(raw, f"caches[{i}]")
@@ -98,9 +106,7 @@ def _check_cache(chk: _Checker, raw: Any, i: int) -> CacheLevel | None:
     thr = chk.get(data, "recip_throughput_cycles", prefix, "number", positive=True)
     shared = chk.get(data, "shared", prefix, "bool")
     chk.get(data, "source", prefix, "str")
-    if line is not None and line & (line - 1):
-        chk.fail(f"{prefix}line_bytes", f"must be a power of two, got {line}")
-        line = None
+    line = _power_of_two(chk, f"{prefix}line_bytes", line)
     if size is not None and line is not None:
         if size % line:
             chk.fail(f"{prefix}size_bytes", f"{size} is not a multiple of line_bytes {line}")
@@ -121,11 +127,15 @@ def _check_caches(chk: _Checker, data: dict) -> tuple[CacheLevel, ...]:
     if not isinstance(raw, list) or not raw:
         chk.fail("caches", f"expected a non-empty array of tables, got {_kind(raw)}")
         return ()
-    levels = [_check_cache(chk, item, i) for i, item in enumerate(raw)]
-    names = [c.name for c in levels if c is not None]
+    return _named_levels(chk, "caches", [_check_cache(chk, item, i) for i, item in enumerate(raw)])
+
+
+def _named_levels(chk: _Checker, key: str, levels: list) -> tuple:
+    """The valid levels of a [[key]] array; a name used twice is an error."""
+    names = [lv.name for lv in levels if lv is not None]
     for dup in sorted({n for n in names if names.count(n) > 1}):
-        chk.fail("caches", f"level name {dup!r} appears more than once")
-    return tuple(c for c in levels if c is not None)
+        chk.fail(key, f"level name {dup!r} appears more than once")
+    return tuple(lv for lv in levels if lv is not None)
 
 
 def _check_ram(chk: _Checker, data: dict) -> Ram | None:
@@ -261,9 +271,7 @@ def _check_tlb(chk: _Checker, raw: Any, i: int) -> TlbLevel | None:
     page = chk.get(data, "page_bytes", prefix, "int", positive=True)
     cost = chk.get(data, "miss_cycles", prefix, "number", non_negative=True)
     chk.get(data, "source", prefix, "str")
-    if page is not None and page & (page - 1):
-        chk.fail(f"{prefix}page_bytes", f"must be a power of two, got {page}")
-        page = None
+    page = _power_of_two(chk, f"{prefix}page_bytes", page)
     if entries is not None and assoc and entries % assoc:
         chk.fail(f"{prefix}associativity", f"{entries} entries do not divide into {assoc} ways")
     values = (name, entries, assoc, page, cost)
@@ -280,11 +288,7 @@ def _check_tlbs(chk: _Checker, data: dict) -> tuple[TlbLevel, ...]:
     if not isinstance(raw, list):
         chk.fail("tlbs", f"expected an array of [[tlbs]] tables, got {_kind(raw)}")
         return ()
-    levels = [_check_tlb(chk, item, i) for i, item in enumerate(raw)]
-    names = [t.name for t in levels if t is not None]
-    for dup in sorted({n for n in names if names.count(n) > 1}):
-        chk.fail("tlbs", f"level name {dup!r} appears more than once")
-    return tuple(t for t in levels if t is not None)
+    return _named_levels(chk, "tlbs", [_check_tlb(chk, item, i) for i, item in enumerate(raw)])
 
 
 def _collect_sources(data: dict) -> dict[str, str]:

@@ -191,18 +191,6 @@ def test_calls_table_errors_name_the_field(entry, message):
         machines.validate_machine_dict(data, "bad.toml")
 
 
-def test_core_window_table_is_optional_and_checked():
-    assert machines.load_machine("zen2-epyc-7702p").reorder_window_ops == 0.0
-    data = _base()
-    data["core"] = {"reorder_window_ops": 240, "source": "window.c"}
-    m = machines.validate_machine_dict(data, "w.toml")
-    assert m.reorder_window_ops == 240.0 and m.sources["core"] == "window.c"
-    assert machines.validate_machine_dict(tomllib.loads(dumps_toml(machines.machine_to_dict(m))), "t") == m
-    data["core"] = {"reorder_window_ops": -3, "source": "x"}
-    with pytest.raises(InputError, match=r"core\.reorder_window_ops"):
-        machines.validate_machine_dict(data, "bad.toml")
-
-
 def _tlbs() -> list[dict]:
     return [{"name": "DTLB", "entries": 64, "associativity": 4, "page_bytes": 4096, "miss_cycles": 0.5,
              "source": "tlb.c"},
@@ -240,30 +228,27 @@ def test_tlb_errors_name_the_field(edit, message):
         machines.validate_machine_dict(data, "bad.toml")
 
 
-def test_core_store_new_line_figure_is_optional_and_checked():
-    data = _base()
-    data["core"] = {"store_new_line_cycles": 1.03, "source": "stores.c"}
-    m = machines.validate_machine_dict(data, "s.toml")
-    assert m.store_new_line_cycles == 1.03 and m.reorder_window_ops == 0.0
-    assert machines.validate_machine_dict(tomllib.loads(dumps_toml(machines.machine_to_dict(m))), "t") == m
-    data["core"] = {"source": "x"}
-    with pytest.raises(InputError, match="core: needs at least one of"):
-        machines.validate_machine_dict(data, "bad.toml")
-    data["core"] = {"store_new_line_cycles": 0, "source": "x"}
-    with pytest.raises(InputError, match=r"core\.store_new_line_cycles: must be positive"):
-        machines.validate_machine_dict(data, "bad.toml")
+OPTIONAL_FIGURES = [  # table, its content, Machine attribute, a bad content and the error it must give
+    ("core", {"reorder_window_ops": 240, "source": "window.c"}, "reorder_window_ops",
+     {"reorder_window_ops": -3, "source": "x"}, r"core\.reorder_window_ops: must be positive"),
+    ("core", {"store_new_line_cycles": 1.03, "source": "stores.c"}, "store_new_line_cycles",
+     {"store_new_line_cycles": 0, "source": "x"}, r"core\.store_new_line_cycles: must be positive"),
+    ("core", {"reorder_window_ops": 240, "source": "window.c"}, "reorder_window_ops",
+     {"source": "x"}, "core: needs at least one of"),
+    ("coherence", {"transfer_cycles": 17.5, "source": "transfer.c"}, "transfer_cycles",
+     {"transfer_cycle": 3, "source": "x"}, r"coherence\.transfer_cycle: unknown field"),
+]
 
 
-def test_coherence_table_is_optional_and_checked():
-    assert machines.load_machine("haswell-i7-5960x").transfer_cycles == 0.0
+@pytest.mark.parametrize("table,content,attr,bad,message", OPTIONAL_FIGURES,
+                         ids=[f"{t[0]}.{t[2]}:{t[4][:12]}" for t in OPTIONAL_FIGURES])
+def test_optional_core_and_coherence_figures_round_trip_and_are_checked(table, content, attr, bad, message):
+    assert getattr(machines.load_machine("zen2-epyc-7702p"), attr) == 0.0  # absent: 0, the paper's model
     data = _base()
-    data["coherence"] = {"transfer_cycles": 17.5, "source": "transfer.c"}
-    m = machines.validate_machine_dict(data, "c.toml")
-    assert m.transfer_cycles == 17.5 and m.sources["coherence"] == "transfer.c"
+    data[table] = content
+    m = machines.validate_machine_dict(data, "ok.toml")
+    assert getattr(m, attr) == pytest.approx(content[attr]) and m.sources[table] == content["source"]
     assert machines.validate_machine_dict(tomllib.loads(dumps_toml(machines.machine_to_dict(m))), "t") == m
-    data["coherence"] = {"transfer_cycles": -1, "source": "x"}
-    with pytest.raises(InputError, match=r"coherence\.transfer_cycles: must be positive"):
-        machines.validate_machine_dict(data, "bad.toml")
-    data["coherence"] = {"transfer_cycle": 3, "source": "x"}
-    with pytest.raises(InputError, match=r"coherence\.transfer_cycle: unknown field"):
+    data[table] = bad
+    with pytest.raises(InputError, match=message):
         machines.validate_machine_dict(data, "bad.toml")
