@@ -143,6 +143,13 @@ def test_cli_list_show_validate(capsys, tmp_path):
     good.write_text(dumps_toml(_base()))
     assert cli.run(["machines", "validate", str(good)]) == 0
     assert "valid machine file" in capsys.readouterr().out
+    full = tmp_path / "full.toml"  # the optional tables are shown too
+    full.write_text(dumps_toml({**_base(), "tlbs": _tlbs(), "coherence": {"transfer_cycles": 20.0, "source": "t"},
+                                "core": {"store_new_line_cycles": 1.0, "source": "s"}}))
+    assert cli.run(["machines", "show", str(full)]) == 0
+    out = capsys.readouterr().out
+    assert "DTLB: 64 entries of 4 KiB pages, 4-way, miss +0.5 cyc" in out and "STLB: 2048" in out
+    assert "coherence: line from another core's cache 20 cyc" in out and "store to a new line 1 cyc" in out
 
 
 def test_parallel_table_is_optional_and_round_trips():
