@@ -34,6 +34,7 @@ from numba.typed import Dict
 from analysis.private_traces import InterleaveSpec, line_shift, mimic, resolve_mode
 from analysis.profiles import ChunkFactory
 from analysis.hitrates import COLUMNS
+from analysis.reuse import STORE_TAG
 from instrument.trace_types import TraceInfo
 from machines.model import CacheLevel, Machine
 from pptmc.errors import InputError
@@ -211,8 +212,14 @@ def rates_table(cores: int, counts: list[LevelCounts], total: int) -> pd.DataFra
 
 def simulate_hierarchy(info: TraceInfo, chunks: ChunkFactory, machine: Machine, cores: list[int],
                        mode: str = "auto", interleave: str = "rr", seed: int = 0, refs_per_turn: int = 1,
-                       hierarchical: bool = False, paper_chunk: int = 0) -> pd.DataFrame:
-    """Simulated hit rates for each core count, same table shape as predict_hit_rates."""
+                       hierarchical: bool = False, paper_chunk: int = 0, coherent: bool = False) -> pd.DataFrame:
+    """Simulated hit rates for each core count, same table shape as predict_hit_rates.
+
+    coherent: write-invalidate between the private levels (CoherentHierarchy, which is hierarchical,
+    so `hierarchical` must be True too); `level_hit_rate` is then not measured (NaN)."""
+    if coherent and not hierarchical:
+        raise InputError("a coherent simulation is hierarchical (a level sees the misses above it): "
+                         "ask for hierarchical=True (pptmc hitrates --simulate ... --hierarchical --coherent)")
     resolved = resolve_mode(info, mode)
     line = machine.line_bytes
     line_shift(line)
@@ -221,10 +228,22 @@ def simulate_hierarchy(info: TraceInfo, chunks: ChunkFactory, machine: Machine, 
     tables = []
     for p in sorted(set(cores)):  # one pass per core count: each is an independent task
         spec = InterleaveSpec(p, interleave, seed, refs_per_turn)
-        batches = ((b.lines, b.core) for _, b in mimic(info, chunks, [spec], resolved, line, paper_chunk))
-        counts, total = simulate_stream(batches, machine.caches, p, hierarchical)
+        stream = (b for _, b in mimic(info, chunks, [spec], resolved, line, paper_chunk, stores=coherent))
+        if coherent:
+            tables.append(_coherent_rates(stream, machine.caches, p))
+            continue
+        counts, total = simulate_stream(((b.lines, b.core) for b in stream), machine.caches, p, hierarchical)
         tables.append(rates_table(p, counts, total))
     return pd.concat(tables, ignore_index=True)
+
+
+def _coherent_rates(batches, caches: tuple[CacheLevel, ...], cores: int) -> pd.DataFrame:
+    """Hit-rate table of mimicked batches (store line ids tagged) through the coherent hierarchy."""
+    sim = CoherentHierarchy(caches, cores)
+    for b in batches:
+        sim.access(b.lines & ~STORE_TAG, b.core.astype(np.int64), (b.lines & STORE_TAG) != 0)
+    table = sim.counts.table(cores).assign(level_hit_rate=np.nan)
+    return table[COLUMNS]
 
 
 def simulate_file(trace_path: str, machine: Machine, cores: list[int], **kwargs) -> pd.DataFrame:
@@ -236,12 +255,12 @@ def simulate_file(trace_path: str, machine: Machine, cores: list[int], **kwargs)
 
 
 def simulate_like(trace_path: str, machine: Machine, ps, cores: list[int] | None = None,
-                  hierarchical: bool = False) -> pd.DataFrame:
+                  hierarchical: bool = False, coherent: bool = False) -> pd.DataFrame:
     """simulate_file on the private/shared traces a ProfileSet `ps` was made from (its mode,
     interleaving, seed, refs per turn and paper chunk), for `cores` (default: the set's)."""
     return simulate_file(str(trace_path), machine, list(ps.cores if cores is None else cores), mode=ps.mode,
                          interleave=ps.interleave, seed=ps.seed, refs_per_turn=ps.refs_per_turn,
-                         paper_chunk=ps.paper_chunk, hierarchical=hierarchical)
+                         paper_chunk=ps.paper_chunk, hierarchical=hierarchical, coherent=coherent)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -58,6 +58,8 @@ def register(subparsers) -> None:
     h.add_argument("--hierarchical", action="store_true",
                    help="simulator: a level sees only the misses of the level above (default: every access, "
                         "as SDCM assumes)")
+    h.add_argument("--coherent", action="store_true",
+                   help="simulator: write-invalidate between the private caches (implies --hierarchical)")
     h.add_argument("-o", "--output", required=True, help="output table; FILE.csv and FILE.parquet are both written")
     h.add_argument("--json", action="store_true", help="print the table as JSON")
     h.set_defaults(run=run_hitrates)
@@ -143,7 +145,8 @@ def run_hitrates(args: argparse.Namespace) -> int:
     if args.simulate:
         from analysis.cachesim import simulate_like
 
-        sim = simulate_like(args.simulate, machine, ps, hierarchical=args.hierarchical)
+        sim = simulate_like(args.simulate, machine, ps, hierarchical=args.hierarchical or args.coherent,
+                            coherent=args.coherent)
         table = pd.concat([table, sim.assign(source="simulator")], ignore_index=True)
     out = Path(args.output)
     for target in dict.fromkeys([out, out.with_suffix(".csv"), out.with_suffix(".parquet")]):

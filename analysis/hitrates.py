@@ -56,3 +56,14 @@ def _check_lines(profiles: ProfileSet, machine: Machine) -> None:
             raise InputError(f"machine {machine.name}: {level.name} line is {level.line_bytes} B but the "
                              f"profiles use {profiles.line_size} B lines; rerun `pptmc profile "
                              f"--line-size {level.line_bytes}`")
+
+
+def coherence_miss_rates(profiles: ProfileSet) -> dict[int, float]:
+    """cores -> fraction of all accesses that are coherence misses (a line another core's store
+    invalidated), over every core's PRD; 0 for profiles made without coherence."""
+    out = {}
+    for p in profiles.cores:
+        parts = [prof for (cores, _), prof in profiles.prd.items() if cores == p]
+        total = sum(prof.total for prof in parts)
+        out[p] = sum(prof.coherence for prof in parts) / total if total else 0.0
+    return out

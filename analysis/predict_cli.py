@@ -14,8 +14,8 @@ from pptmc.args import parse_counts
 from pptmc.errors import InputError
 from pptmc.io import write_json, write_table
 
-_TIMES = (("t_mem_s", "T_mem[s]"), ("t_cpu_s", "T_CPU[s]"), ("contention_s", "contention[s]"),
-          ("t_overhead_s", "overhead[s]"), ("runtime_s", "runtime[s]"))
+_TIMES = (("t_mem_s", "T_mem[s]"), ("t_cpu_s", "T_CPU[s]"), ("t_tlb_s", "T_TLB[s]"), ("t_coherence_s", "T_coh[s]"),
+          ("contention_s", "contention[s]"), ("t_overhead_s", "overhead[s]"), ("runtime_s", "runtime[s]"))
 
 
 def parse_cores(text: str) -> list[int]:
@@ -24,19 +24,39 @@ def parse_cores(text: str) -> list[int]:
 
 
 def hit_rates_for(args: argparse.Namespace, machine: Machine, cores: list[int]):
-    """The hit-rate table: read from --hit-rates, or computed from the trace's reuse profiles."""
+    """The hit-rate table and the coherence-miss fractions (None when the table is read from
+    --hit-rates), or both computed from the trace's reuse profiles."""
     import pandas as pd
 
     if args.hit_rates:
         path = Path(args.hit_rates)
         if not path.is_file():
             raise InputError(f"{path}: hit-rate table not found")
-        return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
-    from analysis.hitrates import predict_hit_rates
+        return (pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)), None
+    from analysis.hitrates import coherence_miss_rates, predict_hit_rates
     from analysis.profiles import compute_profiles
 
     profiles = compute_profiles(args.trace, cores, line_size=machine.line_bytes, seed=args.seed)
-    return predict_hit_rates(profiles, machine)
+    return predict_hit_rates(profiles, machine), coherence_miss_rates(profiles)
+
+
+def tlb_rates_for(args: argparse.Namespace, machine: Machine, cores: list[int]):
+    """TLB miss rates per core count from page-granular profiles of the trace (None: no [[tlbs]])."""
+    if not machine.tlbs:
+        return None
+    from analysis.tlb import miss_rates_by_cores, page_profiles, page_sizes, tlb_miss_rates
+
+    sets = {page: page_profiles(args.trace, cores, page, seed=args.seed) for page in page_sizes(machine)}
+    return miss_rates_by_cores(tlb_miss_rates(sets, machine))
+
+
+def new_line_stores_for(args: argparse.Namespace, machine: Machine) -> dict[int, float] | None:
+    """Per block, stores to another line than the store before them, when the machine prices those."""
+    if not machine.store_new_line_cycles:
+        return None
+    from analysis.store_lines import new_line_by_block, store_line_table
+
+    return new_line_by_block(store_line_table(Path(args.trace), machine.line_bytes))
 
 
 def format_table(preds: Sequence[RuntimePrediction]) -> str:
@@ -59,9 +79,12 @@ def run_predict(args: argparse.Namespace) -> int:
     if too_many:
         raise InputError(f"--cores {args.cores}: {machine.name} has {machine.cores} cores; drop "
                          f"{','.join(map(str, too_many))}")
-    rates = local_rates_by_cores(hit_rates_for(args, machine, cores))
-    facts = region_facts(Path(args.trace), Path(args.binary) if args.binary else None)
-    preds = predict_many(machine, cores, rates, facts, block_bytes=args.block_bytes, gap_bytes=args.gap_bytes,
+    hits, coherence = hit_rates_for(args, machine, cores)
+    rates = local_rates_by_cores(hits)
+    facts = region_facts(Path(args.trace), Path(args.binary) if args.binary else None,
+                         new_line_stores_for(args, machine))
+    preds = predict_many(machine, cores, rates, facts, tlb_rates_for(args, machine, cores), coherence,
+                         block_bytes=args.block_bytes, gap_bytes=args.gap_bytes,
                          layout=args.layout, cpu_form=args.cpu_form, contention=args.contention)
     rows = [p.as_row() for p in preds]
     if args.output:

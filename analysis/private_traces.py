@@ -392,12 +392,13 @@ class InterleaveSpec:
 
 def mimic(info: TraceInfo, chunks: Callable[[], Iterable[TraceChunk]], specs: list[InterleaveSpec], mode: str,
           line_size: int = 64, paper_chunk: int = 0, memory_budget: int | None = None,
-          spill_dir: str | None = None) -> Iterator[tuple[int, Batch]]:
+          spill_dir: str | None = None, stores: bool = False) -> Iterator[tuple[int, Batch]]:
     """One pass over the trace: yield (spec index, Interleaver batch) of every shared trace, in order.
 
     Each core's references are pushed into that spec's Interleaver as the sequential trace
     is read; what waits for slower cores is bounded by `memory_budget` bytes (shared evenly
-    by the specs) and spilled to compressed temporary files beyond it.
+    by the specs) and spilled to compressed temporary files beyond it. `stores`: store line ids
+    carry analysis.coherence.STORE_TAG (for a coherent simulation).
     """
     resolved = resolve_mode(info, mode)
     shift = line_shift(line_size)
@@ -408,7 +409,7 @@ def mimic(info: TraceInfo, chunks: Callable[[], Iterable[TraceChunk]], specs: li
     for ch in chunks():
         if maps:
             maps[0].check(ch)  # the tables checked do not depend on the core count
-            prep = prepare_chunk(ch, resolved, maps[0].shared_block, shift, info.path)
+            prep = prepare_chunk(ch, resolved, maps[0].shared_block, shift, info.path, stores)
         for i, (cmap, itl) in enumerate(zip(maps, itls)):
             for core, lines in enumerate(cmap.split_prepared(prep, shift)):
                 if len(lines):

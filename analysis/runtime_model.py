@@ -84,6 +84,9 @@ class BlockWork:
     # operations executed per entry into the (self-looping) block by its innermost enclosing loop,
     # the block's own trip x ops included (block_work, from the CFG); 0 = unknown, take trip x ops
     span_ops: float = 0.0
+    # stores per execution that write another cache line than the store before them in program order
+    # (store_lines.py); they cannot pair with it when the L1 commits stores; 0 = unknown, all pair
+    new_line_stores: float = 0.0
 
     @property
     def op_total(self) -> float:
@@ -153,7 +156,9 @@ class RuntimePrediction:
     t_dram_s: float                  # DRAM bytes / bandwidth: the contention floor
     contention_s: float              # max(0, t_dram - (t_mem + t_cpu))
     t_overhead_s: float              # fork/join and barriers (0 on one core or without [parallel])
-    runtime_s: float                 # Eq. 4 with the contention floor, plus the overhead
+    t_tlb_s: float                   # data TLB misses x their cost (0 without [[tlbs]] or miss rates)
+    t_coherence_s: float             # coherence misses x what a transfer costs beyond the level charged
+    runtime_s: float                 # Eq. 4 plus T_TLB, with the contention floor, plus the overhead
     uncosted_calls: float = 0.0      # library calls executed (whole region) that the machine file does not price
 
     def as_row(self) -> dict:
@@ -256,9 +261,20 @@ def block_core_cycles(blk: BlockWork, machine: Machine) -> float:
     mix = op_counts_from_blocks({0: blk.ops}, {0: 1})
     fp = sum(getattr(mix, c) * machine.ops[c].recip_throughput for c in _FP_CLASSES)
     integer = sum(getattr(mix, c) * machine.ops[c].recip_throughput for c in _INT_CLASSES)
-    ports = mix.load * machine.ops["load"].recip_throughput + mix.store * machine.ops["store"].recip_throughput
+    ports = mix.load * machine.ops["load"].recip_throughput + store_cycles(mix.store, blk.new_line_stores, machine)
     chain = sum(n * _op_latency(machine, cls) for cls, n in blk.chain.items()) / chain_overlap(blk, machine)
     return max(chain, fp, integer, ports) + library_call_cycles(blk.calls, machine)
+
+
+def store_cycles(stores: float, new_line: float, machine: Machine) -> float:
+    """Load/store-port cycles of a block's stores: `ops.store` each, and the machine's new-line cost
+    ([core] store_new_line_cycles, measured) for those writing another line than the store before them
+    (a core commits two stores in a cycle only to one line: 0.6 against 1.0 cycles per store measured on
+    Golden Cove). Without the figure every store costs `ops.store`."""
+    same = machine.ops["store"].recip_throughput
+    new = machine.store_new_line_cycles or same
+    new_line = min(max(new_line, 0.0), stores)
+    return (stores - new_line) * same + new_line * new
 
 
 def chain_overlap(blk: BlockWork, machine: Machine) -> float:
@@ -409,7 +425,9 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
                     block_bytes: float | None = None, gap_bytes: float = 0.0, layout: str = "contiguous",
                     cpu_form: str = "throughput", work_share: float | None = None, regions: float = 0.0,
                     barriers: float = 0.0, contention: str = "roofline",
-                    blocks: Sequence[BlockWork] = ()) -> RuntimePrediction:
+                    blocks: Sequence[BlockWork] = (),
+                    tlb_miss_rates: Mapping[str, float] | None = None,
+                    coherence_miss_rate: float = 0.0) -> RuntimePrediction:
     """Predict the region's runtime on `cores` cores (Eq. 4-7, the DRAM contention floor, the overhead).
 
     `ops`, `mem_accesses`, `mem_bytes` and `dram_bytes` count the whole region (all cores).
@@ -417,7 +435,9 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     `gap_bytes` the gap v of Sec. 3.4.2; `work_share` the busiest core's fraction (default 1/cores);
     `regions` and `barriers` the parallel regions and barriers executed (for the overhead term);
     `contention` the DRAM model: "roofline" floor or "queuing" network; `blocks` the executed
-    blocks (whole-region counts) for cpu_form="critical-path" (without them it is the throughput form).
+    blocks (whole-region counts) for cpu_form="critical-path" (without them it is the throughput form);
+    `tlb_miss_rates` the fraction of accesses missing each of the machine's TLB levels (analysis/tlb.py);
+    `coherence_miss_rate` the fraction of accesses that are coherence misses (hitrates.coherence_miss_rates).
     """
     _check_args(machine, cores, layout, cpu_form, mem_accesses, mem_bytes)
     if contention not in CONTENTIONS:
@@ -445,9 +465,46 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     if dram_bytes is None:
         dram_bytes = dram_traffic_bytes(mem_accesses, rates.local, machine.line_bytes, ops.store_fraction)
     overhead = overhead_seconds(machine, cores, regions, barriers)
+    # loads only: a store's translation miss costs nothing measurable (tlb.c, machines/SCHEMA.md)
+    t_tlb = ops.load * share * tlb_cycles_per_access(machine, tlb_miss_rates or {})
+    t_coherence = per_core * coherence_miss_rate * transfer_extra_cycles(machine)
     pred = _assemble(machine, cores, share, rates, delta, beta, contiguous, noncontiguous, t_mem, t_cpu,
-                     layout, cpu_form, dram_bytes, overhead, contention)
+                     layout, cpu_form, dram_bytes, overhead, contention, t_tlb, t_coherence)
     return replace(pred, uncosted_calls=uncosted_calls(blocks, machine))
+
+
+def transfer_extra_cycles(machine: Machine) -> float:
+    """What a coherence miss costs beyond the price T_mem already gives it.
+
+    The profiles count a coherence miss as a miss in every private level; the shared trace keeps one
+    copy of each line, so the first shared level (RAM without one) serves it at that level's reciprocal
+    throughput. A line modified in another core's cache moves at the machine's measured transfer cost
+    instead ([coherence] transfer_cycles, transfer.c); without the figure there is no correction.
+    """
+    if not machine.transfer_cycles:
+        return 0.0
+    shared = [c for c in machine.caches if c.shared]
+    charged = shared[0].recip_throughput_cycles if shared else ram_costs_cycles(machine)[1]
+    return machine.transfer_cycles - charged
+
+
+def tlb_cycles_per_access(machine: Machine, miss_rates: Mapping[str, float]) -> float:
+    """Mean address-translation cycles per access: each TLB level's miss rate times its miss cost.
+
+    Every level's rate counts all accesses that miss it (an STLB miss also missed the DTLB), and each
+    level's `miss_cycles` is the step its misses add (machines/SCHEMA.md), so the costs add up.
+    No rates (or no [[tlbs]]) mean no term.
+    """
+    if not miss_rates:
+        return 0.0
+    unknown = sorted(set(miss_rates) - {t.name for t in machine.tlbs})
+    if unknown:
+        raise InputError(f"TLB miss rates for {', '.join(unknown)}: machine {machine.name} has TLB levels "
+                         f"{', '.join(t.name for t in machine.tlbs) or '(none)'}")
+    for name, rate in miss_rates.items():
+        if not 0.0 <= rate <= 1.0:
+            raise InputError(f"TLB miss rate {name} = {rate} is not a probability in [0, 1]")
+    return sum(miss_rates.get(t.name, 0.0) * t.miss_cycles for t in machine.tlbs)
 
 
 def _check_args(machine: Machine, cores: int, layout: str, cpu_form: str, mem_accesses: float,
@@ -468,16 +525,18 @@ def _check_args(machine: Machine, cores: int, layout: str, cpu_form: str, mem_ac
 def _assemble(machine: Machine, cores: int, share: float, rates: HitRates, delta: float, beta: float,
               contiguous: float, noncontiguous: float, t_mem: dict, t_cpu: dict, layout: str,
               cpu_form: str, dram_bytes: float, overhead_s: float = 0.0,
-              contention: str = "roofline") -> RuntimePrediction:
+              contention: str = "roofline", tlb_cycles: float = 0.0,
+              coherence_cycles: float = 0.0) -> RuntimePrediction:
     """Convert cycles to seconds, apply the contention floor and add the parallel overhead."""
     sec = machine.cycles_to_seconds
-    mem_s, cpu_s = sec(t_mem[layout]), sec(t_cpu[cpu_form])
+    mem_s, cpu_s, tlb_s, coh_s = sec(t_mem[layout]), sec(t_cpu[cpu_form]), sec(tlb_cycles), sec(coherence_cycles)
     bandwidth = dram_bandwidth_gbs(machine, cores)
     t_dram = dram_bytes / (bandwidth * 1e9)
+    unloaded = mem_s + cpu_s + tlb_s + coh_s
     if contention == "queuing":
-        loaded = queuing_seconds(machine, cores, mem_s + cpu_s, dram_bytes * share)
+        loaded = queuing_seconds(machine, cores, unloaded, dram_bytes * share)
     else:
-        loaded = max(mem_s + cpu_s, t_dram)
+        loaded = max(unloaded, t_dram)
     runtime = loaded + overhead_s
     return RuntimePrediction(
         cores=cores, work_share=share, local_hit_rates=dict(zip(rates.levels, rates.local)),
@@ -488,7 +547,8 @@ def _assemble(machine: Machine, cores: int, share: float, rates: HitRates, delta
         t_cpu_throughput_s=sec(t_cpu["throughput"]), t_cpu_latency_s=sec(t_cpu["latency"]),
         t_cpu_critical_path_s=sec(t_cpu["critical-path"]), layout=layout,
         cpu_form=cpu_form, t_mem_s=mem_s, t_cpu_s=cpu_s, dram_bytes=dram_bytes, dram_bandwidth_gbs=bandwidth,
-        t_dram_s=t_dram, contention_s=max(0.0, loaded - (mem_s + cpu_s)), t_overhead_s=overhead_s,
+        t_dram_s=t_dram, contention_s=max(0.0, loaded - unloaded), t_overhead_s=overhead_s, t_tlb_s=tlb_s,
+        t_coherence_s=coh_s,
         runtime_s=runtime)
 
 
@@ -528,8 +588,10 @@ def _block_ops(table: Any) -> dict[int, Mapping[str, float]]:
     return out
 
 
-def region_facts(trace: Path, binary: Path | None = None) -> RegionFacts:
-    """Operation counts, access counts and loop schedules of the traced regions."""
+def region_facts(trace: Path, binary: Path | None = None,
+                 new_line_stores: Mapping[int, float] | None = None) -> RegionFacts:
+    """Operation counts, access counts and loop schedules of the traced regions (with the blocks'
+    unpaired stores when given, analysis/store_lines.py)."""
     import instrument  # lazy: the formulas above need no tracer
 
     info = instrument.open_trace(trace).info
@@ -542,7 +604,7 @@ def region_facts(trace: Path, binary: Path | None = None) -> RegionFacts:
     return RegionFacts(ops=ops, mem_accesses=float(info.n_accesses), mem_bytes=float(mem_bytes),
                        loops=tuple(info.loops), regions=region_count(getattr(info, "blocks", {}), info.block_counts),
                        blocks=block_work(table, info.block_counts, getattr(info, "edge_counts", {}),
-                                         _enclosing_loops(binary)),
+                                         _enclosing_loops(binary), new_line_stores),
                        explicit_barriers=_executed(table, info.block_counts, "barriers"),
                        nowait=_executed(table, info.block_counts, "nowait"))
 
@@ -561,14 +623,17 @@ def _enclosing_loops(binary: Path) -> dict[int, frozenset[int]]:
 
 def block_work(table: Any, block_counts: Mapping[int, int],
                edge_counts: Mapping[tuple[int, int], int] | None = None,
-               loops: Mapping[int, frozenset[int]] | None = None) -> tuple[BlockWork, ...]:
+               loops: Mapping[int, frozenset[int]] | None = None,
+               new_line_stores: Mapping[int, float] | None = None) -> tuple[BlockWork, ...]:
     """The executed blocks of a block table with their mixes, loop-carried chains and, from the
     edge counts, the mean executions per entry of self-looping blocks; with `loops` (block ->
-    innermost enclosing loop body, bbcounts.enclosing_loops) also their span_ops."""
+    innermost enclosing loop body, bbcounts.enclosing_loops) also their span_ops; with
+    `new_line_stores` (block -> per execution, store_lines.py) their unpaired stores."""
     entries = getattr(table, "blocks", table)
     edges = edge_counts or {}
+    unpaired = new_line_stores or {}
     work = {b: BlockWork(float(block_counts[b]), entry.ops, getattr(entry, "chain", {}), getattr(entry, "calls", {}),
-                         _trip(block_counts[b], edges.get((b, b), 0)))
+                         _trip(block_counts[b], edges.get((b, b), 0)), new_line_stores=unpaired.get(b, 0.0))
             for b, entry in sorted(entries.items()) if block_counts.get(b)}
     for b, blk in work.items():
         body = (loops or {}).get(b)
@@ -602,27 +667,44 @@ def local_rates_by_cores(hit_df) -> dict[int, dict[str, float]]:
 
 
 def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Mapping[str, float]],
-                 facts: RegionFacts, **model_args: Any) -> list[RuntimePrediction]:
-    """One prediction per core count; the busiest core's share follows the loops' schedules."""
+                 facts: RegionFacts, tlb_rates: Mapping[int, Mapping[str, float]] | None = None,
+                 coherence: Mapping[int, float] | None = None, **model_args: Any) -> list[RuntimePrediction]:
+    """One prediction per core count; the busiest core's share follows the loops' schedules.
+    `tlb_rates` (cores -> TLB level -> miss rate), when given, must cover every core count;
+    `coherence` (cores -> coherence-miss fraction) defaults to none."""
     out = []
     for c in cores:
         if c not in rates:
             raise InputError(f"hit rates: none for {c} cores; recompute them for cores {','.join(map(str, cores))}")
+        if tlb_rates is not None and c not in tlb_rates:
+            raise InputError(f"TLB miss rates: none for {c} cores; recompute them for cores "
+                             f"{','.join(map(str, cores))}")
         out.append(predict_runtime(machine, c, rates[c], facts.ops, facts.mem_accesses, facts.mem_bytes,
                                    work_share=busiest_share(list(facts.loops), c), regions=facts.regions,
-                                   barriers=facts.barriers, blocks=facts.blocks, **model_args))
+                                   barriers=facts.barriers, blocks=facts.blocks,
+                                   tlb_miss_rates=tlb_rates[c] if tlb_rates is not None else None,
+                                   coherence_miss_rate=(coherence or {}).get(c, 0.0), **model_args))
     return out
 
 
-def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = None, **model_args: Any):
+def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = None, tlb=None, store_lines=None,
+                  coherence: Mapping[int, float] | None = None, **model_args: Any):
     """DataFrame of RuntimePrediction rows for every core count in `hits` up to the machine's cores.
 
     Core counts above `machine.cores` are left out (a multi-machine run asks for 16 cores on an
-    8-core part); `predict_runtime` itself refuses them.
+    8-core part); `predict_runtime` itself refuses them. `tlb`: a TLB miss-rate table
+    (analysis/tlb.py) or None for no TLB term; `store_lines`: a store-line table
+    (analysis/store_lines.py) or None, every store then pairing; `coherence`: cores -> coherence-miss
+    fraction (hitrates.coherence_miss_rates) or None.
     """
     import pandas as pd
 
+    from analysis.store_lines import new_line_by_block
+    from analysis.tlb import miss_rates_by_cores
+
     rates = local_rates_by_cores(hits)
     cores = [c for c in sorted(rates) if c <= machine.cores]
-    preds = predict_many(machine, cores, rates, region_facts(Path(trace), binary), **model_args)
+    tlb_rates = miss_rates_by_cores(tlb) if tlb is not None and machine.tlbs else None
+    facts = region_facts(Path(trace), binary, new_line_by_block(store_lines))
+    preds = predict_many(machine, cores, rates, facts, tlb_rates, coherence, **model_args)
     return pd.DataFrame([p.as_row() for p in preds])

@@ -34,6 +34,9 @@ def run() -> list[dict]:
              for op, cost in m.ops.items()]
     rows += [_row("fork/join, all cores", m.parallel.fork_join_ns, "ns", 10.0, 100_000.0),
              _row("barrier, all cores", m.parallel.barrier_ns, "ns", 10.0, 100_000.0)]
+    for t in m.tlbs:  # none when tlb.c finds no step (e.g. huge pages all the way down)
+        rows += [_row(f"{t.name} reach", t.entries, "pages", 8, 1 << 16),
+                 _row(f"{t.name} miss cost", t.miss_cycles, "cycles", 0.0, 2000.0)]
     return rows + runtime_rows(m)
 
 

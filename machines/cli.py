@@ -23,7 +23,24 @@ def _summary(m: Machine) -> str:
                  f"{m.ram.bandwidth_all_cores_gbs} GB/s all cores")
     for op, cost in m.ops.items():
         lines.append(f"  {op:8s} latency {cost.latency:6g}  recip. throughput {cost.recip_throughput:6g}")
-    return "\n".join(lines)
+    return "\n".join(lines + _optional_lines(m))
+
+
+def _optional_lines(m: Machine) -> list[str]:
+    """The optional tables a machine file has (machines/SCHEMA.md), one line each."""
+    lines = [f"  {t.name}: {t.entries} entries of {t.page_bytes // 1024} KiB pages, "
+             f"{t.associativity or 'fully associative'}{'-way' if t.associativity else ''}, "
+             f"miss +{t.miss_cycles:g} cyc" for t in m.tlbs]
+    if m.parallel.fork_join_ns or m.parallel.barrier_ns:
+        lines.append(f"  parallel: fork/join {m.parallel.fork_join_ns:g} ns, barrier {m.parallel.barrier_ns:g} ns")
+    if m.reorder_window_ops or m.store_new_line_cycles:
+        lines.append(f"  core: reorder window {m.reorder_window_ops:g} ops, store to a new line "
+                     f"{m.store_new_line_cycles or m.ops['store'].recip_throughput:g} cyc")
+    if m.transfer_cycles:
+        lines.append(f"  coherence: line from another core's cache {m.transfer_cycles:g} cyc")
+    if m.calls:
+        lines.append(f"  calls priced: {', '.join(sorted(m.calls))}")
+    return lines
 
 
 def run_list(args: argparse.Namespace) -> int:

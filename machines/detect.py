@@ -3,7 +3,8 @@
 The C microbenchmarks in machines/microbench/ are compiled with clang-19 -O2 and run once each:
 ops.c (latency: dependent chains; throughput: independent chains), chase.c (pointer-chasing
 latency per working-set size), lines.c (lines per second each level delivers) and stream.c
-(OpenMP read bandwidth from RAM). Times come back in ns and
+(OpenMP read bandwidth from RAM), tlb.c (cost of touching more pages than the TLBs map), stores.c
+(stores that cannot pair in one line), transfer.c (lines last written by another core). Times come back in ns and
 become cycles with the frequency measured by the dependent integer-add chain (1 cycle per add).
 """
 from __future__ import annotations
@@ -289,6 +290,100 @@ def measure_calls(workdir: Path, ghz: float, effort: Effort, progress: Progress)
             for name in names}
 
 
+# Page counts tlb.c sweeps: first-level knee (lines stay in L1), then the second level's.
+TLB_FIRST_PAGES = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768)
+TLB_SECOND_PAGES = (1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
+TLB_MIN_STEP_CYCLES = 0.1   # a smaller paged - dense step is noise: no TLB level is reported
+
+
+def tlb_levels(extra_cycles: dict[int, float], page_bytes: int) -> list[dict]:
+    """TLB levels from the extra cycles per load that touching P pages costs (tlb.c, paged - dense).
+
+    The first level's miss cost is the plateau over 256-768 pages; its entries, the largest page count
+    before the curve is half-way up to it. The second level's cost is the plateau past its knee less the
+    first level's, found the same way. A cyclic sweep measures capacity, not ways: levels are reported
+    fully associative.
+    """
+    first = [extra_cycles[p] for p in TLB_FIRST_PAGES if 256 <= p and p in extra_cycles]
+    if not first or statistics.median(first) < TLB_MIN_STEP_CYCLES:
+        return []
+    step1 = statistics.median(first)
+    entries1 = _knee(extra_cycles, TLB_FIRST_PAGES, 0.0, step1)
+    levels = [{"name": "DTLB", "entries": entries1, "page_bytes": page_bytes, "step": step1}]
+    second = [extra_cycles[p] for p in TLB_SECOND_PAGES if p in extra_cycles]
+    top = max(second, default=step1)
+    if top - step1 >= 1.0:
+        entries2 = _knee(extra_cycles, TLB_SECOND_PAGES, step1, top)
+        walk = statistics.median([v for p, v in extra_cycles.items() if p >= 2 * entries2] or [top]) - step1
+        if entries2 > entries1 and walk >= TLB_MIN_STEP_CYCLES:
+            levels.append({"name": "STLB", "entries": entries2, "page_bytes": page_bytes, "step": walk})
+    return [{"name": lv["name"], "entries": lv["entries"], "associativity": 0, "page_bytes": lv["page_bytes"],
+             "miss_cycles": round(lv["step"], 2)} for lv in levels]
+
+
+def _knee(extra_cycles: dict[int, float], pages: tuple[int, ...], low: float, high: float) -> int:
+    """Largest page count whose extra cost, and that of every smaller count, is below half-way."""
+    entries = pages[0]
+    for p in pages:
+        if extra_cycles.get(p, high) >= low + 0.5 * (high - low):
+            break
+        entries = p
+    return entries
+
+
+def measure_tlb(workdir: Path, ghz: float, line_bytes: int, effort: Effort, progress: Progress) -> list[dict]:
+    """Data TLB levels of this host from tlb.c ([] when touching more pages costs nothing measurable)."""
+    progress("compiling and running tlb.c (address translation: TLB reach and miss costs)")
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    pages = TLB_FIRST_PAGES + TLB_SECOND_PAGES
+    res = _run(_compile("tlb.c", workdir / "tlb", []), page, line_bytes, max(1_000_000, effort.op_iterations * 10),
+               *pages)
+    extra = {p: (res[f"paged_{p}"] - res[f"dense_{p}"]) * ghz for p in pages}
+    levels = tlb_levels(extra, page)
+    curve = ", ".join(f"{p}: {extra[p]:.2f}" for p in pages)
+    for lv in levels:
+        lv["source"] = (f"tlb.c on this host: extra cycles per load when each load is on its own {page}-byte page "
+                        f"(page count: cycles) {curve}; entries = knee of that curve, cost = step past it "
+                        f"(fully associative assumed)")
+    return levels
+
+
+def measure_stores(workdir: Path, ghz: float, line_bytes: int, effort: Effort, progress: Progress) -> dict:
+    """Cycles per store into L1 when each store writes another line than the one before (stores.c)."""
+    progress("compiling and running stores.c (stores to the same or to another line)")
+    res = _run(_compile("stores.c", workdir / "stores", []), line_bytes, max(1_000_000, effort.op_iterations * 20))
+    return {"store_new_line_cycles": round(res["new_line_ns"] * ghz, 3),
+            "source": f"stores.c on this host: independent stores into L1, each to another line "
+                      f"({res['new_line_ns']:.4f} ns) against along one line ({res['same_line_ns']:.4f} ns)"}
+
+
+TRANSFER_PHASES = 100
+
+
+def measure_transfer(workdir: Path, ghz: float, caches: list[SysCache], cores: int, progress: Progress) -> dict:
+    """The [coherence] table: cycles per line a core pays for lines another core just wrote (transfer.c
+    over a quarter of the private L2, the size of a thread's share of a shared matrix); {} on one core."""
+    if cores < 2:
+        return {}
+    progress("compiling and running transfer.c (lines last written by another core)")
+    private = [c for c in caches if not c.shared] or caches[:1]
+    lines = max(64, private[-1].size_bytes // private[-1].line_bytes // 4)
+    env = dict(os.environ, OMP_PROC_BIND="close", OMP_PLACES="cores")
+    res = _run(_compile("transfer.c", workdir / "transfer", [], openmp=True), caches[0].line_bytes, lines,
+               TRANSFER_PHASES, env=env)
+    return {"transfer_cycles": round(res["other_ns"] * ghz, 2),
+            "source": f"transfer.c on this host, 2 threads on 2 cores: {lines} lines updated in turns "
+                      f"({res['other_ns']:.3f} ns per line; {res['same_ns']:.3f} ns when one core does every turn)"}
+
+
+def core_table(window: dict, stores: dict) -> dict:
+    """The [core] table from the window and store figures (either may be missing), one source."""
+    figures = {k: v for part in (window, stores) for k, v in part.items() if k != "source"}
+    if not figures:
+        return {}
+    return {**figures, "source": "; ".join(part["source"] for part in (window, stores) if part)}
+
+
 WINDOW_OPS_PER_ITERATION = 6  # window.c's loop: load, fdiv, fadd, index add, compare, branch
 
 
@@ -329,7 +424,10 @@ def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
         levels, ram = measure_memory(Path(tmp), caches, cores, ghz, ops["load"]["recip_throughput"], effort, say)
         parallel = measure_parallel(Path(tmp), cores, effort, say)
         calls = measure_calls(Path(tmp), ghz, effort, say)
-        core = measure_window(Path(tmp), effort, say)
+        core = core_table(measure_window(Path(tmp), effort, say),
+                          measure_stores(Path(tmp), ghz, caches[0].line_bytes, effort, say))
+        tlbs = measure_tlb(Path(tmp), ghz, caches[0].line_bytes, effort, say)
+        coherence = measure_transfer(Path(tmp), ghz, caches, cores, say)
     nominal = cpuinfo_mhz()
     data = {"schema_version": SCHEMA_VERSION, "name": f"host-{platform.node() or 'unknown'}",
             "description": f"{_model_name()} as measured by pptmc machines detect"
@@ -341,7 +439,8 @@ def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
             "caches": levels, "ram": ram,
             "ops": {op: {**ops[op], "source": "ops.c on this host: dependent chain (latency), 8 independent "
                                               "chains (throughput)"} for op in OP_CLASSES},
-            "parallel": parallel, "calls": calls, **({"core": core} if core else {})}
+            "parallel": parallel, "calls": calls, **({"core": core} if core else {}),
+            **({"tlbs": tlbs} if tlbs else {}), **({"coherence": coherence} if coherence else {})}
     validate_machine_dict(data, "detected host")
     say(f"done in {time.monotonic() - start:.1f} s")
     return data

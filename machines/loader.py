@@ -13,19 +13,21 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from machines.model import OP_CLASSES, CacheLevel, Machine, OpCost, Parallel, Ram
+from machines.model import OP_CLASSES, CacheLevel, Machine, OpCost, Parallel, Ram, TlbLevel
 from pptmc.errors import InputError
 
 SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = (1,)
 
 _TOP_KEYS = {"schema_version", "name", "description", "cores", "frequency_ghz", "bus_width_bytes",
-             "simd_width_bits", "source", "caches", "ram", "ops", "parallel", "calls", "core"}
+             "simd_width_bits", "source", "caches", "ram", "ops", "parallel", "calls", "core", "tlbs",
+             "coherence"}
 _CACHE_KEYS = {"name", "size_bytes", "line_bytes", "associativity", "latency_cycles",
                "recip_throughput_cycles", "shared", "source"}
 _RAM_KEYS = {"latency_ns", "bandwidth_one_core_gbs", "bandwidth_all_cores_gbs", "source"}
 _OP_KEYS = {"latency", "recip_throughput", "source"}
 _PARALLEL_KEYS = {"fork_join_ns", "barrier_ns", "source"}
+_TLB_KEYS = {"name", "entries", "associativity", "page_bytes", "miss_cycles", "source"}
 
 
 @dataclass
@@ -82,6 +84,14 @@ def _kind(value: Any) -> str:
             list: "array"}.get(type(value), type(value).__name__)
 
 
+def _power_of_two(chk: _Checker, path: str, value: int | None) -> int | None:
+    """The value if it is a power of two (or already None), else None and an error at `path`."""
+    if value is not None and value & (value - 1):
+        chk.fail(path, f"must be a power of two, got {value}")
+        return None
+    return value
+
+
 def _check_cache(chk: _Checker, raw: Any, i: int) -> CacheLevel | None:
     prefix = f"caches[{i}]."
     data = chk.table(raw, f"caches[{i}]")
@@ -96,9 +106,7 @@ def _check_cache(chk: _Checker, raw: Any, i: int) -> CacheLevel | None:
     thr = chk.get(data, "recip_throughput_cycles", prefix, "number", positive=True)
     shared = chk.get(data, "shared", prefix, "bool")
     chk.get(data, "source", prefix, "str")
-    if line is not None and line & (line - 1):
-        chk.fail(f"{prefix}line_bytes", f"must be a power of two, got {line}")
-        line = None
+    line = _power_of_two(chk, f"{prefix}line_bytes", line)
     if size is not None and line is not None:
         if size % line:
             chk.fail(f"{prefix}size_bytes", f"{size} is not a multiple of line_bytes {line}")
@@ -119,11 +127,15 @@ def _check_caches(chk: _Checker, data: dict) -> tuple[CacheLevel, ...]:
     if not isinstance(raw, list) or not raw:
         chk.fail("caches", f"expected a non-empty array of tables, got {_kind(raw)}")
         return ()
-    levels = [_check_cache(chk, item, i) for i, item in enumerate(raw)]
-    names = [c.name for c in levels if c is not None]
+    return _named_levels(chk, "caches", [_check_cache(chk, item, i) for i, item in enumerate(raw)])
+
+
+def _named_levels(chk: _Checker, key: str, levels: list) -> tuple:
+    """The valid levels of a [[key]] array; a name used twice is an error."""
+    names = [lv.name for lv in levels if lv is not None]
     for dup in sorted({n for n in names if names.count(n) > 1}):
-        chk.fail("caches", f"level name {dup!r} appears more than once")
-    return tuple(c for c in levels if c is not None)
+        chk.fail(key, f"level name {dup!r} appears more than once")
+    return tuple(lv for lv in levels if lv is not None)
 
 
 def _check_ram(chk: _Checker, data: dict) -> Ram | None:
@@ -214,17 +226,69 @@ def _check_calls(chk: _Checker, data: dict) -> dict[str, OpCost]:
     return out
 
 
-def _check_core(chk: _Checker, data: dict) -> float:
-    """The optional [core] table: the out-of-order window past a stalled chain (0 when absent)."""
+_CORE_FIGURES = ("reorder_window_ops", "store_new_line_cycles")
+
+
+def _check_core(chk: _Checker, data: dict) -> tuple[float, float]:
+    """The optional [core] table: (out-of-order window past a stalled chain, cost of a store to
+    another line than the store before it); each figure optional, 0 when absent."""
     if "core" not in data:
-        return 0.0
+        return 0.0, 0.0
     core = chk.table(data["core"], "core")
     if core is None:
-        return 0.0
-    chk.unknown(core, {"reorder_window_ops", "source"}, "core.")
-    window = chk.get(core, "reorder_window_ops", "core.", "number", positive=True)
+        return 0.0, 0.0
+    chk.unknown(core, {*_CORE_FIGURES, "source"}, "core.")
     chk.get(core, "source", "core.", "str")
-    return float(window or 0.0)
+    if not any(key in core for key in _CORE_FIGURES):
+        chk.fail("core", f"needs at least one of {', '.join(_CORE_FIGURES)}")
+    values = [chk.get(core, key, "core.", "number", positive=True) if key in core else 0.0 for key in _CORE_FIGURES]
+    return float(values[0] or 0.0), float(values[1] or 0.0)
+
+
+def _check_coherence(chk: _Checker, data: dict) -> float:
+    """The optional [coherence] table: the cost of a line last written by another core (0 when absent)."""
+    if "coherence" not in data:
+        return 0.0
+    table = chk.table(data["coherence"], "coherence")
+    if table is None:
+        return 0.0
+    chk.unknown(table, {"transfer_cycles", "source"}, "coherence.")
+    cost = chk.get(table, "transfer_cycles", "coherence.", "number", positive=True)
+    chk.get(table, "source", "coherence.", "str")
+    return float(cost or 0.0)
+
+
+def _check_tlb(chk: _Checker, raw: Any, i: int) -> TlbLevel | None:
+    """One [[tlbs]] entry: geometry and the cost of missing it."""
+    prefix = f"tlbs[{i}]."
+    data = chk.table(raw, f"tlbs[{i}]")
+    if data is None:
+        return None
+    chk.unknown(data, _TLB_KEYS, prefix)
+    name = chk.get(data, "name", prefix, "str")
+    entries = chk.get(data, "entries", prefix, "int", positive=True)
+    assoc = chk.get(data, "associativity", prefix, "int", non_negative=True)
+    page = chk.get(data, "page_bytes", prefix, "int", positive=True)
+    cost = chk.get(data, "miss_cycles", prefix, "number", non_negative=True)
+    chk.get(data, "source", prefix, "str")
+    page = _power_of_two(chk, f"{prefix}page_bytes", page)
+    if entries is not None and assoc and entries % assoc:
+        chk.fail(f"{prefix}associativity", f"{entries} entries do not divide into {assoc} ways")
+    values = (name, entries, assoc, page, cost)
+    if any(v is None for v in values):
+        return None
+    return TlbLevel(name=name, entries=entries, associativity=assoc, page_bytes=page, miss_cycles=float(cost))
+
+
+def _check_tlbs(chk: _Checker, data: dict) -> tuple[TlbLevel, ...]:
+    """The optional [[tlbs]] array, first level first; absent means no translation cost."""
+    if "tlbs" not in data:
+        return ()
+    raw = data["tlbs"]
+    if not isinstance(raw, list):
+        chk.fail("tlbs", f"expected an array of [[tlbs]] tables, got {_kind(raw)}")
+        return ()
+    return _named_levels(chk, "tlbs", [_check_tlb(chk, item, i) for i, item in enumerate(raw)])
 
 
 def _collect_sources(data: dict) -> dict[str, str]:
@@ -233,9 +297,12 @@ def _collect_sources(data: dict) -> dict[str, str]:
     for i, cache in enumerate(data.get("caches") or []):
         if isinstance(cache, dict):
             sources[f"caches[{i}]"] = cache.get("source", "")
+    for i, tlb in enumerate(data.get("tlbs") or []) if isinstance(data.get("tlbs"), list) else ():
+        if isinstance(tlb, dict):
+            sources[f"tlbs[{i}]"] = tlb.get("source", "")
     if isinstance(data.get("ram"), dict):
         sources["ram"] = data["ram"].get("source", "")
-    for table in ("parallel", "core"):
+    for table in ("parallel", "core", "coherence"):
         if isinstance(data.get(table), dict):
             sources[table] = data[table].get("source", "")
     for op, entry in (data.get("ops") or {}).items() if isinstance(data.get("ops"), dict) else ():
@@ -275,14 +342,17 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
     ops = _check_ops(chk, data)
     parallel = _check_parallel(chk, data)
     calls = _check_calls(chk, data)
-    window = _check_core(chk, data)
+    window, store_new_line = _check_core(chk, data)
+    tlbs = _check_tlbs(chk, data)
+    transfer = _check_coherence(chk, data)
     if chk.errors:
         raise InputError(f"{source}: invalid machine file: " + "; ".join(chk.errors)
                          + " (schema: machines/SCHEMA.md)")
     return Machine(name=name, description=description, cores=cores, frequency_ghz=float(freq),
                    caches=caches, ram=ram, bus_width_bytes=bus, simd_width_bits=simd, ops=ops,
                    sources=_collect_sources(data), schema_version=version, parallel=parallel,
-                   calls=calls, reorder_window_ops=window)
+                   calls=calls, reorder_window_ops=window, store_new_line_cycles=store_new_line, tlbs=tlbs,
+                   transfer_cycles=transfer)
 
 
 def machine_to_dict(m: Machine) -> dict:
@@ -303,8 +373,15 @@ def machine_to_dict(m: Machine) -> dict:
     if "parallel" in src or m.parallel != Parallel():  # optional table: written only when the file had one
         out["parallel"] = {"fork_join_ns": m.parallel.fork_join_ns, "barrier_ns": m.parallel.barrier_ns,
                            "source": src.get("parallel", "")}
-    if m.reorder_window_ops:
-        out["core"] = {"reorder_window_ops": m.reorder_window_ops, "source": src.get("core", "")}
+    core = {k: getattr(m, k) for k in _CORE_FIGURES if getattr(m, k)}
+    if core:
+        out["core"] = {**core, "source": src.get("core", "")}
+    if m.transfer_cycles:
+        out["coherence"] = {"transfer_cycles": m.transfer_cycles, "source": src.get("coherence", "")}
+    if m.tlbs:
+        out["tlbs"] = [{"name": t.name, "entries": t.entries, "associativity": t.associativity,
+                        "page_bytes": t.page_bytes, "miss_cycles": t.miss_cycles,
+                        "source": src.get(f"tlbs[{i}]", "")} for i, t in enumerate(m.tlbs)]
     if m.calls:
         out["calls"] = {name: {"latency": cost.latency, "recip_throughput": cost.recip_throughput,
                                "source": src.get(f"calls.{name}", "")} for name, cost in m.calls.items()}
@@ -357,19 +434,22 @@ def _toml_value(value: Any) -> str:
 
 def dumps_toml(data: dict) -> str:
     """Write a machine dict as TOML; hand-written because the stdlib only reads TOML and the
-    schema needs just scalars, one array of tables and one level of sub-tables."""
+    schema needs just scalars, two arrays of tables and one level of sub-tables."""
     scalars = [f"{k} = {_toml_value(v)}" for k, v in data.items() if not isinstance(v, (dict, list))]
     lines = scalars + [""]
     for cache in data.get("caches", []):
         lines += ["[[caches]]"] + [f"{k} = {_toml_value(v)}" for k, v in cache.items()] + [""]
+    for tlb in data.get("tlbs", []):
+        lines += ["[[tlbs]]"] + [f"{k} = {_toml_value(v)}" for k, v in tlb.items()] + [""]
     if "ram" in data:
         lines += ["[ram]"] + [f"{k} = {_toml_value(v)}" for k, v in data["ram"].items()] + [""]
     for op, entry in data.get("ops", {}).items():
         lines += [f"[ops.{op}]"] + [f"{k} = {_toml_value(v)}" for k, v in entry.items()] + [""]
     if "parallel" in data:
         lines += ["[parallel]"] + [f"{k} = {_toml_value(v)}" for k, v in data["parallel"].items()] + [""]
-    if "core" in data:
-        lines += ["[core]"] + [f"{k} = {_toml_value(v)}" for k, v in data["core"].items()] + [""]
+    for table in ("core", "coherence"):
+        if table in data:
+            lines += [f"[{table}]"] + [f"{k} = {_toml_value(v)}" for k, v in data[table].items()] + [""]
     for name, entry in data.get("calls", {}).items():
         lines += [f"[calls.{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in entry.items()] + [""]
     return "\n".join(lines)

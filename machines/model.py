@@ -54,6 +54,17 @@ class Parallel:
 
 
 @dataclass(frozen=True)
+class TlbLevel:
+    """One level of data address translation (first-level DTLB, then the second-level STLB)."""
+
+    name: str                 # "DTLB", "STLB"
+    entries: int
+    associativity: int        # 0 = fully associative; 1 = direct-mapped
+    page_bytes: int
+    miss_cycles: float        # extra cycles an access pays when it misses this level (throughput)
+
+
+@dataclass(frozen=True)
 class Machine:
     """A CPU as the models see it."""
 
@@ -72,6 +83,14 @@ class Machine:
     # optional [core] table: operations past a stalled dependence chain that the out-of-order core
     # keeps in flight (in the pass's counted-operation units); 0 = short chains do not overlap
     reorder_window_ops: float = 0.0
+    # optional [core] figure: reciprocal throughput of stores that each write another L1 line than the
+    # store before them; 0 = the same as ops.store
+    store_new_line_cycles: float = 0.0
+    # optional [coherence] figure: cycles per line (throughput) an access pays when the line was last written
+    # by another core's private cache (a write-invalidate transfer); 0 = charged as the level that serves it
+    transfer_cycles: float = 0.0
+    # optional [[tlbs]]: data TLB levels, first level first; () = address translation costs nothing
+    tlbs: tuple[TlbLevel, ...] = ()
     schema_version: int = 1
 
     @property

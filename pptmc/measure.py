@@ -35,7 +35,8 @@ DEFAULT_CPU_FORM = "critical-path"
 # independent), "simulated" from the set-associative LRU simulator run on the same mimicked traces for
 # this machine's caches (analysis/cachesim.py; sees set conflicts, costs a simulation per machine).
 HIT_RATE_SOURCES = ("sdcm", "simulated")
-MODEL_COLUMNS = ("t_mem_s", "t_cpu_s", "t_overhead_s", "contention_s", "t_dram_s", "dram_bytes")
+MODEL_COLUMNS = ("t_mem_s", "t_cpu_s", "t_tlb_s", "t_coherence_s", "t_overhead_s", "contention_s", "t_dram_s",
+                 "dram_bytes")
 COLUMNS = ("benchmark", "cores", "measured_s", "measured_min_s", "measured_max_s", "repeats", "predicted_s",
            *MODEL_COLUMNS, "rel_error", "rel_error_min")
 
@@ -155,18 +156,25 @@ def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, m
         hits = simulated_hit_rates(result.trace_path, result.profiles_dir, machine, threads)
     else:
         hits = result.hit_rates[result.hit_rates["machine"] == machine.name]
-    return (predict_table(machine, hits, result.trace_path, layout=layout, contention=contention, cpu_form=cpu_form)
+    from analysis.hitrates import coherence_miss_rates
+    from analysis.profiles import ProfileSet
+
+    tlb = None if result.tlb_rates is None else result.tlb_rates[result.tlb_rates["machine"] == machine.name]
+    coherence = coherence_miss_rates(ProfileSet.load(result.profiles_dir))
+    return (predict_table(machine, hits, result.trace_path, tlb=tlb, store_lines=result.store_lines,
+                          coherence=coherence, layout=layout, contention=contention, cpu_form=cpu_form)
             .assign(benchmark=bench.name))
 
 
 def simulated_hit_rates(trace: Path, profiles_dir: Path, machine: Machine, threads: Sequence[int]) -> pd.DataFrame:
     """Per-level hit rates from the LRU simulator on the private/shared traces the profiles were made
-    from (same mode, interleaving and seed), every level seeing every access as SDCM assumes, so the
-    two differ only where sets do (and in coherence misses, which this simulation does not count)."""
+    from (same mode, interleaving and seed): hierarchical (a level sees the misses above it), with
+    write-invalidate coherence between the private levels when the profiles model it."""
     from analysis.cachesim import simulate_like
     from analysis.profiles import ProfileSet
 
-    return simulate_like(trace, machine, ProfileSet.load(profiles_dir), list(threads))
+    ps = ProfileSet.load(profiles_dir)
+    return simulate_like(trace, machine, ps, list(threads), hierarchical=True, coherent=ps.coherence)
 
 
 def validate_runtimes(benches, size: str, threads: tuple[int, ...], workdir: Path, machine: Machine,

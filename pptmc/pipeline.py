@@ -53,6 +53,8 @@ class PipelineResult:
     profiles_dir: Path
     n_accesses: int
     timings: dict[str, float] = field(default_factory=dict)
+    tlb_rates: pd.DataFrame | None = None   # cores, level, miss_rate, accesses, machine (machines with [[tlbs]])
+    store_lines: pd.DataFrame | None = None  # analysis/store_lines.py table, when a machine prices it
 
 
 def _noop(_: str) -> None:
@@ -157,25 +159,83 @@ def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress) -> Path:
     return out
 
 
+def page_profile_step(cfg: PipelineConfig, trace: Path, page_bytes: int, progress: Progress) -> Path:
+    """Private reuse profiles at page granularity, for the TLB levels of the machines (cached)."""
+    from analysis.tlb import page_profiles
+
+    out = cfg.workdir / f"page_profiles_{page_bytes}"
+    params = {"cores": cfg.cores, "mode": cfg.mode, "interleave": cfg.interleave, "seed": cfg.seed,
+              "page": page_bytes, "code": code_digest("analysis")}
+    key = step_key([trace], params)
+    stamp = out / ".key"
+    if not is_fresh(stamp, key, [out]):
+        progress(f"profile pages of {page_bytes} B (TLB)")
+        page_profiles(trace, cfg.cores, page_bytes, cfg.mode, cfg.interleave, cfg.seed).save(out)
+        mark_done(stamp, key)
+    return out
+
+
+def store_line_step(cfg: PipelineConfig, trace: Path, progress: Progress) -> pd.DataFrame:
+    """Per block, the stores that write another line than the store before them (cached)."""
+    from analysis.store_lines import store_line_table
+
+    out = cfg.workdir / "store_lines" / "store_lines.csv"
+    key = step_key([trace], {"line": cfg.line_size, "code": code_digest("analysis")})
+    stamp = out.parent / ".key"
+    if not is_fresh(stamp, key, [out]):
+        progress("count stores to new lines")
+        write_table(store_line_table(trace, cfg.line_size), out)
+        mark_done(stamp, key)
+    return pd.read_csv(out)
+
+
+def tlb_rates_for(cfg: PipelineConfig, machine, trace: Path, progress: Progress) -> pd.DataFrame | None:
+    """The machine's TLB miss rates per core count, or None when its file has no [[tlbs]]."""
+    from analysis.profiles import ProfileSet
+    from analysis.tlb import page_sizes, tlb_miss_rates
+
+    if not machine.tlbs:
+        return None
+    sets = {page: ProfileSet.load(page_profile_step(cfg, trace, page, progress)) for page in page_sizes(machine)}
+    return tlb_miss_rates(sets, machine)
+
+
+@dataclass
+class Predictions:
+    """What predict_step returns: tables per machine, plus the trace facts some machines need."""
+
+    hit_rates: pd.DataFrame
+    runtimes: pd.DataFrame
+    tlb_rates: pd.DataFrame | None = None     # machines with [[tlbs]] only
+    store_lines: pd.DataFrame | None = None   # when a machine prices stores to new lines
+
+
 def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: Path,
-                 progress: Progress) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Hit rates and runtimes on every requested machine."""
-    from analysis.hitrates import predict_hit_rates
+                 progress: Progress) -> Predictions:
+    """Hit rates, runtimes and the TLB and store-line facts on every requested machine."""
+    from analysis.hitrates import coherence_miss_rates, predict_hit_rates
     from analysis.profiles import ProfileSet
     from analysis.runtime_model import predict_table
     from machines import load_machine
 
     progress("predict")
     profiles = ProfileSet.load(profiles_dir)
-    hit_frames, runtime_frames = [], []
-    for name in cfg.machines:
-        machine = load_machine(name)
+    coherence = coherence_miss_rates(profiles)
+    machines = [load_machine(name) for name in cfg.machines]
+    store_lines = (store_line_step(cfg, trace, progress) if any(m.store_new_line_cycles for m in machines)
+                   else None)
+    hit_frames, runtime_frames, tlb_frames = [], [], []
+    for machine in machines:
         hits = predict_hit_rates(profiles, machine)
         hit_frames.append(hits.assign(machine=machine.name))
-        runtimes = predict_table(machine, hits, trace, binary, layout=cfg.layout, contention=cfg.contention,
-                                 cpu_form=cfg.cpu_form)
+        tlb = tlb_rates_for(cfg, machine, trace, progress)
+        if tlb is not None:
+            tlb_frames.append(tlb.assign(machine=machine.name))
+        runtimes = predict_table(machine, hits, trace, binary, tlb=tlb, store_lines=store_lines, coherence=coherence,
+                                 layout=cfg.layout, contention=cfg.contention, cpu_form=cfg.cpu_form)
         runtime_frames.append(runtimes.assign(machine=machine.name))
-    return pd.concat(hit_frames, ignore_index=True), pd.concat(runtime_frames, ignore_index=True)
+    return Predictions(pd.concat(hit_frames, ignore_index=True), pd.concat(runtime_frames, ignore_index=True),
+                       pd.concat(tlb_frames, ignore_index=True) if tlb_frames else None, store_lines)
 
 
 def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineResult:
@@ -192,10 +252,13 @@ def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineRes
     binary = timed("instrument", instrument_step, cfg, translated, progress)
     trace = timed("trace", trace_step, cfg, binary, progress)
     profiles_dir = timed("profile", profile_step, cfg, trace, progress)
-    hits, runtimes = timed("predict", predict_step, cfg, profiles_dir, trace, binary, progress)
-    write_table(hits, cfg.workdir / "hit_rates.csv")
-    write_table(runtimes, cfg.workdir / "runtimes.csv")
+    pred = timed("predict", predict_step, cfg, profiles_dir, trace, binary, progress)
+    write_table(pred.hit_rates, cfg.workdir / "hit_rates.csv")
+    write_table(pred.runtimes, cfg.workdir / "runtimes.csv")
+    if pred.tlb_rates is not None:
+        write_table(pred.tlb_rates, cfg.workdir / "tlb_miss_rates.csv")
     import instrument
 
     n_accesses = instrument.open_trace(trace).info.n_accesses
-    return PipelineResult(cfg.source.stem, hits, runtimes, trace, profiles_dir, n_accesses, timings)
+    return PipelineResult(cfg.source.stem, pred.hit_rates, pred.runtimes, trace, profiles_dir, n_accesses, timings,
+                          pred.tlb_rates, pred.store_lines)

@@ -143,6 +143,13 @@ def test_cli_list_show_validate(capsys, tmp_path):
     good.write_text(dumps_toml(_base()))
     assert cli.run(["machines", "validate", str(good)]) == 0
     assert "valid machine file" in capsys.readouterr().out
+    full = tmp_path / "full.toml"  # the optional tables are shown too
+    full.write_text(dumps_toml({**_base(), "tlbs": _tlbs(), "coherence": {"transfer_cycles": 20.0, "source": "t"},
+                                "core": {"store_new_line_cycles": 1.0, "source": "s"}}))
+    assert cli.run(["machines", "show", str(full)]) == 0
+    out = capsys.readouterr().out
+    assert "DTLB: 64 entries of 4 KiB pages, 4-way, miss +0.5 cyc" in out and "STLB: 2048" in out
+    assert "coherence: line from another core's cache 20 cyc" in out and "store to a new line 1 cyc" in out
 
 
 def test_parallel_table_is_optional_and_round_trips():
@@ -191,13 +198,64 @@ def test_calls_table_errors_name_the_field(entry, message):
         machines.validate_machine_dict(data, "bad.toml")
 
 
-def test_core_window_table_is_optional_and_checked():
-    assert machines.load_machine("zen2-epyc-7702p").reorder_window_ops == 0.0
+def _tlbs() -> list[dict]:
+    return [{"name": "DTLB", "entries": 64, "associativity": 4, "page_bytes": 4096, "miss_cycles": 0.5,
+             "source": "tlb.c"},
+            {"name": "STLB", "entries": 2048, "associativity": 0, "page_bytes": 4096, "miss_cycles": 24.0,
+             "source": "tlb.c"}]
+
+
+def test_tlbs_are_optional_and_round_trip():
+    assert machines.load_machine("haswell-i7-5960x").tlbs == ()
     data = _base()
-    data["core"] = {"reorder_window_ops": 240, "source": "window.c"}
-    m = machines.validate_machine_dict(data, "w.toml")
-    assert m.reorder_window_ops == 240.0 and m.sources["core"] == "window.c"
+    data["tlbs"] = _tlbs()
+    m = machines.validate_machine_dict(data, "t.toml")
+    assert [(t.name, t.entries, t.associativity, t.miss_cycles) for t in m.tlbs] == [
+        ("DTLB", 64, 4, 0.5), ("STLB", 2048, 0, 24.0)]
+    assert m.sources["tlbs[1]"] == "tlb.c"
     assert machines.validate_machine_dict(tomllib.loads(dumps_toml(machines.machine_to_dict(m))), "t") == m
-    data["core"] = {"reorder_window_ops": -3, "source": "x"}
-    with pytest.raises(InputError, match=r"core\.reorder_window_ops"):
+
+
+TLB_BAD = [
+    (lambda t: t[0].pop("entries"), "tlbs[0].entries: missing"),
+    (lambda t: t[1].update(page_bytes=5000), "tlbs[1].page_bytes: must be a power of two"),
+    (lambda t: t[0].update(associativity=5), "tlbs[0].associativity: 64 entries do not divide into 5 ways"),
+    (lambda t: t[1].update(miss_cycles=-1), "tlbs[1].miss_cycles: must not be negative"),
+    (lambda t: t[1].update(name="DTLB"), "level name 'DTLB' appears more than once"),
+    (lambda t: t[0].update(ways=4), "tlbs[0].ways: unknown field"),
+]
+
+
+@pytest.mark.parametrize("edit,message", TLB_BAD, ids=[m for _, m in TLB_BAD])
+def test_tlb_errors_name_the_field(edit, message):
+    data = _base()
+    data["tlbs"] = _tlbs()
+    edit(data["tlbs"])
+    with pytest.raises(InputError, match=message.replace(".", r"\.").replace("[", r"\[").replace("]", r"\]")):
+        machines.validate_machine_dict(data, "bad.toml")
+
+
+OPTIONAL_FIGURES = [  # table, its content, Machine attribute, a bad content and the error it must give
+    ("core", {"reorder_window_ops": 240, "source": "window.c"}, "reorder_window_ops",
+     {"reorder_window_ops": -3, "source": "x"}, r"core\.reorder_window_ops: must be positive"),
+    ("core", {"store_new_line_cycles": 1.03, "source": "stores.c"}, "store_new_line_cycles",
+     {"store_new_line_cycles": 0, "source": "x"}, r"core\.store_new_line_cycles: must be positive"),
+    ("core", {"reorder_window_ops": 240, "source": "window.c"}, "reorder_window_ops",
+     {"source": "x"}, "core: needs at least one of"),
+    ("coherence", {"transfer_cycles": 17.5, "source": "transfer.c"}, "transfer_cycles",
+     {"transfer_cycle": 3, "source": "x"}, r"coherence\.transfer_cycle: unknown field"),
+]
+
+
+@pytest.mark.parametrize("table,content,attr,bad,message", OPTIONAL_FIGURES,
+                         ids=[f"{t[0]}.{t[2]}:{t[4][:12]}" for t in OPTIONAL_FIGURES])
+def test_optional_core_and_coherence_figures_round_trip_and_are_checked(table, content, attr, bad, message):
+    assert getattr(machines.load_machine("zen2-epyc-7702p"), attr) == 0.0  # absent: 0, the paper's model
+    data = _base()
+    data[table] = content
+    m = machines.validate_machine_dict(data, "ok.toml")
+    assert getattr(m, attr) == pytest.approx(content[attr]) and m.sources[table] == content["source"]
+    assert machines.validate_machine_dict(tomllib.loads(dumps_toml(machines.machine_to_dict(m))), "t") == m
+    data[table] = bad
+    with pytest.raises(InputError, match=message):
         machines.validate_machine_dict(data, "bad.toml")

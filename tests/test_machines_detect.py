@@ -110,3 +110,45 @@ def test_sysfs_and_lscpu_agree_on_this_host():
     import os
     # sharing is decided over every core of the chip, also when this process may run on fewer (taskset)
     assert detect.lscpu_caches(text, detect.physical_cores(cpus=range(os.cpu_count()))) == detect.sysfs_caches()
+
+
+def _curve(first_entries: int, first_step: float, second_entries: int, walk: float) -> dict[int, float]:
+    """An ideal tlb.c curve: 0 below the first reach, the first step up to the second, then both."""
+    pages = detect.TLB_FIRST_PAGES + detect.TLB_SECOND_PAGES
+    return {p: 0.0 if p <= first_entries else first_step if p <= second_entries else first_step + walk
+            for p in pages}
+
+
+def test_tlb_levels_read_reach_and_costs_off_the_curve():
+    levels = detect.tlb_levels(_curve(64, 0.5, 1536, 20.0), 4096)
+    assert [(lv["name"], lv["entries"], lv["miss_cycles"]) for lv in levels] == [("DTLB", 64, 0.5),
+                                                                               ("STLB", 1536, 20.0)]
+    # no second knee inside the sweep: only the first level
+    assert [lv["name"] for lv in detect.tlb_levels(_curve(96, 0.5, 1 << 20, 20.0), 4096)] == ["DTLB"]
+    # a flat curve (huge pages, or a TLB bigger than the sweep): no levels at all
+    assert detect.tlb_levels(_curve(1 << 20, 0.5, 1 << 20, 0.0), 4096) == []
+
+
+def test_tlb_microbenchmark_finds_a_reach_on_this_host(tmp_path):
+    # Every x86-64 and Arm core maps fewer than 768 4 KiB pages in its first-level data TLB; the
+    # paged layout must cost more there than the dense one touching as many lines.
+    levels = detect.measure_tlb(tmp_path, 1.0, 64, detect.QUICK, lambda _m: None)
+    assert levels and levels[0]["name"] == "DTLB"
+    assert 8 <= levels[0]["entries"] < 768 and levels[0]["miss_cycles"] > 0
+
+
+def test_stores_microbenchmark_and_core_table(tmp_path):
+    got = detect.measure_stores(tmp_path, 1.0, 64, detect.QUICK, lambda _m: None)
+    assert got["store_new_line_cycles"] > 0 and "stores.c" in got["source"]
+    table = detect.core_table({"reorder_window_ops": 240, "source": "window.c"}, got)
+    assert table["reorder_window_ops"] == 240 and "window.c" in table["source"] and "stores.c" in table["source"]
+    assert detect.core_table({}, {}) == {}
+
+
+def test_transfer_microbenchmark(tmp_path):
+    caches = detect.sysfs_caches()
+    assert detect.measure_transfer(tmp_path, 1.0, caches, 1, lambda _m: None) == {}  # one core: nothing to move
+    if detect.physical_cores() < 2:
+        pytest.skip("one core: no other core to transfer lines from")
+    got = detect.measure_transfer(tmp_path, 1.0, caches, 2, lambda _m: None)
+    assert got["transfer_cycles"] > 0 and "transfer.c" in got["source"]
