@@ -294,15 +294,17 @@ def measure_calls(workdir: Path, ghz: float, effort: Effort, progress: Progress)
 TLB_FIRST_PAGES = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768)
 TLB_SECOND_PAGES = (1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
 TLB_MIN_STEP_CYCLES = 0.1   # a smaller paged - dense step is noise: no TLB level is reported
+TLB_WALK_MIN_CYCLES = 2.0   # a page walk costs more than this over the first level's miss
 
 
 def tlb_levels(extra_cycles: dict[int, float], page_bytes: int) -> list[dict]:
     """TLB levels from the extra cycles per load that touching P pages costs (tlb.c, paged - dense).
 
     The first level's miss cost is the plateau over 256-768 pages; its entries, the largest page count
-    before the curve is half-way up to it. The second level's cost is the plateau past its knee less the
-    first level's, found the same way. A cyclic sweep measures capacity, not ways: levels are reported
-    fully associative.
+    before the curve is half-way up to it. The second level's cost is the plateau past its knee (the
+    median from twice the first count that costs TLB_WALK_MIN_CYCLES more) less the first level's, its
+    entries found the same way. A cyclic sweep measures capacity, not ways: levels are reported fully
+    associative.
     """
     first = [extra_cycles[p] for p in TLB_FIRST_PAGES if 256 <= p and p in extra_cycles]
     if not first or statistics.median(first) < TLB_MIN_STEP_CYCLES:
@@ -310,13 +312,14 @@ def tlb_levels(extra_cycles: dict[int, float], page_bytes: int) -> list[dict]:
     step1 = statistics.median(first)
     entries1 = _knee(extra_cycles, TLB_FIRST_PAGES, 0.0, step1)
     levels = [{"name": "DTLB", "entries": entries1, "page_bytes": page_bytes, "step": step1}]
-    second = [extra_cycles[p] for p in TLB_SECOND_PAGES if p in extra_cycles]
-    top = max(second, default=step1)
-    if top - step1 >= 1.0:
-        entries2 = _knee(extra_cycles, TLB_SECOND_PAGES, step1, top)
-        walk = statistics.median([v for p, v in extra_cycles.items() if p >= 2 * entries2] or [top]) - step1
-        if entries2 > entries1 and walk >= TLB_MIN_STEP_CYCLES:
-            levels.append({"name": "STLB", "entries": entries2, "page_bytes": page_bytes, "step": walk})
+    # the second level's plateau: the median past twice the first count that costs a walk (the largest
+    # counts also pay for page-table lines that no longer fit the caches, so the maximum is no plateau)
+    jump = next((p for p in TLB_SECOND_PAGES if extra_cycles.get(p, 0.0) >= step1 + TLB_WALK_MIN_CYCLES), None)
+    if jump is not None:
+        plateau = statistics.median([v for p, v in extra_cycles.items() if p >= 2 * jump] or [extra_cycles[jump]])
+        entries2 = _knee(extra_cycles, TLB_SECOND_PAGES, step1, plateau)
+        if entries2 > entries1 and plateau - step1 >= TLB_MIN_STEP_CYCLES:
+            levels.append({"name": "STLB", "entries": entries2, "page_bytes": page_bytes, "step": plateau - step1})
     return [{"name": lv["name"], "entries": lv["entries"], "associativity": 0, "page_bytes": lv["page_bytes"],
              "miss_cycles": round(lv["step"], 2)} for lv in levels]
 

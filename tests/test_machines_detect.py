@@ -152,3 +152,14 @@ def test_transfer_microbenchmark(tmp_path):
         pytest.skip("one core: no other core to transfer lines from")
     got = detect.measure_transfer(tmp_path, 1.0, caches, 2, lambda _m: None)
     assert got["transfer_cycles"] > 0 and "transfer.c" in got["source"]
+
+
+def test_tlb_levels_ignore_the_cache_costs_of_the_largest_sweeps():
+    """This host's curve: the walks' plateau is about 28 cycles, the largest counts cost more because the
+    page tables no longer fit the caches; the knee is still 2048 pages."""
+    curve = {16: 0.0, 32: -0.01, 48: -0.01, 64: -0.01, 96: 0.0, 128: 0.34, 192: 0.5, 256: 0.48, 384: 0.46,
+             512: 0.46, 768: 0.53, 1024: 0.29, 1536: 0.31, 2048: 5.27, 3072: 23.55, 4096: 25.15, 6144: 27.59,
+             8192: 28.61, 12288: 36.61, 16384: 47.3}
+    levels = detect.tlb_levels(curve, 4096)
+    assert [(lv["name"], lv["entries"]) for lv in levels] == [("DTLB", 96), ("STLB", 2048)]
+    assert levels[1]["miss_cycles"] == pytest.approx(28.61 - 0.47, abs=0.05)
