@@ -156,13 +156,9 @@ def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, m
         hits = simulated_hit_rates(result.trace_path, result.profiles_dir, machine, threads)
     else:
         hits = result.hit_rates[result.hit_rates["machine"] == machine.name]
-    from analysis.hitrates import coherence_miss_rates
-    from analysis.profiles import ProfileSet
-
     tlb = None if result.tlb_rates is None else result.tlb_rates[result.tlb_rates["machine"] == machine.name]
-    coherence = coherence_miss_rates(ProfileSet.load(result.profiles_dir))
     return (predict_table(machine, hits, result.trace_path, tlb=tlb, store_lines=result.store_lines,
-                          coherence=coherence, layout=layout, contention=contention, cpu_form=cpu_form)
+                          coherence=result.coherence, layout=layout, contention=contention, cpu_form=cpu_form)
             .assign(benchmark=bench.name))
 
 

@@ -55,6 +55,7 @@ class PipelineResult:
     timings: dict[str, float] = field(default_factory=dict)
     tlb_rates: pd.DataFrame | None = None   # cores, level, miss_rate, accesses, machine (machines with [[tlbs]])
     store_lines: pd.DataFrame | None = None  # analysis/store_lines.py table, when a machine prices it
+    coherence: dict[int, float] = field(default_factory=dict)  # cores -> coherence-miss fraction of the profiles
 
 
 def _noop(_: str) -> None:
@@ -208,6 +209,7 @@ class Predictions:
     runtimes: pd.DataFrame
     tlb_rates: pd.DataFrame | None = None     # machines with [[tlbs]] only
     store_lines: pd.DataFrame | None = None   # when a machine prices stores to new lines
+    coherence: dict[int, float] = field(default_factory=dict)  # cores -> coherence-miss fraction
 
 
 def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: Path,
@@ -235,7 +237,7 @@ def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: P
                                  layout=cfg.layout, contention=cfg.contention, cpu_form=cfg.cpu_form)
         runtime_frames.append(runtimes.assign(machine=machine.name))
     return Predictions(pd.concat(hit_frames, ignore_index=True), pd.concat(runtime_frames, ignore_index=True),
-                       pd.concat(tlb_frames, ignore_index=True) if tlb_frames else None, store_lines)
+                       pd.concat(tlb_frames, ignore_index=True) if tlb_frames else None, store_lines, coherence)
 
 
 def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineResult:
@@ -261,4 +263,4 @@ def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineRes
 
     n_accesses = instrument.open_trace(trace).info.n_accesses
     return PipelineResult(cfg.source.stem, pred.hit_rates, pred.runtimes, trace, profiles_dir, n_accesses, timings,
-                          pred.tlb_rates, pred.store_lines)
+                          pred.tlb_rates, pred.store_lines, pred.coherence)
