@@ -105,13 +105,17 @@ def _sampled(args: argparse.Namespace, cores: list[int]):
     from analysis.sampling import StreamSampling, sampled_profiles
 
     if args.sample_method == "source":
-        from analysis.source_sampling import SourceSampling, sampled_profile_set
+        from analysis.source_sampling import HEAVY_SHARE_WARN, SourceSampling, sampled_profile_set
 
         ps, meta = sampled_profile_set(args.trace, cores,
                                        SourceSampling(args.sample_rate, args.seed, window=args.sample_window,
                                                       length=args.window_length),
                                        args.mode, args.interleave, args.seed, args.refs_per_turn, args.line_size,
                                        args.paper_chunk, args.coherence)
+        if meta.get("heaviest_line_share", 0.0) > HEAVY_SHARE_WARN:  # not measured by the random fallback
+            print(f"note: one sampled line takes {100 * meta['heaviest_line_share']:.1f}% of the sample; SHARDS "
+                  f"weighs it 1/{args.sample_rate:g}, so this seed's estimate may be off by several points "
+                  f"(try another --seed or a higher --sample-rate)", file=sys.stderr)
         return ps, {"sampling": meta}
     sampling = StreamSampling(args.sample_rate, args.sample_method, args.seed, args.sample_window,
                               args.window_length)

@@ -454,3 +454,66 @@ def test_line_of_words_equals_line_of_columns(iteration_mode):
             want = SS._line_of(addr, stack, block, shared, True, np.uint64(6), row, core)
             got = SS._line_of(words, SS._NO_STACK, SS._NO_BLOCK, shared, iteration_mode, np.uint64(6), row, core)
             assert got == want
+
+
+def test_line_tally_finds_the_heaviest_sampled_line():
+    tally = SS._LineTally()
+    assert tally.heaviest_share() == 0.0
+    tally.add(np.array([5, 5, 7], np.uint64))
+    tally.add(np.array([7, 7, 9, 5], np.uint64))
+    assert tally.heaviest_share() == pytest.approx(3 / 7)
+
+
+def _seed_drawing(line: int, rate: float, draw: bool) -> int:
+    """A seed whose SHARDS hash draws `line` (draw=True) or leaves it out (False)."""
+    for seed in range(1, 2000):
+        s = SS.SourceSampling(rate, seed)
+        x = (line ^ (line >> 32) ^ int(s.salt)) & 0xFFFFFFFF
+        if (((x * 0x9E3779B1) & 0xFFFFFFFF) < int(s.threshold)) == draw:
+            return seed
+    raise AssertionError("no such seed")
+
+
+def heavy_trace(sweeps: int = 20, lines_n: int = 2000):
+    """A loop sweeping lines_n lines sweeps times, one line per iteration, reloading one scalar (its own line)
+    every fourth iteration: the scalar is accessed 10,000 times, each swept line 20 times."""
+    n_it = sweeps * lines_n
+    sweep = (1 << 30) + (np.arange(n_it) % lines_n) * 64
+    scalar = np.where(np.arange(n_it) % 4 == 0, 0x7FF000, 0)
+    addr = np.stack([sweep, scalar], -1).ravel()
+    keep = addr != 0
+    addr = addr[keep].astype(np.uint64)
+    it = np.repeat(np.arange(n_it), 2)[keep]
+    n = addr.shape[0]
+    cols = {"addr": addr, "size": np.full(n, 8), "is_store": np.zeros(n, bool), "block": np.zeros(n),
+            "block_instance": it, "thread": np.zeros(n), "region": np.zeros(n), "loop": np.zeros(n),
+            "iteration": it, "is_stack": addr == 0x7FF000}
+    ch = TraceChunk(*(np.asarray(cols[k]).astype(d) for k, d in CHUNK_DTYPES.items()))
+    info = TraceInfo("heavy.trace", 1, "prog", [], True, n, {0: BlockInfo(0, "OUT__1", "body", False)},
+                     {0: n_it}, loops=[LoopInstance(0, 0, n_it, SCHED_STATIC, 0)])
+    return info, ch
+
+
+def test_a_seed_that_draws_a_heavy_line_is_flagged(tmp_path, fake_source_traces, capsys):
+    """A seed that draws the scalar gets a sample whose heaviest line is far above HEAVY_SHARE_WARN (and the
+    CLI says so); a seed that does not stays far below."""
+    from pptmc import cli
+
+    info, ch = heavy_trace()
+    scalar_line = 0x7FF000 >> 6
+    shares = {}
+    for draw in (True, False):
+        found: dict = {}
+        seed = _seed_drawing(scalar_line, 0.05, draw)
+        SS.source_profiles(info, chunker(ch, 4096)(), [1, 2], SS.SourceSampling(0.05, seed), "iteration", 1, 64, 0,
+                           True, diagnostics=found)
+        shares[draw] = found["heaviest_line_share"]
+    assert shares[True] > 4 * SS.HEAVY_SHARE_WARN and shares[False] < SS.HEAVY_SHARE_WARN / 2
+    trace = tmp_path / "heavy.trace"
+    trace.touch()
+    fake_source_traces[str(trace)] = (info, ch.addr, ch.block, ch.block_instance)
+    args = ["profile", str(trace), "--cores", "1,2", "--sample-rate", "0.05", "-o", str(tmp_path / "p")]
+    assert cli.run([*args, "--seed", str(_seed_drawing(scalar_line, 0.05, True))]) == 0
+    assert "one sampled line takes" in capsys.readouterr().err
+    meta = json.loads((tmp_path / "p" / "profiles.json").read_text())
+    assert meta["sampling"]["heaviest_line_share"] > SS.HEAVY_SHARE_WARN
