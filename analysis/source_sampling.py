@@ -47,6 +47,11 @@ SHARDS one (`scale_profile`); `adjust` is SHARDS-adj: the gap between the expect
 total) and the drawn sample size goes to distance 0 first (it comes mostly from hot lines drawn
 more or less often than their share, whose reuses are short).
 
+Heavy lines: SHARDS weighs each sampled line 1/rate, so a seed that draws a line taking a large share of
+the trace (a scalar reloaded every iteration) can err by several points. The metadata records the
+heaviest sampled line's share of the sample (`heaviest_line_share`), and `pptmc profile` warns above
+HEAVY_SHARE_WARN; stratifying heavy lines would need weighted distances in the engine (not done).
+
 `--interleave random` cannot be merged by a key (the turn order depends on the draws and on
 when cores run out), so `sampled_profile_set` falls back to the stream sampler (analysis/
 sampling.py StreamSampler, method ``window``, on fully built streams, without coherence) and
