@@ -11,6 +11,7 @@ import pandas as pd
 from analysis.interleave import STRATEGIES
 from analysis.private_traces import MODES
 from analysis.sampling import DEFAULT_WINDOW_LENGTH, STREAM_METHODS, STREAM_WINDOW
+from analysis.source_sampling import SOURCE_WINDOW
 from pptmc.args import parse_counts
 from pptmc.errors import InputError
 from pptmc.io import write_json, write_table
@@ -39,9 +40,9 @@ def register(subparsers) -> None:
                         "interleaving (windows for short private reuses + SHARDS; --interleave random falls "
                         "back to window); window / spatial / exact: build every stream in full and sample it "
                         "(exact time windows + SHARDS, SHARDS only, no sampling)")
-    p.add_argument("--sample-window", type=int, default=STREAM_WINDOW, metavar="G",
+    p.add_argument("--sample-window", type=int, default=None, metavar="G",
                    help=f"source and window methods: reuses at most G accesses apart are measured exactly "
-                        f"(default {STREAM_WINDOW})")
+                        f"(default {SOURCE_WINDOW} for source, {STREAM_WINDOW} for window)")
     p.add_argument("--window-length", type=int, default=DEFAULT_WINDOW_LENGTH, metavar="L",
                    help=f"source and window methods: accesses per sampled window (default {DEFAULT_WINDOW_LENGTH})")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
@@ -108,7 +109,8 @@ def _sampled(args: argparse.Namespace, cores: list[int]):
         from analysis.source_sampling import HEAVY_SHARE_WARN, SourceSampling, sampled_profile_set
 
         ps, meta = sampled_profile_set(args.trace, cores,
-                                       SourceSampling(args.sample_rate, args.seed, window=args.sample_window,
+                                       SourceSampling(args.sample_rate, args.seed,
+                                                      window=_or(args.sample_window, SOURCE_WINDOW),
                                                       length=args.window_length),
                                        args.mode, args.interleave, args.seed, args.refs_per_turn, args.line_size,
                                        args.paper_chunk, args.coherence)
@@ -117,11 +119,16 @@ def _sampled(args: argparse.Namespace, cores: list[int]):
                   f"weighs it 1/{args.sample_rate:g}, so this seed's estimate may be off by several points "
                   f"(try another --seed or a higher --sample-rate)", file=sys.stderr)
         return ps, {"sampling": meta}
-    sampling = StreamSampling(args.sample_rate, args.sample_method, args.seed, args.sample_window,
-                              args.window_length)
+    sampling = StreamSampling(args.sample_rate, args.sample_method, args.seed,
+                              _or(args.sample_window, STREAM_WINDOW), args.window_length)
     ps = sampled_profiles(args.trace, cores, sampling, args.mode, args.interleave, args.seed, args.refs_per_turn,
                           args.line_size, args.paper_chunk)
     return ps, {"sampling": sampling.metadata()}
+
+
+def _or(value: int | None, default: int) -> int:
+    """An option's value, or its method's default when not given."""
+    return default if value is None else value
 
 
 def sampling_of(directory: str | Path) -> dict | None:

@@ -576,9 +576,7 @@ STREAM_METHODS = ("window", "spatial", "exact")
 # Window defaults chosen on benchmarks/bench_sampling.py's trace at 1% over 5 seeds: lookback 512
 # with 512-access windows, max error 0.15-0.31 pp at 2 engine passes per measured access (lookback
 # 1024: 0.18-0.34 pp at 3 passes; 1024/256: 0.07-0.18 pp at 5 passes; 4096/4096: up to 2.2 pp, too
-# few windows). Source sampling (analysis/source_sampling.py) uses the same defaults: lookback 512 vs
-# 1024 over seeds 1-8, worst of L1/L2/L3 x cores 1-16, synthetic 0.49-1.01 vs 0.51-0.99 pp, jacobi-2d
-# MEDIUM 0.14-0.39 vs 0.21-0.48 pp, with a third fewer window accesses.
+# few windows). Source sampling (analysis/source_sampling.py) uses 1024 (SOURCE_WINDOW, for heavy lines).
 STREAM_WINDOW = 1 << 9
 DEFAULT_WINDOW_LENGTH = 1 << 9
 

@@ -68,7 +68,7 @@ import numpy as np
 from analysis.private_traces import (ALL_CORES, OFFSET_BITS, CoreMap, _iteration_core, _paper_core, line_shift,
                                      resolve_mode)
 from analysis.reuse import _popcount
-from analysis.sampling import DEFAULT_WINDOW_LENGTH, STREAM_WINDOW, _engine_bins, gap_update
+from analysis.sampling import DEFAULT_WINDOW_LENGTH, _engine_bins, gap_update
 from instrument.trace_types import TraceChunk, TraceInfo
 from instrument import open_trace
 from instrument.tracefile import WORD_LINE, WORD_STACK, WORD_STORE, SampledBatch
@@ -82,6 +82,13 @@ SOURCE_ROWS = 1 << 18
 # (jacobi-2d MEDIUM 1%: about 0.01 s less than 2^18 rows, 2^20 no better)
 SAMPLED_ROWS = 1 << 19
 # The columns the source pass reads, per mode (the reader skips the others: a fifth less decoding time)
+# Lookback of the windows. 1024 rather than the stream sampler's 512: a scalar reloaded every row of a loop
+# nest is reused 700-1500 accesses apart, and only reuses within the lookback are measured in windows; the
+# others come from the SHARDS far pool, which a seed that draws such a heavy line floods. jacobi-2d MEDIUM,
+# 1%, seeds 1-8, worst of L1/L2/L3 x cores 1-16: 0.05-0.38 pp with 1024, 0.19-3.74 pp with 512 (seeds 3
+# and 5 draw a heavy line), at about 5% more CPU time; the bench's synthetic trace: 1.01 pp either way.
+SOURCE_WINDOW = 1 << 10
+
 # A sample whose heaviest line takes more than this share of the sampled accesses is flagged: SHARDS weighs
 # the line 1/rate, and its reuses then stand for far more of the trace than they are (see heaviest_share).
 HEAVY_SHARE_WARN = 0.05
@@ -97,7 +104,7 @@ class SourceSampling:
     rate: float
     seed: int = 0
     adjust: bool = True  # SHARDS-adj: the sample-size gap goes to distance 0
-    window: int = STREAM_WINDOW  # reuses at most this many accesses apart are measured in windows (0: SHARDS only)
+    window: int = SOURCE_WINDOW  # reuses at most this many accesses apart are measured in windows (0: SHARDS only)
     length: int = DEFAULT_WINDOW_LENGTH  # accesses per window
 
     def __post_init__(self) -> None:
