@@ -73,7 +73,7 @@ def predict_variants(source: Path, workdir: Path, machines: list[str], cores: li
         for strategy in interleaves:
             cfg = dataclasses.replace(base, workdir=workdir / f"{mode}-{strategy}", mode=mode, interleave=strategy)
             profiles = pipeline.profile_step(cfg, trace, say)
-            hits = pipeline.predict_step(cfg, profiles, trace, binary, say).hit_rates
+            hits = pipeline.hit_rates_step(cfg, profiles)
             frames.append(hits.merge(split_evidence(profiles), on="cores", how="left")
                           .assign(mode=mode, interleave=strategy))
     return pd.concat(frames, ignore_index=True)

@@ -212,31 +212,41 @@ class Predictions:
     coherence: dict[int, float] = field(default_factory=dict)  # cores -> coherence-miss fraction
 
 
+def hit_rates_step(cfg: PipelineConfig, profiles_dir: Path) -> pd.DataFrame:
+    """SDCM hit rates on every requested machine, one table with a machine column (no runtimes)."""
+    from analysis.hitrates import predict_hit_rates
+    from analysis.profiles import ProfileSet
+    from machines import load_machine
+
+    profiles = ProfileSet.load(profiles_dir)
+    machines = [load_machine(name) for name in cfg.machines]
+    return pd.concat([predict_hit_rates(profiles, m).assign(machine=m.name) for m in machines], ignore_index=True)
+
+
 def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: Path,
                  progress: Progress) -> Predictions:
     """Hit rates, runtimes and the TLB and store-line facts on every requested machine."""
-    from analysis.hitrates import coherence_miss_rates, predict_hit_rates
+    from analysis.hitrates import coherence_miss_rates
     from analysis.profiles import ProfileSet
     from analysis.runtime_model import predict_table
     from machines import load_machine
 
     progress("predict")
-    profiles = ProfileSet.load(profiles_dir)
-    coherence = coherence_miss_rates(profiles)
+    coherence = coherence_miss_rates(ProfileSet.load(profiles_dir))
     machines = [load_machine(name) for name in cfg.machines]
     store_lines = (store_line_step(cfg, trace, progress) if any(m.store_new_line_cycles for m in machines)
                    else None)
-    hit_frames, runtime_frames, tlb_frames = [], [], []
+    all_hits = hit_rates_step(cfg, profiles_dir)
+    runtime_frames, tlb_frames = [], []
     for machine in machines:
-        hits = predict_hit_rates(profiles, machine)
-        hit_frames.append(hits.assign(machine=machine.name))
+        hits = all_hits[all_hits["machine"] == machine.name]
         tlb = tlb_rates_for(cfg, machine, trace, progress)
         if tlb is not None:
             tlb_frames.append(tlb.assign(machine=machine.name))
         runtimes = predict_table(machine, hits, trace, binary, tlb=tlb, store_lines=store_lines, coherence=coherence,
                                  layout=cfg.layout, contention=cfg.contention, cpu_form=cfg.cpu_form)
         runtime_frames.append(runtimes.assign(machine=machine.name))
-    return Predictions(pd.concat(hit_frames, ignore_index=True), pd.concat(runtime_frames, ignore_index=True),
+    return Predictions(all_hits, pd.concat(runtime_frames, ignore_index=True),
                        pd.concat(tlb_frames, ignore_index=True) if tlb_frames else None, store_lines, coherence)
 
 
