@@ -63,7 +63,7 @@ def coherence_miss_rates(profiles: ProfileSet) -> dict[int, float]:
     invalidated), over every core's PRD; 0 for profiles made without coherence."""
     out = {}
     for p in profiles.cores:
-        parts = [prof for (cores, _), prof in profiles.prd.items() if cores == p]
+        parts = profiles.prds(p)
         total = sum(prof.total for prof in parts)
         out[p] = sum(prof.coherence for prof in parts) / total if total else 0.0
     return out

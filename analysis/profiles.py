@@ -107,6 +107,10 @@ class ProfileSet:
     def cores(self) -> list[int]:
         return sorted(self.crd)
 
+    def prds(self, cores: int) -> list[ReuseProfile]:
+        """The per-core PRDs of one core count, in core order."""
+        return [prof for (p, _), prof in sorted(self.prd.items()) if p == cores]
+
     def metadata(self) -> dict:
         return {"line_size": self.line_size, "mode": self.mode, "interleave": self.interleave,
                 "seed": self.seed, "refs_per_turn": self.refs_per_turn, "trace": self.trace,

@@ -657,12 +657,17 @@ def region_count(blocks: Mapping[int, Any], block_counts: Mapping[int, int]) -> 
 
 def local_rates_by_cores(hit_df) -> dict[int, dict[str, float]]:
     """cores -> {level: local hit rate} from a table with cores, level, local_hit_rate columns."""
-    missing = {"cores", "level", "local_hit_rate"} - set(hit_df.columns)
+    return rates_by_cores(hit_df, "local_hit_rate", "hit-rate table")
+
+
+def rates_by_cores(table, column: str, what: str) -> dict[int, dict[str, float]]:
+    """cores -> {level: value of `column`} from a per-(cores, level) table (hit rates, TLB miss rates)."""
+    missing = {"cores", "level", column} - set(table.columns)
     if missing:
-        raise InputError(f"hit-rate table: missing column(s) {', '.join(sorted(missing))}")
+        raise InputError(f"{what}: missing column(s) {', '.join(sorted(missing))}")
     out: dict[int, dict[str, float]] = {}
-    for row in hit_df.itertuples(index=False):
-        out.setdefault(int(row.cores), {})[str(row.level)] = float(row.local_hit_rate)
+    for cores, level, value in zip(table["cores"], table["level"], table[column]):
+        out.setdefault(int(cores), {})[str(level)] = float(value)
     return out
 
 

@@ -15,6 +15,7 @@ import numba
 import numpy as np
 import pandas as pd
 
+from analysis.private_traces import line_shift
 from pptmc.errors import InputError
 
 COLUMNS = ["block", "stores_per_execution", "new_line_stores_per_execution"]
@@ -37,9 +38,7 @@ def _count(addr, is_store, block, shift, last_line, new_line, stores):
 
 def count_new_line_stores(chunks, n_blocks: int, line_bytes: int = 64) -> tuple[np.ndarray, np.ndarray]:
     """(stores, new-line stores) per block id over a stream of TraceChunks, in one pass."""
-    if line_bytes < 1 or line_bytes & (line_bytes - 1):
-        raise InputError(f"line size {line_bytes}: must be a power of two")
-    shift = np.uint64(line_bytes.bit_length() - 1)
+    shift = np.uint64(line_shift(line_bytes))
     stores = np.zeros(n_blocks, dtype=np.int64)
     new_line = np.zeros(n_blocks, dtype=np.int64)
     last = np.full(1, np.uint64(0xFFFFFFFFFFFFFFFF))

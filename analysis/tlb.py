@@ -55,7 +55,7 @@ def tlb_miss_rates(profiles: Mapping[int, ProfileSet], machine: Machine) -> pd.D
 
 def _misses(ps: ProfileSet, cores: int, level: TlbLevel) -> tuple[float, int]:
     """Expected misses of every core's PRD at this level, and their accesses."""
-    parts = [prof for (p, _), prof in ps.prd.items() if p == cores]
+    parts = ps.prds(cores)
     total = sum(prof.total for prof in parts)
     hits = sum(expected_hits(prof, level.associativity, level.entries) for prof in parts)
     return total - hits, total
@@ -63,12 +63,6 @@ def _misses(ps: ProfileSet, cores: int, level: TlbLevel) -> tuple[float, int]:
 
 def miss_rates_by_cores(table: pd.DataFrame | None) -> dict[int, dict[str, float]]:
     """cores -> {TLB level: miss rate} from a tlb_miss_rates table (empty for None)."""
-    if table is None:
-        return {}
-    missing = set(COLUMNS[:3]) - set(table.columns)
-    if missing:
-        raise InputError(f"TLB miss-rate table: missing column(s) {', '.join(sorted(missing))}")
-    out: dict[int, dict[str, float]] = {}
-    for row in table.itertuples(index=False):
-        out.setdefault(int(row.cores), {})[str(row.level)] = float(row.miss_rate)
-    return out
+    from analysis.runtime_model import rates_by_cores
+
+    return {} if table is None else rates_by_cores(table, "miss_rate", "TLB miss-rate table")
