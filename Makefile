@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PPTMC := $(VENV)/bin/pptmc
 STAMP := $(VENV)/.installed
-APT_PACKAGES := clang-19 libomp-19-dev libzstd-dev
+APT_PACKAGES := clang-19 llvm-19 libomp-19-dev libzstd-dev
 DEMO_DIR ?= results/demo
 DEMO_SIZE ?= MINI
 

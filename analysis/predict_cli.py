@@ -7,14 +7,14 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from analysis.runtime_model import (CONTENTIONS, CPU_FORMS, LAYOUTS, RuntimePrediction, local_rates_by_cores, predict_many,
-                                    region_facts)
+from analysis.runtime_model import (CONTENTIONS, CPU_FORMS, LAYOUTS, RuntimePrediction, in_core_bounds,
+                                    local_rates_by_cores, predict_many, region_facts)
 from machines import Machine, load_machine
 from pptmc.args import parse_counts
 from pptmc.errors import InputError
 from pptmc.io import write_json, write_table
 
-_TIMES = (("t_mem_s", "T_mem[s]"), ("t_cpu_s", "T_CPU[s]"), ("t_tlb_s", "T_TLB[s]"), ("t_coherence_s", "T_coh[s]"),
+_TIMES = (("t_mem_s", "T_mem[s]"), ("t_cpu_s", "T_CPU[s]"), ("t_incore_s", "of which in-core[s]"), ("t_tlb_s", "T_TLB[s]"), ("t_coherence_s", "T_coh[s]"),
           ("contention_s", "contention[s]"), ("t_overhead_s", "overhead[s]"), ("runtime_s", "runtime[s]"))
 
 
@@ -83,8 +83,10 @@ def run_predict(args: argparse.Namespace) -> int:
     rates = local_rates_by_cores(hits)
     facts = region_facts(Path(args.trace), Path(args.binary) if args.binary else None,
                          new_line_stores_for(args, machine))
+    bounds = (in_core_bounds(machine, Path(args.trace), Path(args.binary) if args.binary else None)
+              if args.cpu_form == "critical-path" else ())
     preds = predict_many(machine, cores, rates, facts, tlb_rates_for(args, machine, cores), coherence,
-                         block_bytes=args.block_bytes, gap_bytes=args.gap_bytes,
+                         loop_bounds=bounds, block_bytes=args.block_bytes, gap_bytes=args.gap_bytes,
                          layout=args.layout, cpu_form=args.cpu_form, contention=args.contention)
     rows = [p.as_row() for p in preds]
     if args.output:

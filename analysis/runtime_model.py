@@ -87,6 +87,7 @@ class BlockWork:
     # stores per execution that write another cache line than the store before them in program order
     # (store_lines.py); they cannot pair with it when the L1 commits stores; 0 = unknown, all pair
     new_line_stores: float = 0.0
+    block_id: int = -1  # the trace's block id (matches analysis.incore.LoopBound.blocks); -1 = unknown
 
     @property
     def op_total(self) -> float:
@@ -160,6 +161,7 @@ class RuntimePrediction:
     t_coherence_s: float             # coherence misses x what a transfer costs beyond the level charged
     runtime_s: float                 # Eq. 4 plus T_TLB, with the contention floor, plus the overhead
     uncosted_calls: float = 0.0      # library calls executed (whole region) that the machine file does not price
+    t_incore_s: float = 0.0          # part of t_cpu_s: llvm-mca's loop bodies beyond the per-block model
 
     def as_row(self) -> dict:
         """Flat dict for a table: hit rates become one column per level."""
@@ -258,12 +260,41 @@ def block_core_cycles(blk: BlockWork, machine: Machine) -> float:
     Haswell, Broadwell and Zen), each at its own reciprocal throughput: a store costs more than a
     load on every shipped machine (1 against 0.5 cycles) and on the hosts measured (0.5 against 0.33).
     """
+    return block_issue_cycles(blk, machine) + library_call_cycles(blk.calls, machine)
+
+
+def block_issue_cycles(blk: BlockWork, machine: Machine) -> float:
+    """block_core_cycles without the library calls: the part llvm-mca's loop bound is compared with."""
     mix = op_counts_from_blocks({0: blk.ops}, {0: 1})
     fp = sum(getattr(mix, c) * machine.ops[c].recip_throughput for c in _FP_CLASSES)
     integer = sum(getattr(mix, c) * machine.ops[c].recip_throughput for c in _INT_CLASSES)
     ports = mix.load * machine.ops["load"].recip_throughput + store_cycles(mix.store, blk.new_line_stores, machine)
     chain = sum(n * _op_latency(machine, cls) for cls, n in blk.chain.items()) / chain_overlap(blk, machine)
-    return max(chain, fp, integer, ports) + library_call_cycles(blk.calls, machine)
+    return max(chain, fp, integer, ports)
+
+
+def in_core_extra_cycles(blocks: Sequence[BlockWork], machine: Machine, bounds: Sequence[Any]) -> float:
+    """Whole-region cycles by which innermost loops take longer by llvm-mca (analysis/incore.py: cycles
+    per iteration of the compiled body, spills, address arithmetic and dispatch included) than by the
+    per-block model: the bound replaces the model's sum over the loop's blocks where it is larger."""
+    by_id = {blk.block_id: blk for blk in blocks}
+    extra = 0.0
+    for bound in bounds:
+        members = [by_id[x] for x in bound.blocks if x in by_id]
+        modelled = sum(blk.count * block_issue_cycles(blk, machine) for blk in members)
+        extra += max(0.0, bound.iterations * in_core_cycles_per_iteration(bound, members, machine) - modelled)
+    return extra
+
+
+def in_core_cycles_per_iteration(bound: Any, members: Sequence[BlockWork], machine: Machine) -> float:
+    """llvm-mca's cycles per iteration of a loop, made consistent with the rest of the model: its
+    simulated chain re-timed with the machine file's measured latencies (llvm-mca's scheduling model
+    may assume others: 3 cycles for addsd where Golden Cove measures 2), then overlapped across
+    consecutive entries as chain_overlap says; never below its resource bound."""
+    retime = sum(n * (bound.mca_latencies.get(cls, _op_latency(machine, cls)) - _op_latency(machine, cls))
+                 for blk in members for cls, n in blk.chain.items())
+    overlap = max([chain_overlap(blk, machine) for blk in members] or [1.0])
+    return max(bound.resource_cycles, (bound.cycles_per_iteration - retime) / overlap)
 
 
 def store_cycles(stores: float, new_line: float, machine: Machine) -> float:
@@ -302,11 +333,12 @@ def uncosted_calls(blocks: Sequence[BlockWork], machine: Machine) -> float:
 
 
 def critical_path_cpu_cycles(blocks: Sequence[BlockWork], machine: Machine, share: float,
-                             l1_issue_cycles: float) -> float:
-    """T_CPU of the critical-path form: the busiest core's block-by-block core time, less the L1
-    load/store issue that T_mem already charges (so T_mem + T_CPU = core time + transfers beyond L1)."""
+                             l1_issue_cycles: float, in_core_extra: float = 0.0) -> float:
+    """T_CPU of the critical-path form: the busiest core's block-by-block core time (plus what the
+    in-core loop bound adds), less the L1 load/store issue that T_mem already charges (so
+    T_mem + T_CPU = core time + transfers beyond L1)."""
     core = sum(blk.count * share * block_core_cycles(blk, machine) for blk in blocks)
-    return max(0.0, core - l1_issue_cycles)
+    return max(0.0, core + in_core_extra - l1_issue_cycles)
 
 
 def _op_latency(machine: Machine, cls: str) -> float:
@@ -427,7 +459,7 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
                     barriers: float = 0.0, contention: str = "roofline",
                     blocks: Sequence[BlockWork] = (),
                     tlb_miss_rates: Mapping[str, float] | None = None,
-                    coherence_miss_rate: float = 0.0) -> RuntimePrediction:
+                    coherence_miss_rate: float = 0.0, loop_bounds: Sequence[Any] = ()) -> RuntimePrediction:
     """Predict the region's runtime on `cores` cores (Eq. 4-7, the DRAM contention floor, the overhead).
 
     `ops`, `mem_accesses`, `mem_bytes` and `dram_bytes` count the whole region (all cores).
@@ -437,7 +469,8 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     `contention` the DRAM model: "roofline" floor or "queuing" network; `blocks` the executed
     blocks (whole-region counts) for cpu_form="critical-path" (without them it is the throughput form);
     `tlb_miss_rates` the fraction of accesses missing each of the machine's TLB levels (analysis/tlb.py);
-    `coherence_miss_rate` the fraction of accesses that are coherence misses (hitrates.coherence_miss_rates).
+    `coherence_miss_rate` the fraction of accesses that are coherence misses (hitrates.coherence_miss_rates);
+    `loop_bounds` llvm-mca's in-core bounds of innermost loops (analysis/incore.py; critical-path form only).
     """
     _check_args(machine, cores, layout, cpu_form, mem_accesses, mem_bytes)
     if contention not in CONTENTIONS:
@@ -460,7 +493,8 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     core_ops = ops.scaled(share)
     t_cpu = {form: cpu_time_cycles(core_ops, machine, form) for form in CPU_FORMS[:2]}
     l1_issue = per_core * rates.served()[0] * machine.caches[0].recip_throughput_cycles
-    t_cpu["critical-path"] = (critical_path_cpu_cycles(blocks, machine, share, l1_issue) if blocks
+    incore = share * in_core_extra_cycles(blocks, machine, loop_bounds) if blocks else 0.0
+    t_cpu["critical-path"] = (critical_path_cpu_cycles(blocks, machine, share, l1_issue, incore) if blocks
                               else t_cpu["throughput"])
     if dram_bytes is None:
         dram_bytes = dram_traffic_bytes(mem_accesses, rates.local, machine.line_bytes, ops.store_fraction)
@@ -470,7 +504,8 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     t_coherence = per_core * coherence_miss_rate * transfer_extra_cycles(machine)
     pred = _assemble(machine, cores, share, rates, delta, beta, contiguous, noncontiguous, t_mem, t_cpu,
                      layout, cpu_form, dram_bytes, overhead, contention, t_tlb, t_coherence)
-    return replace(pred, uncosted_calls=uncosted_calls(blocks, machine))
+    return replace(pred, uncosted_calls=uncosted_calls(blocks, machine),
+                   t_incore_s=machine.cycles_to_seconds(incore) if cpu_form == "critical-path" else 0.0)
 
 
 def transfer_extra_cycles(machine: Machine) -> float:
@@ -609,6 +644,21 @@ def region_facts(trace: Path, binary: Path | None = None,
                        nowait=_executed(table, info.block_counts, "nowait"))
 
 
+def in_core_bounds(machine: Machine, trace: Path, binary: Path | None = None) -> tuple:
+    """llvm-mca's bounds of the traced innermost loops on `machine` (analysis/incore.py); () when its
+    file names no `[core] llvm_mcpu`."""
+    if not machine.llvm_mcpu:
+        return ()
+    import instrument
+    from analysis.incore import loop_bounds
+
+    info = instrument.open_trace(trace).info
+    binary = Path(binary or info.program)
+    table = instrument.load_block_table(binary)
+    labels = {b: (entry.function, entry.label) for b, entry in table.blocks.items()}
+    return loop_bounds(instrument.assembly_path(binary), machine.llvm_mcpu, labels, info.block_counts)
+
+
 def _executed(table: Any, block_counts: Mapping[int, int], field_name: str) -> int:
     """Executions of a per-block construct count of the block table (e.g. barriers) over the region."""
     return sum(n * getattr(table.blocks[b], field_name, 0) for b, n in block_counts.items() if b in table.blocks)
@@ -633,7 +683,8 @@ def block_work(table: Any, block_counts: Mapping[int, int],
     edges = edge_counts or {}
     unpaired = new_line_stores or {}
     work = {b: BlockWork(float(block_counts[b]), entry.ops, getattr(entry, "chain", {}), getattr(entry, "calls", {}),
-                         _trip(block_counts[b], edges.get((b, b), 0)), new_line_stores=unpaired.get(b, 0.0))
+                         _trip(block_counts[b], edges.get((b, b), 0)), new_line_stores=unpaired.get(b, 0.0),
+                         block_id=b)
             for b, entry in sorted(entries.items()) if block_counts.get(b)}
     for b, blk in work.items():
         body = (loops or {}).get(b)
@@ -711,5 +762,6 @@ def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = Non
     cores = [c for c in sorted(rates) if c <= machine.cores]
     tlb_rates = miss_rates_by_cores(tlb) if tlb is not None and machine.tlbs else None
     facts = region_facts(Path(trace), binary, new_line_by_block(store_lines))
-    preds = predict_many(machine, cores, rates, facts, tlb_rates, coherence, **model_args)
+    bounds = in_core_bounds(machine, Path(trace), binary) if model_args.get("cpu_form") == "critical-path" else ()
+    preds = predict_many(machine, cores, rates, facts, tlb_rates, coherence, loop_bounds=bounds, **model_args)
     return pd.DataFrame([p.as_row() for p in preds])

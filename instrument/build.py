@@ -93,7 +93,13 @@ def side_paths(binary: Path) -> dict[str, Path]:
     binary = Path(binary)
     return {"blocks": binary.with_name(binary.name + ".blocks.json"),
             "cfg": binary.with_name(binary.name + ".cfg.json"),
-            "mix": binary.with_name(binary.name + ".mix.csv")}
+            "mix": binary.with_name(binary.name + ".mix.csv"),
+            "asm": binary.with_name(binary.name + ".s")}
+
+
+def assembly_path(binary: Path) -> Path:
+    """The build's assembly side file: the uninstrumented optimised code (analysis/incore.py reads it)."""
+    return side_paths(binary)["asm"]
 
 
 def _run(cmd: list[str], what: str) -> None:
@@ -180,6 +186,18 @@ def _optimised_ir(source: Path, work: Path, flags: list[str], functions: str) ->
     return opt.read_text(), raw_text
 
 
+def _write_assembly(ir: str, work: Path, opt_level: str, dest: Path) -> None:
+    """The uninstrumented optimised code as assembly, with LLVM's block and loop comments: what the
+    native build runs, for the in-core loop bound (analysis/incore.py)."""
+    plain = work / "plain.ll"
+    plain.write_text(ir)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.part")
+    _run([str(toolchain().clang), f"-O{opt_level}", "-Xclang", "-disable-llvm-passes", "-S", str(plain),
+          "-o", str(tmp)], "codegen of the uninstrumented IR to assembly")
+    tmp.replace(dest)
+
+
 def build_instrumented(source: Path, output: Path, functions: str = r"^OUT__", opt_level: str = "2",
                        include_dirs=(), defines=(), extra_sources=(), mode: str = "trace") -> BuildResult:
     """Build `output` from `source` with the functions matching `functions` instrumented."""
@@ -208,6 +226,7 @@ def build_instrumented(source: Path, output: Path, functions: str = r"^OUT__", o
         ir, raw = _optimised_ir(source, work, flags, functions)
         result = instrument_ir(ir, functions, "count" if mode == "count" else "trace", str(source),
                                shared_labels(raw))
+        _write_assembly(ir, work, opt_level, side_paths(output)["asm"])
         module = work / "inst.ll"
         module.write_text(ir if mode == "native" else result.ir_text)
         if mode != "native":

@@ -36,6 +36,8 @@ def _optional_lines(m: Machine) -> list[str]:
     if m.reorder_window_ops or m.store_new_line_cycles:
         lines.append(f"  core: reorder window {m.reorder_window_ops:g} ops, store to a new line "
                      f"{m.store_new_line_cycles or m.ops['store'].recip_throughput:g} cyc")
+    if m.llvm_mcpu:
+        lines.append(f"  in-core loop bound: llvm-mca -mcpu={m.llvm_mcpu}")
     if m.transfer_cycles:
         lines.append(f"  coherence: line from another core's cache {m.transfer_cycles:g} cyc")
     if m.calls:

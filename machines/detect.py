@@ -143,12 +143,17 @@ def physical_cores(root: Path = SYSFS_CPU, cpus: Iterable[int] | None = None) ->
     return max(1, len(cores))
 
 
+def cpu_flags() -> set[str]:
+    """The CPU feature flags of /proc/cpuinfo (empty where there is none)."""
+    try:
+        return set(re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M).group(1).split())
+    except (OSError, AttributeError):
+        return set()
+
+
 def simd_width_bits() -> tuple[int, str]:
     """Widest vector ISA the CPU flags advertise."""
-    try:
-        flags = set(re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M).group(1).split())
-    except (OSError, AttributeError):
-        flags = set()
+    flags = cpu_flags()
     for flag, bits in (("avx512f", 512), ("avx2", 256), ("avx", 256), ("sse2", 128)):
         if flag in flags:
             return bits, f"/proc/cpuinfo flag {flag}"
@@ -379,12 +384,34 @@ def measure_transfer(workdir: Path, ghz: float, caches: list[SysCache], cores: i
                       f"({res['other_ns']:.3f} ns per line; {res['same_ns']:.3f} ns when one core does every turn)"}
 
 
-def core_table(window: dict, stores: dict) -> dict:
-    """The [core] table from the window and store figures (either may be missing), one source."""
-    figures = {k: v for part in (window, stores) for k, v in part.items() if k != "source"}
+def core_table(window: dict, stores: dict, mcpu: dict | None = None) -> dict:
+    """The [core] table from the window, store and llvm-mca figures (any may be missing), one source."""
+    parts = (window, stores, mcpu or {})
+    figures = {k: v for part in parts for k, v in part.items() if k != "source"}
     if not figures:
         return {}
-    return {**figures, "source": "; ".join(part["source"] for part in (window, stores) if part)}
+    return {**figures, "source": "; ".join(part["source"] for part in parts if part)}
+
+
+# CPUID features that only newer cores have: a hypervisor may report an older model number (this
+# project's KVM guest shows family 6 model 167, Rocket Lake, on Golden Cove cores with AMX and
+# AVX512-FP16), and clang's -march=native then names the older core.
+_FEATURE_CORES = (("amx_tile", "sapphirerapids"), ("avx512_fp16", "sapphirerapids"))
+
+
+def llvm_processor(progress: Progress) -> dict:
+    """The [core] llvm_mcpu figure: the scheduling model llvm-mca should use for this host ({} if unknown)."""
+    progress("naming the core for llvm-mca (clang -march=native)")
+    flags = cpu_flags()
+    for feature, name in _FEATURE_CORES:
+        if feature in flags:
+            return {"llvm_mcpu": name, "source": f"llvm_mcpu: CPUID feature {feature} (Golden Cove or later)"}
+    proc = subprocess.run([str(toolchain().clang), "-march=native", "-###", "-c", "-x", "c", "/dev/null"],
+                          capture_output=True, text=True, check=False)
+    found = re.search(r'"-target-cpu" "([^"]+)"', proc.stderr)
+    if not found or found.group(1) in ("x86-64", "generic"):
+        return {}
+    return {"llvm_mcpu": found.group(1), "source": f"llvm_mcpu: clang-19 -march=native on this host"}
 
 
 WINDOW_OPS_PER_ITERATION = 6  # window.c's loop: load, fdiv, fadd, index add, compare, branch
@@ -428,7 +455,7 @@ def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
         parallel = measure_parallel(Path(tmp), cores, effort, say)
         calls = measure_calls(Path(tmp), ghz, effort, say)
         core = core_table(measure_window(Path(tmp), effort, say),
-                          measure_stores(Path(tmp), ghz, caches[0].line_bytes, effort, say))
+                          measure_stores(Path(tmp), ghz, caches[0].line_bytes, effort, say), llvm_processor(say))
         tlbs = measure_tlb(Path(tmp), ghz, caches[0].line_bytes, effort, say)
         coherence = measure_transfer(Path(tmp), ghz, caches, cores, say)
     nominal = cpuinfo_mhz()

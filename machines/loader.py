@@ -229,20 +229,26 @@ def _check_calls(chk: _Checker, data: dict) -> dict[str, OpCost]:
 _CORE_FIGURES = ("reorder_window_ops", "store_new_line_cycles")
 
 
-def _check_core(chk: _Checker, data: dict) -> tuple[float, float]:
+_MCPU_RE = re.compile(r"^[a-z][a-z0-9_.-]*$")
+
+
+def _check_core(chk: _Checker, data: dict) -> tuple[float, float, str]:
     """The optional [core] table: (out-of-order window past a stalled chain, cost of a store to
-    another line than the store before it); each figure optional, 0 when absent."""
+    another line than the store before it, llvm-mca's processor name); each optional, 0 or ""."""
     if "core" not in data:
-        return 0.0, 0.0
+        return 0.0, 0.0, ""
     core = chk.table(data["core"], "core")
     if core is None:
-        return 0.0, 0.0
-    chk.unknown(core, {*_CORE_FIGURES, "source"}, "core.")
+        return 0.0, 0.0, ""
+    chk.unknown(core, {*_CORE_FIGURES, "llvm_mcpu", "source"}, "core.")
     chk.get(core, "source", "core.", "str")
-    if not any(key in core for key in _CORE_FIGURES):
-        chk.fail("core", f"needs at least one of {', '.join(_CORE_FIGURES)}")
+    if not any(key in core for key in (*_CORE_FIGURES, "llvm_mcpu")):
+        chk.fail("core", f"needs at least one of {', '.join(_CORE_FIGURES)}, llvm_mcpu")
     values = [chk.get(core, key, "core.", "number", positive=True) if key in core else 0.0 for key in _CORE_FIGURES]
-    return float(values[0] or 0.0), float(values[1] or 0.0)
+    mcpu = chk.get(core, "llvm_mcpu", "core.", "str") if "llvm_mcpu" in core else ""
+    if mcpu and not _MCPU_RE.match(mcpu):
+        chk.fail("core.llvm_mcpu", f"{mcpu!r} is not a processor name (`llc-19 -mcpu=help` lists them)")
+    return float(values[0] or 0.0), float(values[1] or 0.0), mcpu or ""
 
 
 def _check_coherence(chk: _Checker, data: dict) -> float:
@@ -342,7 +348,7 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
     ops = _check_ops(chk, data)
     parallel = _check_parallel(chk, data)
     calls = _check_calls(chk, data)
-    window, store_new_line = _check_core(chk, data)
+    window, store_new_line, mcpu = _check_core(chk, data)
     tlbs = _check_tlbs(chk, data)
     transfer = _check_coherence(chk, data)
     if chk.errors:
@@ -352,6 +358,7 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
                    caches=caches, ram=ram, bus_width_bytes=bus, simd_width_bits=simd, ops=ops,
                    sources=_collect_sources(data), schema_version=version, parallel=parallel,
                    calls=calls, reorder_window_ops=window, store_new_line_cycles=store_new_line, tlbs=tlbs,
+                   llvm_mcpu=mcpu,
                    transfer_cycles=transfer)
 
 
@@ -373,7 +380,7 @@ def machine_to_dict(m: Machine) -> dict:
     if "parallel" in src or m.parallel != Parallel():  # optional table: written only when the file had one
         out["parallel"] = {"fork_join_ns": m.parallel.fork_join_ns, "barrier_ns": m.parallel.barrier_ns,
                            "source": src.get("parallel", "")}
-    core = {k: getattr(m, k) for k in _CORE_FIGURES if getattr(m, k)}
+    core = {k: getattr(m, k) for k in (*_CORE_FIGURES, "llvm_mcpu") if getattr(m, k)}
     if core:
         out["core"] = {**core, "source": src.get("core", "")}
     if m.transfer_cycles:

@@ -49,7 +49,15 @@ def _toolchain_checks() -> list[Check]:
         checks.append(Check("libomp", str(found.omp_libdir / "libomp.so"), fix=tc.FIX_COMMAND))
     except ToolError:
         checks.append(Check("libomp", None, fix=tc.FIX_COMMAND))
+    checks.append(Check("llvm-mca", _llvm_mca(), fix=f"apt-get install llvm-{tc.LLVM_MAJOR}"))
     return checks
+
+
+def _llvm_mca() -> str | None:
+    """Where llvm-mca is (the in-core loop bound of machines with core.llvm_mcpu), or None."""
+    from analysis.incore import find_mca
+
+    return find_mca()
 
 
 def collect() -> list[Check]:

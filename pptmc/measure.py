@@ -35,8 +35,8 @@ DEFAULT_CPU_FORM = "critical-path"
 # independent), "simulated" from the set-associative LRU simulator run on the same mimicked traces for
 # this machine's caches (analysis/cachesim.py; sees set conflicts, costs a simulation per machine).
 HIT_RATE_SOURCES = ("sdcm", "simulated")
-MODEL_COLUMNS = ("t_mem_s", "t_cpu_s", "t_tlb_s", "t_coherence_s", "t_overhead_s", "contention_s", "t_dram_s",
-                 "dram_bytes")
+MODEL_COLUMNS = ("t_mem_s", "t_cpu_s", "t_incore_s", "t_tlb_s", "t_coherence_s", "t_overhead_s", "contention_s",
+                 "t_dram_s", "dram_bytes")
 COLUMNS = ("benchmark", "cores", "measured_s", "measured_min_s", "measured_max_s", "repeats", "predicted_s",
            *MODEL_COLUMNS, "rel_error", "rel_error_min")
 

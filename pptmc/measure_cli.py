@@ -72,7 +72,7 @@ def run_measure(args: argparse.Namespace) -> int:
 def _format(df, summary, machine: str, size: str) -> str:
     """The validation table and summary as text."""
     cols = ["benchmark", "cores", "measured_s", "measured_min_s", "predicted_s", "t_mem_s", "t_cpu_s",
-            "t_tlb_s", "t_coherence_s", "t_overhead_s", "contention_s", "rel_error"]
+            "t_incore_s", "t_tlb_s", "t_coherence_s", "t_overhead_s", "contention_s", "rel_error"]
     head = f"runtime validation on {machine}, size {size} (times in seconds, rel_error vs the median)"
     return "\n".join([head, df[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"), "",
                       summary.to_string(index=False, float_format=lambda v: f"{v:.3f}")])

@@ -119,7 +119,7 @@ def instrument_step(cfg: PipelineConfig, translated: Path, progress: Progress) -
     key = step_key([translated, *extra], {"I": includes, "D": cfg.defines, "O": cfg.opt_level,
                                           "code": code_digest("passes", "instrument")})
     stamp = binary.parent / ".key"
-    if not is_fresh(stamp, key, [binary]):
+    if not is_fresh(stamp, key, [binary, instrument.assembly_path(binary)]):
         progress("instrument")
         instrument.build_instrumented(translated, binary, opt_level=cfg.opt_level, include_dirs=includes,
                                       defines=cfg.defines, extra_sources=extra)
