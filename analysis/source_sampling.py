@@ -768,7 +768,7 @@ class _Picker:
 
     def batch_rows(self, b: SampledBatch) -> _Rows:
         """_Rows of a batch of the sampling decode (iteration mode): the decoder did the pass."""
-        if b.addr_or >> OFFSET_BITS:
+        if b.addr_max >> OFFSET_BITS:
             raise InputError(f"{self.path}: an address is above 2^{OFFSET_BITS}; per-core offsets would "
                              f"collide (unsupported address space)")
         if b.loop.shape[0] and (int(b.loop.min()) < -1 or int(b.loop.max()) >= self.n_loops):

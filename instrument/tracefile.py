@@ -111,7 +111,7 @@ def _emit(out, k, s, a, sz, site_block, site_store, last_inst, reg, lp, it, top,
     A column the caller does not want comes as a 2-D placeholder: ndim is part of an array's numba type,
     so its store is compiled away (writing all nine columns is about half of the decoding time). With a
     sampling sink (1-D `sink[0]`, ChunkDecoder.sampled) the row goes there instead; returns the sink's
-    (kept rows, OR of addresses)."""
+    (kept rows, highest address)."""
     out_addr, out_size, out_store, out_block, out_inst, out_region, out_loop, out_iter, out_stack = out
     blk = site_block[s]
     if out_addr.ndim == 1:
@@ -144,7 +144,7 @@ def _emit(out, k, s, a, sz, site_block, site_store, last_inst, reg, lp, it, top,
 def _sink_row(sink, k, a, stack, store, ns, both):
     """Row k into a sampling sink: its word (line | stack flag | store flag), and its index appended to the
     kept rows when its line's salted 32-bit hash is below the threshold (the SHARDS filter of
-    analysis.source_sampling; branch-free: write, then advance by the flag)."""
+    analysis.source_sampling; branch-free: write, then advance by the flag). `both` is the highest address."""
     words, sel, params = sink[0], sink[1], sink[3]
     line = a >> params[0]
     words[k] = line | (np.uint64(stack) << np.uint64(63)) | (np.uint64(store) << np.uint64(62))
@@ -152,7 +152,7 @@ def _sink_row(sink, k, a, stack, store, ns, both):
     x = (line ^ (line >> np.uint64(32)) ^ params[1]) & m32
     sel[ns] = k
     ns += ((x * np.uint64(0x9E3779B1)) & m32) < params[2]
-    return ns, both | a
+    return ns, max(both, a)
 
 
 @numba.njit(cache=True)
@@ -180,7 +180,7 @@ def _sink_cut(sink, nr, k, lp, it):
 @numba.njit(cache=True)
 def _sink_save(sink, ns, nr, both, k):
     """Store a sampling sink's counters when the kernel returns: [kept rows, runs (an empty last one
-    dropped), OR of addresses]."""
+    dropped), highest address]."""
     if sink[0].ndim == 1:
         if nr > 1 and sink[2][nr - 1, 0] == k:
             nr -= 1
@@ -197,6 +197,139 @@ def _emit_predicted(out, k, s, pred_last, pred_stride, site_size, site_block, si
     pred_last[s] = a
     return _emit(out, k, s, a, site_size[s], site_block, site_store, last_inst, reg, lp, it, top, stack_lo, stack_hi,
                  sink, ns, both)
+
+
+@numba.njit(cache=True)
+def _block_repeats(buf, ev, pos, bs, bs_off, site_explicit, b, room):
+    """How many whole instances of block b the events from byte ev emit at once: the event [ev, pos) (an entry
+    of b while b's current instance has run none of its sites) and its identical repeats right after it, as
+    many as fit in `room` rows. 0 when b has explicit (sized) sites, which take one event per row."""
+    o = bs_off[b]
+    n = bs_off[b + 1] - o
+    for x in range(o, o + n):
+        if site_explicit[bs[x]]:
+            return 0
+    most = room // n if n > 0 else buf.shape[0]
+    width = pos - ev
+    r = 0
+    q = ev
+    end = buf.shape[0]
+    while r < most and q + width <= end:
+        for y in range(width):
+            if buf[q + y] != buf[ev + y]:
+                return r
+        r += 1
+        q += width
+    return r
+
+
+@numba.njit(cache=True)
+def _sink_block_run(sink, k, r, sites, pred_last, pred_stride, site_store, stack_lo, stack_hi, ns, high):
+    """Rows k.. of r whole instances of a block whose sites (all predicted) are `sites`: row k + e * n + j is
+    site j's access in instance e, at last + (e + 1) * stride of site j. Written site by site: a site's words
+    in a loop without branches (its stack flag is the same for the whole run unless the run crosses a stack
+    bound), and its lines hashed once per line its addresses cross (_kept_rows), not per row; the kept rows
+    are then put back in row order. Returns the sink's (kept rows, highest address)."""
+    words, sel = sink[0], sink[1]
+    shift = sink[3][0]
+    n = sites.shape[0]
+    ns0 = ns
+    contributing = 0
+    for j in range(n):
+        s = sites[j]
+        st = pred_stride[s]
+        a = pred_last[s]
+        first, last = a + st, a + r * st
+        lo, hi = min(first, last), max(first, last)
+        flag = np.uint64(site_store[s]) << np.uint64(62)
+        if lo >= 0 and (hi < stack_lo or lo >= stack_hi or (lo >= stack_lo and hi < stack_hi)):
+            flag |= np.uint64(lo >= stack_lo and hi < stack_hi) << np.uint64(63)
+            for e in range(j, j + r * n, n):
+                a += st
+                words[k + e] = (np.uint64(a) >> shift) | flag
+            high = max(high, np.uint64(hi))
+        else:  # the run crosses a stack bound, or its addresses wrap (a corrupt trace): per row
+            for e in range(j, j + r * n, n):
+                a += st
+                words[k + e] = (np.uint64(a) >> shift) | (np.uint64(a >= stack_lo and a < stack_hi) << np.uint64(63)) | flag
+                high = max(high, np.uint64(a))
+        pred_last[s] = a
+        before = ns
+        ns = _kept_rows(sink, first - st, st, r, k + j, n, ns)
+        contributing += ns > before
+    if contributing > 1:
+        _sort_rows(sel, ns0, ns)
+    return ns, high
+
+
+@numba.njit(cache=True)
+def _sort_rows(sel, a, b):
+    """Sort sel[a:b] in place: a few sites' increasing rows one after the other (insertion sort, no allocation;
+    np.sort beyond 64 rows)."""
+    if b - a > 64:
+        sel[a:b] = np.sort(sel[a:b])
+        return
+    for i in range(a + 1, b):
+        x = sel[i]
+        j = i - 1
+        while j >= a and sel[j] > x:
+            sel[j + 1] = sel[j]
+            j -= 1
+        sel[j + 1] = x
+
+
+@numba.njit(cache=True, inline="always")
+def _line_kept(line, salt, threshold):
+    """The SHARDS filter: the line's salted 32-bit hash below the threshold (see _sink_row)."""
+    m32 = np.uint64(0xFFFFFFFF)
+    x = (line ^ (line >> np.uint64(32)) ^ salt) & m32
+    return ((x * np.uint64(0x9E3779B1)) & m32) < threshold
+
+
+@numba.njit(cache=True)
+def _kept_rows(sink, a0, st, r, row, n, ns):
+    """Append to the sink's kept rows those of one site's accesses a0 + (e + 1) * st, e < r (rows row + e * n)
+    whose line passes the filter. A stride shorter than a line (addresses that do not wrap) visits each line
+    once, finding a kept line's rows by division; other strides are hashed per row."""
+    sel, params = sink[1], sink[3]
+    shift, salt, thr = params[0], params[1], params[2]
+    size = np.int64(1) << np.int64(shift)
+    last = a0 + r * st
+    if st == 0:
+        if _line_kept(np.uint64(a0) >> shift, salt, thr):
+            for e in range(r):
+                sel[ns] = row + e * n
+                ns += 1
+        return ns
+    if 0 < st < size and a0 >= 0 and last >= 0:  # e + 1 in [ceil((lo_a - a0) / st), ceil((hi_a - a0) / st))
+        line, end = np.uint64(a0 + st) >> shift, np.uint64(last) >> shift
+        while line <= end:
+            if _line_kept(line, salt, thr):
+                lo_a = np.int64(line << shift)
+                e_lo, e_hi = -((a0 - lo_a) // st) - 1, -((a0 - lo_a - size) // st) - 1
+                for e in range(max(e_lo, 0), min(e_hi, r)):
+                    sel[ns] = row + e * n
+                    ns += 1
+            line += np.uint64(1)
+        return ns
+    if -size < st < 0 and a0 >= 0 and last >= 0:  # e + 1 in (floor((a0 - hi_a) / -st), floor((a0 - lo_a) / -st)]
+        line, end = np.uint64(a0 + st) >> shift, np.uint64(last) >> shift
+        while line >= end:
+            if _line_kept(line, salt, thr):
+                lo_a = np.int64(line << shift)
+                e_lo, e_hi = (a0 - lo_a - size) // -st, (a0 - lo_a) // -st
+                for e in range(max(e_lo, 0), min(e_hi, r)):
+                    sel[ns] = row + e * n
+                    ns += 1
+            if line == 0:
+                break
+            line -= np.uint64(1)
+        return ns
+    for e in range(r):
+        if _line_kept(np.uint64(a0 + (e + 1) * st) >> shift, salt, thr):
+            sel[ns] = row + e * n
+            ns += 1
+    return ns
 
 
 @numba.njit(cache=True)
@@ -240,6 +373,24 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
             elif val == 1 or val == 7:
                 finish = True
         b = fb[d]
+        if sink[0].ndim == 1 and tag == 1 and val == b and fc[d] == 0:
+            # the same block entered again with none of its sites run yet: every repeat of this event that
+            # follows is one more whole instance of predicted accesses, emitted site by site
+            r = _block_repeats(buf, ev, pos, bs, bs_off, site_explicit, b, cap - k)
+            if r > 0:
+                o = bs_off[b]
+                n = bs_off[b + 1] - o
+                ns, both = _sink_block_run(sink, k, r, bs[o:o + n], pred_last, pred_stride, site_store,
+                                           stack_lo, top if reg >= 0 and top > 0 else stack_hi, ns, both)
+                k += r * n
+                pos = ev + r * (pos - ev)
+                counts[b] += r
+                last_inst[b] = counts[b] - 1
+                v = virt_of[b]
+                if v >= 0:
+                    counts[v] += r
+                    last_inst[v] = counts[v] - 1
+                continue
         if b >= 0 and (finish or stop_site >= 0 or stop_k >= 0):
             c = fc[d]
             o = bs_off[b]
@@ -565,7 +716,7 @@ class SampledBatch:
     starts: np.ndarray     # int64 first row of each run (a change of loop or iteration), then len(words)
     loop: np.ndarray       # int64 loop instance of each run (-1: none)
     iteration: np.ndarray  # int64 iteration of each run (-1: none)
-    addr_or: int           # OR of every row's address (range checks)
+    addr_max: int          # the highest address of any row, as uint64 (range checks)
 
     def __len__(self) -> int:
         return self.words.shape[0]

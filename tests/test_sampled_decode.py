@@ -96,7 +96,7 @@ def oracle(ch: TraceChunk, shift: int, salt: int, threshold: int) -> TF.SampledB
     cut = np.flatnonzero((lp[1:] != lp[:-1]) | (it[1:] != it[:-1])) + 1
     starts = np.concatenate([[0], cut, [len(ch)]]).astype(np.int64)
     return TF.SampledBatch(words, sel, starts, lp[starts[:-1]], it[starts[:-1]],
-                           int(np.bitwise_or.reduce(ch.addr)))
+                           int(ch.addr.max()))
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -110,15 +110,65 @@ def test_sampled_batches_equal_the_plain_decode(seed, max_rows):
     want = [oracle(c, shift, salt, threshold) for h, p in chunks for c in plain.decode(h, p, max_rows)]
     sink = TF.SampleSink(max_rows, shift, salt, threshold)
     sampled = TF.ChunkDecoder(_tables(), "mem.trace", ())
-    got = [(b.words.copy(), b.sel.copy(), b.starts.copy(), b.loop.copy(), b.iteration.copy(), b.addr_or)
+    got = [(b.words.copy(), b.sel.copy(), b.starts.copy(), b.loop.copy(), b.iteration.copy(), b.addr_max)
            for h, p in chunks for b in sampled.sampled(h, p, sink)]
     assert len(got) == len(want) and sum(len(w) for w in want) > 500
     for g, w in zip(got, want):
         assert np.array_equal(g[0], w.words)
         assert np.array_equal(g[1], w.sel)
         assert np.array_equal(g[2], w.starts) and np.array_equal(g[3], w.loop) and np.array_equal(g[4], w.iteration)
-        assert g[5] == w.addr_or
+        assert g[5] == w.addr_max
     assert sampled.loops == plain.loops
+    assert np.array_equal(sampled.counts, plain.counts)
+
+
+def strided_payload(seed: int, rounds: int) -> bytes:
+    """Rounds of: misses that give each site of a block an address and then a stride (sub-line, negative,
+    zero, longer than a line, or across the stack's upper bound), then many repeats of the block's entry (whole
+    instances of predicted accesses: the sampling decode's block runs), sometimes an iteration between."""
+    rng = np.random.default_rng(seed)
+    bs = {0: [0, 1, 2], 1: [3, 4]}
+    last, stride = [0] * 5, [0] * 5  # the runtime's predictors: a miss carries address - (last + stride)
+    out = [_event(3, 0, 0, 0, STACK_HI)]  # a region whose frame top is the stack's upper bound
+    for _ in range(rounds):
+        block = int(rng.integers(0, 2))
+        steps = rng.choice([0, 8, 16, -8, -24, 40, 64, 200, -4096], len(bs[block])).tolist()
+        bases = [int(rng.choice([STACK_HI - 64 * int(rng.integers(0, 40)), 1 << 30, 1 << 40])) + int(rng.integers(0, 64))
+                 for _ in bs[block]]
+        for again in (0, 1):  # two instances whose sites all miss: the second sets the strides
+            out.append(_event(1, block))
+            for site, base, step in zip(bs[block], bases, steps):
+                address = base + again * step
+                out.append(_event(0, site, _zig(address - last[site] - stride[site])))
+                stride[site], last[site] = address - last[site], address
+        entries = int(rng.integers(1, 300))
+        out += [_event(1, block)] * entries
+        for site in bs[block]:  # every entry but the last (whose sites run later) moved the predictors on
+            last[site] += stride[site] * (entries - 1)
+        if rng.random() < 0.3:
+            out.append(_event(3, 3, _zig(0)))
+        out.append(_event(3, 5, len(bs[block])))  # sync: the last entry's sites all ran
+        for site in bs[block]:
+            last[site] += stride[site]
+    return b"".join(out)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("max_rows", [5, 64, 1 << 16])
+@pytest.mark.parametrize("threshold", [1 << 29, 1 << 31, 1 << 32])
+def test_block_runs_equal_the_plain_decode(seed, max_rows, threshold):
+    """Long runs of one block's entries, emitted site by site with each line hashed once, give the rows of
+    the plain decode (words, kept rows in row order, highest address), whatever the strides and pauses."""
+    chunks = _chunks([strided_payload(seed * 10 + j, 40) for j in range(2)])
+    shift, salt = 6, 0xBEEF + seed
+    plain = TF.ChunkDecoder(_tables(), "mem.trace")
+    want = [oracle(c, shift, salt, threshold) for h, p in chunks for c in plain.decode(h, p, max_rows)]
+    sampled = TF.ChunkDecoder(_tables(), "mem.trace", ())
+    sink = TF.SampleSink(max_rows, shift, salt, threshold)
+    got = [(b.words.copy(), b.sel.copy(), b.addr_max) for h, p in chunks for b in sampled.sampled(h, p, sink)]
+    assert len(got) == len(want) and sum(len(w) for w in want) > 5000
+    for g, w in zip(got, want):
+        assert np.array_equal(g[0], w.words) and np.array_equal(g[1], w.sel) and g[2] == w.addr_max
     assert np.array_equal(sampled.counts, plain.counts)
 
 
