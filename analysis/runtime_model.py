@@ -352,15 +352,16 @@ def _op_latency(machine: Machine, cls: str) -> float:
 
 
 def overhead_seconds(machine: Machine, cores: int, regions: float, barriers: float) -> float:
-    """Fork/join and barrier time: the machine's all-core costs, scaled by tree depth log2(p) / log2(cores).
+    """Fork/join and barrier time: the machine's all-core costs, scaled by tree depth log2(p) / log2(cores),
+    plus the cold start of the first region.
 
     libomp joins and releases threads along a tree, so a p-thread barrier costs about log2(p)
     steps; one thread runs a region serially (measured ~80 ns per region, taken as 0).
     """
-    if cores <= 1 or machine.cores <= 1:
-        return 0.0
-    depth = math.log2(cores) / math.log2(machine.cores)
-    return (regions * machine.parallel.fork_join_ns + barriers * machine.parallel.barrier_ns) * depth * 1e-9
+    par = machine.parallel
+    depth = math.log2(cores) / math.log2(machine.cores) if cores > 1 and machine.cores > 1 else 0.0
+    cold = par.cold_start_one_ns + (par.cold_start_ns - par.cold_start_one_ns) * depth if regions else 0.0
+    return ((regions * par.fork_join_ns + barriers * par.barrier_ns) * depth + cold) * 1e-9
 
 
 def mva(demands: Sequence[float], think: float, population: int) -> tuple[float, list[float]]:

@@ -32,7 +32,9 @@ def _optional_lines(m: Machine) -> list[str]:
              f"{t.associativity or 'fully associative'}{'-way' if t.associativity else ''}, "
              f"miss +{t.miss_cycles:g} cyc" for t in m.tlbs]
     if m.parallel.fork_join_ns or m.parallel.barrier_ns:
-        lines.append(f"  parallel: fork/join {m.parallel.fork_join_ns:g} ns, barrier {m.parallel.barrier_ns:g} ns")
+        lines.append(f"  parallel: fork/join {m.parallel.fork_join_ns:g} ns, barrier {m.parallel.barrier_ns:g} ns"
+                     + (f", cold start {m.parallel.cold_start_one_ns:g} ns on 1 thread, {m.parallel.cold_start_ns:g} ns"
+                        f" on all" if m.parallel.cold_start_ns or m.parallel.cold_start_one_ns else ""))
     if m.reorder_window_ops or m.store_new_line_cycles:
         lines.append(f"  core: reorder window {m.reorder_window_ops:g} ops, store to a new line "
                      f"{m.store_new_line_cycles or m.ops['store'].recip_throughput:g} cyc")

@@ -54,6 +54,7 @@ class Effort:
     ram_set_bytes: int
     sync_rounds: int = 20_000
     chase_runs: int = 1
+    cold_reps: int = 15   # coldstart.c: each repetition writes and frees a 64 MiB flush buffer (~15 ms)
 
 
 # Many short stream repetitions (64 MiB each, ~1 ms in L2) and the best kept: a repetition longer than
@@ -62,7 +63,7 @@ class Effort:
 FULL = Effort(op_iterations=500_000, op_runs=3, chase_loads=500_000, stream_reps=15, ram_set_bytes=1024 * _MIB,
               chase_runs=7)
 QUICK = Effort(op_iterations=200_000, op_runs=1, chase_loads=200_000, stream_reps=1, ram_set_bytes=128 * _MIB,
-               sync_rounds=2_000)
+               sync_rounds=2_000, cold_reps=3)
 
 
 def _read(path: Path) -> str:
@@ -272,14 +273,25 @@ def measure_memory(workdir: Path, caches: list[SysCache], cores: int, ghz: float
     return levels, ram
 
 
+COLD_FLUSH_BYTES = 64 << 20  # the benchmark harness's default flush (benchmarks/polybench/pbench.c)
+
+
 def measure_parallel(workdir: Path, cores: int, effort: Effort, progress: Progress) -> dict:
     """Fork/join and barrier cost with all cores (overhead.c, best of 5 repetitions)."""
     progress(f"compiling and running overhead.c (OpenMP fork/join and barrier on {cores} threads)")
     binary = _compile("overhead.c", workdir / "overhead", [], openmp=True)
     res = _run(binary, effort.sync_rounds, 5, cores)
+    progress("compiling and running coldstart.c (the first parallel region after a cache flush)")
+    env = dict(os.environ, OMP_PROC_BIND="close", OMP_PLACES="cores")
+    cold = _run(_compile("coldstart.c", workdir / "coldstart", [], openmp=True), COLD_FLUSH_BYTES, effort.cold_reps,
+                *sorted({1, cores}), env=env)
+    extra = {t: max(0.0, cold[f"cold_ns_{t}"] - cold[f"warm_ns_{t}"]) for t in sorted({1, cores})}
     return {"fork_join_ns": round(res[f"fork_join_ns_{cores}"], 1), "barrier_ns": round(res[f"barrier_ns_{cores}"], 1),
+            "cold_start_ns": round(extra[cores], 1), "cold_start_one_ns": round(extra[1], 1),
             "source": f"overhead.c on this host, {cores} threads: empty parallel region (fork/join) and a "
-                      f"one-iteration-per-thread omp for (implied barrier), best of 5 x {effort.sync_rounds}"}
+                      f"one-iteration-per-thread omp for (implied barrier), best of 5 x {effort.sync_rounds}; "
+                      f"coldstart.c: the first region after a {COLD_FLUSH_BYTES >> 20} MiB flush as the benchmark "
+                      f"harness does it, less a warm one, median of {effort.cold_reps}, on {cores} threads and on 1"}
 
 
 def measure_calls(workdir: Path, ghz: float, effort: Effort, progress: Progress) -> dict:

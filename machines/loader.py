@@ -26,7 +26,8 @@ _CACHE_KEYS = {"name", "size_bytes", "line_bytes", "associativity", "latency_cyc
                "recip_throughput_cycles", "shared", "source"}
 _RAM_KEYS = {"latency_ns", "bandwidth_one_core_gbs", "bandwidth_all_cores_gbs", "source"}
 _OP_KEYS = {"latency", "recip_throughput", "source"}
-_PARALLEL_KEYS = {"fork_join_ns", "barrier_ns", "source"}
+_PARALLEL_KEYS = {"fork_join_ns", "barrier_ns", "cold_start_ns", "cold_start_one_ns", "source"}
+_COLD_KEYS = ("cold_start_ns", "cold_start_one_ns")
 _TLB_KEYS = {"name", "entries", "associativity", "page_bytes", "miss_cycles", "source"}
 
 
@@ -202,9 +203,13 @@ def _check_parallel(chk: _Checker, data: dict) -> Parallel:
     chk.unknown(par, _PARALLEL_KEYS, "parallel.")
     vals = [chk.get(par, k, "parallel.", "number", non_negative=True) for k in ("fork_join_ns", "barrier_ns")]
     chk.get(par, "source", "parallel.", "str")
-    if any(v is None for v in vals):
+    cold = [chk.get(par, k, "parallel.", "number", non_negative=True) if k in par else 0.0 for k in _COLD_KEYS]
+    if sum(k in par for k in _COLD_KEYS) == 1:
+        chk.fail("parallel", f"give both {' and '.join(_COLD_KEYS)} or neither")
+    if any(v is None for v in vals + cold):
         return Parallel()
-    return Parallel(fork_join_ns=float(vals[0]), barrier_ns=float(vals[1]))
+    return Parallel(fork_join_ns=float(vals[0]), barrier_ns=float(vals[1]), cold_start_ns=float(cold[0]),
+                    cold_start_one_ns=float(cold[1]))
 
 
 _CALL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -379,6 +384,7 @@ def machine_to_dict(m: Machine) -> dict:
             "ops": ops}
     if "parallel" in src or m.parallel != Parallel():  # optional table: written only when the file had one
         out["parallel"] = {"fork_join_ns": m.parallel.fork_join_ns, "barrier_ns": m.parallel.barrier_ns,
+                           **{k: getattr(m.parallel, k) for k in _COLD_KEYS if getattr(m.parallel, k)},
                            "source": src.get("parallel", "")}
     core = {k: getattr(m, k) for k in (*_CORE_FIGURES, "llvm_mcpu") if getattr(m, k)}
     if core:

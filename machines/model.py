@@ -51,6 +51,10 @@ class Parallel:
 
     fork_join_ns: float = 0.0     # one parallel region: fork, join and its closing barrier
     barrier_ns: float = 0.0       # one barrier, e.g. the implied one at the end of a work-shared loop
+    # the first region after a cache flush (the harness's cold start), extra over a warm one: with all
+    # cores, and with one thread (optional; 0 = not modelled)
+    cold_start_ns: float = 0.0
+    cold_start_one_ns: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -161,10 +161,18 @@ def test_parallel_table_is_optional_and_round_trips():
     assert (m.parallel.fork_join_ns, m.parallel.barrier_ns) == (1500.0, 600.0)
     assert m.sources["parallel"] == "overhead.c"
     assert machines.validate_machine_dict(tomllib.loads(dumps_toml(machines.machine_to_dict(m))), "t") == m
+    data["parallel"].update(cold_start_ns=30000.0, cold_start_one_ns=18000.0)
+    m = machines.validate_machine_dict(data, "p.toml")
+    assert (m.parallel.cold_start_ns, m.parallel.cold_start_one_ns) == (30000.0, 18000.0)
+    assert machines.validate_machine_dict(tomllib.loads(dumps_toml(machines.machine_to_dict(m))), "t") == m
 
 
 @pytest.mark.parametrize("edit,message", [
     ({"fork_join_ns": -1.0, "barrier_ns": 1.0, "source": "x"}, "parallel.fork_join_ns: must not be negative"),
+    ({"fork_join_ns": 1.0, "barrier_ns": 1.0, "cold_start_ns": 5.0, "source": "x"},
+     "parallel: give both cold_start_ns and cold_start_one_ns"),
+    ({"fork_join_ns": 1.0, "barrier_ns": 1.0, "cold_start_ns": "a", "cold_start_one_ns": 1, "source": "x"},
+     "parallel.cold_start_ns: expected"),
     ({"fork_join_ns": 1.0, "source": "x"}, "parallel.barrier_ns: missing"),
     ({"fork_join_ns": 1.0, "barrier_ns": 1.0, "source": "x", "spin": 3}, "parallel.spin: unknown field"),
     ({"fork_join_ns": 1.0, "barrier_ns": 1.0}, "parallel.source: missing"),

@@ -65,6 +65,13 @@ def test_detect_quick_writes_a_valid_plausible_file(detected):
     # overhead.c: a region and a barrier cost something, and far less than a millisecond
     assert 0 < m.parallel.fork_join_ns < 1e6 and 0 < m.parallel.barrier_ns < 1e6
     assert "overhead.c" in m.sources["parallel"]
+    # coldstart.c: a region after the harness's 64 MiB flush costs more than a warm fork (code and data
+    # from memory), on one thread too
+    assert m.parallel.cold_start_one_ns > 1000 and "coldstart.c" in m.sources["parallel"]
+    # the core named for llvm-mca is one of its processors: the in-core bound runs with it
+    if m.llvm_mcpu:
+        from analysis.incore import mca_throughputs
+        assert mca_throughputs([["addq %rax, %rax"]], m.llvm_mcpu)[0].cycles_per_iteration == pytest.approx(1, abs=0.1)
     # lines.c: a level below L1 delivers a line in more time than L1 serves an access, and in less
     # time than one core's RAM bandwidth moves a line
     ram_line_cycles = m.line_bytes / (m.ram.bandwidth_one_core_gbs / m.frequency_ghz)

@@ -193,6 +193,18 @@ def test_overhead_hand_computed():
     assert rm.overhead_seconds(toy_machine(), 8, 10, 50) == 0.0          # no [parallel] table
 
 
+def test_cold_start_once_per_run_scaled_by_tree_depth():
+    from dataclasses import replace
+
+    m = _parallel_machine(cores=8)
+    m = replace(m, parallel=replace(m.parallel, cold_start_ns=70_000.0, cold_start_one_ns=10_000.0))
+    assert rm.overhead_seconds(m, 1, regions=10, barriers=50) == pytest.approx(10_000e-9)  # one thread pays it too
+    assert rm.overhead_seconds(m, 8, 10, 50) == pytest.approx((10 * 1000 + 50 * 400 + 70_000) * 1e-9)
+    assert rm.overhead_seconds(m, 2, 10, 50) == pytest.approx(((10 * 1000 + 50 * 400) / 3 + 10_000 + 60_000 / 3)
+                                                              * 1e-9)
+    assert rm.overhead_seconds(m, 2, regions=0, barriers=0) == 0.0      # no region ran: no cold start
+
+
 def test_overhead_adds_to_the_runtime():
     m = _parallel_machine(cores=2)
     base = rm.predict_runtime(m, 2, HALF, OPS, 1000, 8000)
