@@ -89,6 +89,11 @@ SAMPLED_ROWS = 1 << 19
 # and 5 draw a heavy line), at about 5% more CPU time; the bench's synthetic trace: 1.01 pp either way.
 SOURCE_WINDOW = 1 << 10
 
+# The shared trace's windows are this many times sparser than the private traces' (they measure rate / 4 of
+# the shared accesses): the CRD sets only the shared level's hit rate, whose near reuses are all hits, so its
+# windows need only the share of near reuses, not their distances' detail (see analysis/SAMPLING.md).
+SHARED_WINDOW_SPACING = 4
+
 # A sample whose heaviest line takes more than this share of the sampled accesses is flagged: SHARDS weighs
 # the line 1/rate, and its reuses then stand for far more of the trace than they are (see heaviest_share).
 HEAVY_SHARE_WARN = 0.05
@@ -206,22 +211,6 @@ def _place(sel, lines, offset, store, starts, run_core, counters, p, step, out_c
         else:
             counters[core] += b - a
     return o
-
-
-@numba.njit(cache=True, nogil=True)
-def _core_order(core, p):
-    """The stable order that puts each core's entries together (a counting sort), and where core c's are."""
-    bounds = np.zeros(p + 1, np.int64)
-    for i in range(core.shape[0]):
-        bounds[core[i] + 1] += 1
-    for c in range(p):
-        bounds[c + 1] += bounds[c]
-    fill = bounds[:p].copy()
-    order = np.empty(core.shape[0], np.int64)
-    for i in range(core.shape[0]):
-        order[fill[core[i]]] = i
-        fill[core[i]] += 1
-    return order, bounds
 
 
 @numba.njit(cache=True, nogil=True)
@@ -797,7 +786,7 @@ class _SourceTask:
         self.private = [ReuseEngine() for _ in range(cores)]
         self.shared = ReuseEngine() if cores > 1 else None
         self.directory = Directory(cores) if coherence and cores > 1 else None
-        self.buffer = _MergeBuffer(5)
+        self.queue = _RoundRobinQueue(cores, refs_per_turn, coherence and cores > 1)
         self.windows = sampling.rate < 1.0 and sampling.window > 0
         self.look, self.length, self.period = sampling.window, sampling.length, sampling.period
         self.next_start = sampling.window_offsets(cores)
@@ -819,7 +808,8 @@ class _SourceTask:
         self.shared_windows = self.windows and self.p > 1
         # about `look` + `length` shared accesses per segment, as in a private trace: 1/p of them per core
         self.s_look, self.s_length = up(-(-self.look // self.p)), up(-(-self.length // self.p))
-        self.s_period = max(up(int(round(self.s_length / sampling.rate))), self.s_look + self.s_length)
+        spacing = SHARED_WINDOW_SPACING * self.s_length / sampling.rate
+        self.s_period = max(up(int(round(spacing))), self.s_look + self.s_length)
         rng = np.random.default_rng([sampling.seed, self.p, k])
         self.s_next = np.full(self.p, int(rng.integers(0, (self.s_period - self.s_length) // k + 1)) * k, np.int64)
         self.s_est = _Estimate(self.s_look // k)  # positions are turns
@@ -850,21 +840,17 @@ class _SourceTask:
         chunks' samples per call, since one chunk gives each core only a few hundred."""
         if not self.samples:
             return
-        core, pos, lines, store = (np.concatenate([x[i] for x in self.samples]) for i in range(4))
+        core, pos, lines, store = (np.concatenate([x[i] for x in self.samples]) if len(self.samples) > 1
+                                   else self.samples[0][i] for i in range(4))
         self.samples, self.n_samples = [], 0
-        order, bounds = _core_order(core, self.p)  # each core's samples together, in row order
-        core, pos, lines, store = core[order], pos[order], lines[order], store[order]
+        core, pos, lines, store, bounds = _group_by_core(core, pos, lines, store, self.p)  # each core's, in row order
         dist, gap = self._feed_private(pos, lines, bounds.tolist())
         if self.directory is None:  # no coherence: every sample is accounted for now
             self._account(core, gap, dist, np.zeros(core.shape[0], dtype=bool))
         if self.shared is None:
             return
-        if self.directory is not None:
-            from analysis.coherence import tag_stores
-
-            lines = tag_stores(lines, store)
-        self.buffer.add(self._key(pos, core), lines, core, dist, gap, pos)
-        self._release(self.buffer.take_below(self._key(self.counters, np.arange(self.p, dtype=np.int64)).min()))
+        self.queue.add(pos, lines, store, dist, gap, bounds)
+        self._release(self.queue.take(self.counters))
 
     def _windows(self, rows: _Rows, starts: np.ndarray, run_core: np.ndarray) -> None:
         """Pool the chunk's rows that fall in each core's window segments, and in the shared trace's."""
@@ -950,7 +936,7 @@ class _SourceTask:
         """Every core's estimated PRD and the estimated CRD, each totalling its stream's exact length."""
         self._flush()
         if self.shared is not None:
-            self._release(self.buffer.take_below(None))
+            self._release(self.queue.take(None))
         if self.windows:
             self.pool.finish(self.est)
         if self.shared_windows:
@@ -973,34 +959,132 @@ class _SourceTask:
         return prd, scale_profile(self.shared.histogram(), rate, total, adjust)
 
 
-class _MergeBuffer:
-    """Sampled accesses waiting for every core's running count to pass their merge key."""
+class _RoundRobinQueue:
+    """Sampled accesses waiting for every core's running count to pass their place in the round-robin shared
+    trace, kept per core in that core's order (each core's are already sorted by position)."""
 
-    def __init__(self, n_columns: int) -> None:
-        self.parts: list[tuple[np.ndarray, ...]] = []
-        self.n_columns = n_columns
-        self.lowest = np.iinfo(np.int64).max  # the smallest key waiting
+    def __init__(self, cores: int, k: int, tag: bool) -> None:
+        self.p, self.k, self.tag = cores, k, tag
+        z = np.zeros(0, np.int64)
+        self.cols = (z, np.zeros(0, np.uint64), np.zeros(0, np.bool_), z, z)  # pos, lines, store, dist, gap
+        self.bounds = np.zeros(cores + 1, np.int64)
 
-    def add(self, key: np.ndarray, *columns: np.ndarray) -> None:
-        """Buffer accesses: their keys and any columns that travel with them."""
-        if key.shape[0]:
-            self.parts.append((key, *columns))
-            self.lowest = min(self.lowest, int(key.min()))
+    def add(self, pos: np.ndarray, lines: np.ndarray, store: np.ndarray, dist: np.ndarray, gap: np.ndarray,
+            bounds: np.ndarray) -> None:
+        """Queue accesses given per core (core c's at [bounds[c], bounds[c + 1]), later than those waiting)."""
+        if self.bounds[-1] == 0:
+            self.cols, self.bounds = (pos, lines, store, dist, gap), bounds
+            return
+        *cols, self.bounds = _join_by_core(*self.cols, self.bounds, pos, lines, store, dist, gap, bounds)
+        self.cols = tuple(cols)
 
-    def take_below(self, limit: int | None) -> tuple[np.ndarray, ...]:
-        """Remove and return the columns of the accesses with key < limit (None: all), sorted by key.
-        Sorting the kept run and the new ones together is a merge for the stable (tim)sort; nothing is
-        sorted while no key is below the limit (a core far behind holds every other core's accesses)."""
-        if not self.parts or (limit is not None and self.lowest >= limit):
-            return (np.zeros(0, np.uint64),) + tuple(np.zeros(0, np.int64) for _ in range(self.n_columns - 1))
-        cols = [np.concatenate([x[i] for x in self.parts]) if len(self.parts) > 1 else self.parts[0][i]
-                for i in range(len(self.parts[0]))]
-        order = np.argsort(cols[0], kind="stable")
-        cut = order.shape[0] if limit is None else int(np.searchsorted(cols[0][order], limit))
-        now, rest = order[:cut], order[cut:]
-        self.parts = [tuple(c[rest] for c in cols)] if rest.shape[0] else []
-        self.lowest = int(self.parts[0][0][0]) if self.parts else np.iinfo(np.int64).max
-        return tuple(c[now] for c in cols[1:])
+    def take(self, counters: np.ndarray | None) -> tuple[np.ndarray, ...]:
+        """(lines, tagged with STORE_TAG on stores when tagging; core, dist, gap, position) of the accesses before
+        every core's next one (counters: each core's next private position; None: all), in shared-trace order."""
+        n = int(self.bounds[-1])
+        if counters is None:
+            limit = np.iinfo(np.int64).max
+        else:
+            limit = min(_rr_key(int(x), c, self.p, self.k) for c, x in enumerate(counters.tolist()))
+        out = (np.empty(n, np.uint64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
+               np.empty(n, np.int64))
+        rest = tuple(np.empty(n, c.dtype) for c in self.cols) + (np.empty(self.p + 1, np.int64),)
+        m = _merge_round_robin(*self.cols, self.bounds, self.p, self.k, limit, self.tag, *out, *rest)
+        self.cols, self.bounds = tuple(c[:n - m] for c in rest[:5]), rest[5]
+        return tuple(c[:m] for c in out)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _rr_key(pos, core, p, k):
+    """Place of core `core`'s private position `pos` in the round-robin shared trace (k per turn), as one int64:
+    (turn, core, position) in lexicographic order (see the module docstring)."""
+    return ((pos // k) * p + core) * k + pos % k
+
+
+@numba.njit(cache=True, nogil=True)
+def _group_by_core(core, pos, lines, store, p):
+    """The accesses reordered so that each core's are together, in their order (a counting sort), and where
+    core c's are: (core, pos, lines, store, bounds)."""
+    bounds = np.zeros(p + 1, np.int64)
+    for i in range(core.shape[0]):
+        bounds[core[i] + 1] += 1
+    for c in range(p):
+        bounds[c + 1] += bounds[c]
+    fill = bounds[:p].copy()
+    n = core.shape[0]
+    o_core, o_pos, o_lines, o_store = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.uint64), \
+        np.empty(n, np.bool_)
+    for i in range(n):
+        c = core[i]
+        j = fill[c]
+        fill[c] = j + 1
+        o_core[j], o_pos[j], o_lines[j], o_store[j] = c, pos[i], lines[i], store[i]
+    return o_core, o_pos, o_lines, o_store, bounds
+
+
+@numba.njit(cache=True, nogil=True)
+def _join_by_core(a_pos, a_lines, a_store, a_dist, a_gap, a_bounds, b_pos, b_lines, b_store, b_dist, b_gap,
+                  b_bounds):
+    """Two sets of per-core columns joined core by core (core c's from a, then from b)."""
+    p = a_bounds.shape[0] - 1
+    n = a_pos.shape[0] + b_pos.shape[0]
+    pos, lines, store, dist, gap = np.empty(n, np.int64), np.empty(n, np.uint64), np.empty(n, np.bool_), \
+        np.empty(n, np.int64), np.empty(n, np.int64)
+    bounds = np.zeros(p + 1, np.int64)
+    o = 0
+    for c in range(p):
+        for src in range(2):
+            lo, hi = (a_bounds[c], a_bounds[c + 1]) if src == 0 else (b_bounds[c], b_bounds[c + 1])
+            for i in range(lo, hi):
+                if src == 0:
+                    pos[o], lines[o], store[o], dist[o], gap[o] = a_pos[i], a_lines[i], a_store[i], a_dist[i], a_gap[i]
+                else:
+                    pos[o], lines[o], store[o], dist[o], gap[o] = b_pos[i], b_lines[i], b_store[i], b_dist[i], b_gap[i]
+                o += 1
+        bounds[c + 1] = o
+    return pos, lines, store, dist, gap, bounds
+
+
+@numba.njit(cache=True, nogil=True)
+def _merge_round_robin(pos, lines, store, dist, gap, bounds, p, k, limit, tag, o_lines, o_core, o_dist, o_gap,
+                       o_pos, r_pos, r_lines, r_store, r_dist, r_gap, r_bounds):
+    """The accesses (per core, each core's in its order) whose round-robin key is below limit, merged into
+    shared-trace order (o_*: lines with STORE_TAG on stores when tag, core, ...); the others, per core, into
+    r_* (r_bounds). Returns how many were merged."""
+    cur = bounds[:p].copy()
+    end = bounds[:p].copy()
+    for c in range(p):
+        e = bounds[c]
+        while e < bounds[c + 1] and _rr_key(pos[e], c, p, k) < limit:
+            e += 1
+        end[c] = e
+    big = np.iinfo(np.int64).max
+    head = np.full(p, big, np.int64)  # each core's next key (big: none left below the limit)
+    for c in range(p):
+        if cur[c] < end[c]:
+            head[c] = _rr_key(pos[cur[c]], c, p, k)
+    o = 0
+    while True:
+        best, best_key = -1, big
+        for c in range(p):
+            if head[c] < best_key:
+                best, best_key = c, head[c]
+        if best < 0:
+            break
+        i = cur[best]
+        cur[best] = i + 1
+        head[best] = _rr_key(pos[i + 1], best, p, k) if i + 1 < end[best] else big
+        o_lines[o] = lines[i] | (np.uint64(store[i] and tag) << np.uint64(63))
+        o_core[o], o_dist[o], o_gap[o], o_pos[o] = best, dist[i], gap[i], pos[i]
+        o += 1
+    m = 0
+    r_bounds[0] = 0
+    for c in range(p):
+        for i in range(end[c], bounds[c + 1]):
+            r_pos[m], r_lines[m], r_store[m], r_dist[m], r_gap[m] = pos[i], lines[i], store[i], dist[i], gap[i]
+            m += 1
+        r_bounds[c + 1] = m
+    return o
 
 
 BatchSource = Callable[[int, int, int], Iterator[SampledBatch]]  # (shift, salt, threshold) -> sampling decode
