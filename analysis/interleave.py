@@ -256,7 +256,8 @@ class Interleaver:
         yield from (self._drain_rr() if self.strategy == "rr" else self._drain_random())
 
     def _drain_rr(self) -> Iterator[Batch]:
-        """Whole rounds at once while every active core has k per round buffered; else turn by turn."""
+        """Whole rounds at once while every active core has k per round buffered; else the rest of
+        the round, up to the first core that must wait."""
         k = self.k
         while self.active:
             avail = self._avail()
@@ -269,21 +270,42 @@ class Interleaver:
                     pattern = np.repeat(np.asarray(self.active, dtype=np.int64), k)
                     yield Batch(_rounds(parts, k, self.buffer), list(zip(self.active, parts)), pattern, rounds)
                     continue
+            batch = self._partial_round(avail)
+            if batch is not None:
+                yield batch
+            if self.blocked is not None:
+                return
+        self.blocked = None
+
+    def _partial_round(self, avail: np.ndarray) -> Batch | None:
+        """The turns from the current one to the end of the round (or to the first core that
+        must wait, which sets `blocked`), as one Batch (None if no turn is taken): one engine
+        call instead of one per turn."""
+        k = self.k
+        self.blocked = None
+        pieces = []
+        while self.turn < len(self.active):
             c = self.active[self.turn]
             lane = self.lanes[c]
             if avail[c] < k and not lane.closed:
                 self.blocked = c
-                return
+                break
             n = min(k, int(avail[c]))
             if n:
-                yield _single(lane.take(n), c)
+                pieces.append((c, lane.take(n)))
             if lane.exhausted:
                 self.active.pop(self.turn)
             else:
                 self.turn += 1
-            if self.turn >= len(self.active):
-                self.turn = 0
-        self.blocked = None
+        if self.turn >= len(self.active):
+            self.turn = 0
+        if not pieces:
+            return None
+        if len(pieces) == 1:
+            return _single(pieces[0][1], pieces[0][0])
+        lines = np.concatenate([a for _, a in pieces])
+        pattern = np.concatenate([np.full(len(a), c, dtype=np.int64) for c, a in pieces])
+        return Batch(lines, pieces, pattern)
 
     def _drain_random(self) -> Iterator[Batch]:
         """Uniform random turns among the cores that still have references (seeded)."""

@@ -175,11 +175,14 @@ def _core_runs(starts, run_core, p):
 
 
 @numba.njit(cache=True, nogil=True)
-def _gather_core(lines, offmask, starts, own, every, n, core, shift, offsets):
-    """Core `core`'s n line ids: its runs (own) and the every-core runs, merged in order,
-    offset applied where offmask is set (not read when offsets is False)."""
+def _gather_core(lines, offrows, starts, own, every, n, core, shift):
+    """Core `core`'s n line ids: its runs (own) and the every-core runs, merged in order, each
+    copied whole, then the per-core offset added at its offset rows (offrows: sorted row indices,
+    few: a copy and a sparse fix cost less than reading a mask beside every row)."""
     out = np.empty(n, dtype=np.uint64)
     coff = np.uint64(core) << np.uint64(OFFSET_BITS - shift)
+    n_off = offrows.shape[0] if core else 0
+    j = 0  # the runs come in row order, so the next offset row to look at only moves forward
     x = 0
     y = 0
     f = 0
@@ -192,11 +195,12 @@ def _gather_core(lines, offmask, starts, own, every, n, core, shift, offsets):
             y += 1
         a = starts[r]
         b = starts[r + 1]
-        if offsets and core:
-            for i in range(a, b):
-                out[f + i - a] = lines[i] + (offmask[i] & coff)
-        else:
-            out[f:f + b - a] = lines[a:b]
+        out[f:f + b - a] = lines[a:b]
+        while j < n_off and offrows[j] < a:
+            j += 1
+        while j < n_off and offrows[j] < b:
+            out[f + offrows[j] - a] += coff
+            j += 1
         f += b - a
     return out
 
@@ -205,8 +209,8 @@ def _scatter(prep: "PreparedChunk", run_core: np.ndarray, p: int, shift: int) ->
     """Every core's line ids, offsets applied, each its own array (an Interleaver keeps it
     without copying; parts of one shared array were copied, 0.14 s of the jacobi-2d sweep)."""
     order, first, every, rows = _core_runs(prep.starts, run_core, p)
-    return [_gather_core(prep.lines, prep.offmask, prep.starts, order[first[c]:first[c + 1]], every, rows[c], c,
-                         shift, prep.offsets) for c in range(p)]
+    return [_gather_core(prep.lines, prep.offrows, prep.starts, order[first[c]:first[c + 1]], every, rows[c], c,
+                         shift) for c in range(p)]
 
 
 @dataclass
@@ -214,7 +218,7 @@ class PreparedChunk:
     """What every core count's split of one chunk shares: computed once per chunk."""
 
     lines: np.ndarray    # uint64 line id of every access (first byte)
-    offmask: np.ndarray  # uint64: all ones where the address gets the per-core offset
+    offrows: np.ndarray  # int64 indices (sorted) of the accesses whose address gets the per-core offset
     starts: np.ndarray   # int64 run starts (+ len) of equal (loop, iteration) / (block, instance)
     key0: np.ndarray     # loop (iteration mode) or block (paper mode) of every access
     key1: np.ndarray     # iteration or block instance
@@ -232,8 +236,7 @@ def prepare_chunk(ch: TraceChunk, mode: str, shared_block: np.ndarray, shift: in
                          f"per-core offsets would collide (unsupported address space)")
     iteration = mode == "iteration"
     flag = ch.is_stack if iteration else ~shared_block[ch.block]
-    offmask = np.zeros(len(ch), dtype=np.uint64)
-    offmask[flag] = np.uint64(0xFFFFFFFFFFFFFFFF)
+    offrows = np.flatnonzero(flag)
     key0, key1 = (ch.loop, ch.iteration) if iteration else (ch.block, ch.block_instance)
     if stores:
         from analysis.coherence import tagged_lines
@@ -241,7 +244,7 @@ def prepare_chunk(ch: TraceChunk, mode: str, shared_block: np.ndarray, shift: in
         lines = tagged_lines(ch.addr, ch.is_store, shift)
     else:
         lines = ch.addr >> np.uint64(shift)
-    return PreparedChunk(lines, offmask, _runs(key0, key1), key0, key1, bool(flag.any()))
+    return PreparedChunk(lines, offrows, _runs(key0, key1), key0, key1, bool(len(offrows)))
 
 
 class CoreMap:
@@ -330,7 +333,8 @@ def _one_core(prep: PreparedChunk, core: int, cores: int, shift: int) -> list[np
     itself when no offset applies, never modified by the consumers), nothing for the others."""
     lines = prep.lines
     if core and prep.offsets:
-        lines = lines + (prep.offmask & np.uint64(core << (OFFSET_BITS - shift)))
+        lines = lines.copy()
+        lines[prep.offrows] += np.uint64(core << (OFFSET_BITS - shift))
     empty = lines[:0]
     return [lines if c == core else empty for c in range(cores)]
 

@@ -118,8 +118,9 @@ def _commit(bits, tree, c_hi, upto):
 
 @numba.njit(cache=True, nogil=True)
 def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_out, limit, stale, use_stale,
-             line_mask, sharers, pattern, events):
-    """Feed lines from state[3]; stop early when a table must grow. Returns the next index.
+             line_mask, sharers, pattern, events, min_axis):
+    """Feed lines from state[3]; compact the time axis in place when it fills, and stop early when
+    a table must grow (or the axis must be longer). Returns the next index.
 
     Each line id is read as lines[i] & line_mask (all ones, or without the store tag of
     analysis/coherence.py, so tagged ids need no stripped copy).
@@ -170,8 +171,14 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
     cw = bits[cb] if cb < bits.shape[0] else np.uint64(0)
     c_hi = _commit(bits, tree, c_hi, cb - _NEAR_WORDS)  # the previous call may have ended on a new word
     while i < n:
-        if now >= t_len:
-            break
+        if now >= t_len:  # the time axis is full: compact it here unless it must grow (Python)
+            if 4 * live >= _MAX_TIME_AXIS or _target_axis(live, min_axis) > t_len:
+                break
+            bits[cb] = cw
+            now = _compact(keys, times, bits, now, bits, tree)
+            c_hi = (now >> 6) + 1  # the rebuilt tree counts every mark: all committed
+            cb = now >> 6
+            cw = bits[cb]
         b = now >> 6
         if b != cb:
             bits[cb] = cw
@@ -349,16 +356,29 @@ def _compact(keys, times, bits, now, new_bits, new_tree):
     return m
 
 
+@numba.njit(cache=True, nogil=True)
 def _axis_length(t_len: int) -> int:
     """Round a time-axis length up to a multiple of 64 on a 1/8-octave grid, so that a
     growing engine keeps the same length (and compacts in place) over most compactions."""
-    step = max(64, 1 << max(0, int(t_len).bit_length() - 4))
-    return -(-int(t_len) // step) * step
+    bit_length = 0
+    x = t_len
+    while x:
+        x >>= 1
+        bit_length += 1
+    step = max(64, 1 << max(0, bit_length - 4))
+    return (t_len + step - 1) // step * step
+
+
+@numba.njit(cache=True, nogil=True)
+def _target_axis(live: int, min_axis: int) -> int:
+    """Time-axis length for `live` lines after a compaction: a multiple of them (so compaction
+    is amortised O(1)), at least min_axis."""
+    return _axis_length(min(max(min_axis, _TIME_AXIS_PER_LINE * live), _MAX_TIME_AXIS))
 
 
 def _time_axis(t_len: int) -> tuple[np.ndarray, np.ndarray]:
     """The live bitmap and the per-word Fenwick tree for t_len times."""
-    t_len = _axis_length(t_len)
+    t_len = int(_axis_length(t_len))
     return np.zeros(t_len // 64, dtype=np.uint64), np.zeros(t_len // 64 + 1, dtype=np.int32)
 
 
@@ -372,7 +392,8 @@ class ReuseEngine:
         self._times = np.zeros(cap, dtype=np.int32)
         self._words = (sharer_cores + 63) // 64
         self._sharers = np.zeros((cap, self._words), dtype=np.uint64) if self._words else _NO_SHARERS
-        self._bits, self._tree = _time_axis(max(_MIN_TIME_AXIS, 2 * initial_lines))
+        self._min_axis = _MIN_TIME_AXIS  # read here, so a test can make compactions frequent
+        self._bits, self._tree = _time_axis(max(self._min_axis, 2 * initial_lines))
         # now, live, n_keys, start, committed words, coherence misses, stale accesses found by feed_shared
         self._state = np.zeros(7, dtype=np.int64)
         self._hist = np.zeros(N_BINS + 1, dtype=np.int64)  # last slot counts cold misses
@@ -468,7 +489,8 @@ class ReuseEngine:
         self._state[6] = 0
         while _process(lines, self._keys, self._times, self._bits, self._tree, self._state,
                        buf, self._hist, self._hist_sum, want, self._key_limit(), flags, use_stale,
-                       _UNTAGGED if tagged else _ALL_BITS, self._sharers, pattern, events) < lines.shape[0]:
+                       _UNTAGGED if tagged else _ALL_BITS, self._sharers, pattern, events,
+                       self._min_axis) < lines.shape[0]:
             if self._state[2] + 1 > self._key_limit():
                 self._grow_hash()
             if self._state[0] >= self._bits.shape[0] * 64:
@@ -492,8 +514,7 @@ class ReuseEngine:
         if 4 * live >= _MAX_TIME_AXIS:
             raise PptmcError(f"{live} distinct cache lines: above the engine's 2^29 limit (int32 times); "
                              f"profile a smaller input or a larger --line-size")
-        t_len = min(max(_MIN_TIME_AXIS, _TIME_AXIS_PER_LINE * live), _MAX_TIME_AXIS)
-        n = max(_axis_length(t_len), self._bits.shape[0] * 64)  # never shrink: the renumbering needs the room
+        n = max(int(_target_axis(live, self._min_axis)), self._bits.shape[0] * 64)  # never shrink: the renumbering needs the room
         if n == self._bits.shape[0] * 64:
             bits, tree = self._bits, self._tree  # in place: no allocation
         else:

@@ -187,3 +187,27 @@ def test_reused_layout_buffer_gives_the_same_batches_read_one_at_a_time(k):
     assert max(len(g) for g in got) > 1 << 18  # larger than a plain Interleaver's Batches
     assert np.concatenate(got).tolist() == expect[0].tolist()
     assert np.concatenate(cores).tolist() == expect[1].tolist()
+
+
+def test_a_partial_round_is_one_batch_up_to_the_core_that_waits():
+    """Round robin with a core short of k references: the turns before it come as one Batch
+    (one engine call, not one per turn) whose pieces and core pattern match its lines, and the
+    whole shared trace is the reference one."""
+    private = [[1, 2, 3], [11, 12, 13], [21, 22, 23, 24], [31, 32, 33]]
+    itl = Interleaver(4, "rr", refs_per_turn=2)
+    for c, n in enumerate((3, 3, 1, 3)):
+        itl.push(c, np.array(private[c][:n], dtype=np.uint64))
+    batches = list(itl.drain())
+    assert itl.blocked == 2 and [[c for c, _ in b.pieces] for b in batches] == [[0, 1]]
+    itl.push(2, np.array(private[2][1:], dtype=np.uint64))
+    batches += list(itl.drain())
+    assert itl.blocked == 0 and [c for c, _ in batches[-1].pieces] == [2, 3]
+    itl.close_all()
+    batches += list(itl.drain())
+    assert itl.finished
+    for b in batches:  # each core's piece is its references in the Batch, in order
+        assert len(b.core) == len(b.lines)
+        assert all(b.lines[b.core == c].tolist() == p.tolist() for c, p in b.pieces)
+    expect = reference_rr(private, 2)
+    assert np.concatenate([b.lines for b in batches]).tolist() == expect[0]
+    assert np.concatenate([b.core for b in batches]).tolist() == expect[1]
