@@ -19,9 +19,9 @@ touches a few percent of the accesses:
   in row order. Shared trace: round-robin interleaving with k references per turn puts private
   position i of core c before (i', c') iff (i // k, c, i) < (i' // k, c', i'), whatever the
   traces' lengths (core c's j-th turn is in the j-th cycle: every active core takes one turn per
-  cycle), so the sampled accesses are merged by that key, streaming: an access is released once
-  every core's running count has passed it (the buffer holds about `rate` of what waits in the
-  exact interleaver). Write-invalidate coherence works line by line, so the Directory walk over
+  cycle), so the sampled accesses are merged by that key, streaming: each core's wait in a queue in
+  its order, and an access is released once every core's running count has passed it (a numba p-way
+  merge of the queues' heads; the queues hold about `rate` of what waits in the exact interleaver). Write-invalidate coherence works line by line, so the Directory walk over
   the merged sampled stream finds exactly the coherence misses of the sampled lines;
 * time windows (the stream sampler's `window` method, analysis/sampling.py): SHARDS alone is
   coarse for small caches (a 1% sample of a 512-line L1 sees distances of about 5 lines) and
@@ -30,7 +30,9 @@ touches a few percent of the accesses:
   window is a range of private positions, found per run by arithmetic (independently seeded
   offsets per core, so that symmetric cores do not err alike). A shared window is the same
   turn-aligned range of private positions in every core (about (window + length) / p each),
-  which is one contiguous run of the round-robin shared trace; its reuses are timed in turns.
+  which is one contiguous run of the round-robin shared trace; its reuses are timed in turns. Shared
+  windows are SHARED_WINDOW_SPACING (4) times sparser than private ones: the CRD sets only the shared
+  level, whose near reuses are all hits, so it needs their share, not their distances in detail.
   Rows are copied into per-core segment buffers as they are decoded (shared segments wait in a
   ring until every core has passed them, then are read in round-robin order) and each segment
   is measured in one pass (a hash table for previous uses, a bitset of latest uses whose
@@ -848,7 +850,10 @@ class _SourceTask:
         core, pos, lines, store = (np.concatenate([x[i] for x in self.samples]) if len(self.samples) > 1
                                    else self.samples[0][i] for i in range(4))
         self.samples, self.n_samples = [], 0
-        core, pos, lines, store, bounds = _group_by_core(core, pos, lines, store, self.p)  # each core's, in row order
+        if self.p > 1:  # each core's together, in row order
+            core, pos, lines, store, bounds = _group_by_core(core, pos, lines, store, self.p)
+        else:
+            bounds = np.array([0, core.shape[0]], np.int64)
         dist, gap = self._feed_private(pos, lines, bounds.tolist())
         if self.directory is None:  # no coherence: every sample is accounted for now
             self._account(core, gap, dist, np.zeros(core.shape[0], dtype=bool))
@@ -992,6 +997,8 @@ class _RoundRobinQueue:
 def _rr_key(pos, core, p, k):
     """Place of core `core`'s private position `pos` in the round-robin shared trace (k per turn), as one int64:
     (turn, core, position) in lexicographic order (see the module docstring)."""
+    if k == 1:  # no division (a 64-bit division per access was a third of the merge)
+        return pos * p + core
     return ((pos // k) * p + core) * k + pos % k
 
 
