@@ -69,7 +69,7 @@ import numpy as np
 
 from analysis.private_traces import (ALL_CORES, OFFSET_BITS, CoreMap, _iteration_core, _paper_core, line_shift,
                                      resolve_mode)
-from analysis.reuse import _popcount
+from analysis.bitops import popcount as _popcount
 from analysis.sampling import DEFAULT_WINDOW_LENGTH, _engine_bins, gap_update
 from instrument.trace_types import TraceChunk, TraceInfo
 from instrument import open_trace
