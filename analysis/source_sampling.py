@@ -322,18 +322,20 @@ def _window_pieces(starts, run_core, counters, p, next_start, period, length, lo
 
 
 @numba.njit(cache=True, nogil=True)
-def _split_tally(core, gap, dist, coh, look, p):
+def _split_tally(core, gap, dist, stale, use_stale, look, p):
     """Per core: [near samples (gap <= look), their coherence misses, far coherence misses], and the far
-    samples' distances (-1: coherence miss or cold), core c's at values[bounds[c]:bounds[c + 1]]."""
+    samples' distances (-1: coherence miss or cold), core c's at values[bounds[c]:bounds[c + 1]]. A sample is
+    a coherence miss when use_stale, stale[i] and its plain distance is finite."""
     counts = np.zeros((p, 3), np.int64)
     bounds = np.zeros(p + 1, np.int64)
     for i in range(core.shape[0]):
         c = core[i]
+        coh = use_stale and stale[i] and dist[i] >= 0
         if 0 <= gap[i] <= look:
             counts[c, 0] += 1
-            counts[c, 1] += coh[i]
+            counts[c, 1] += coh
         else:
-            counts[c, 2] += coh[i]
+            counts[c, 2] += coh
             bounds[c + 1] += 1
     for c in range(p):
         bounds[c + 1] += bounds[c]
@@ -341,9 +343,22 @@ def _split_tally(core, gap, dist, coh, look, p):
     values = np.empty(bounds[p], np.int64)
     for i in range(core.shape[0]):
         if not 0 <= gap[i] <= look:
-            values[fill[core[i]]] = -1 if coh[i] else dist[i]
+            coh = use_stale and stale[i] and dist[i] >= 0
+            values[fill[core[i]]] = -1 if coh else dist[i]
             fill[core[i]] += 1
     return counts, values, bounds
+
+
+@numba.njit(cache=True, nogil=True)
+def _far_of(gap, dist, look):
+    """(how many gaps are near: 0 <= gap <= look, the distances of the others)."""
+    out = np.empty(gap.shape[0], np.int64)
+    m = 0
+    for i in range(gap.shape[0]):
+        if not 0 <= gap[i] <= look:
+            out[m] = dist[i]
+            m += 1
+    return gap.shape[0] - m, out[:m]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -686,6 +701,7 @@ class _Rows:
         return self.words, _NO_STACK, _NO_BLOCK
 
 
+_NO_STALE = np.zeros(0, np.bool_)  # _split_tally's stale flags without coherence (never read)
 _NO_STACK = np.zeros((1, 1), np.bool_)  # _line_of reads words when is_stack is 2-D
 _NO_BLOCK = np.zeros(1, np.int32)
 
@@ -856,7 +872,7 @@ class _SourceTask:
             bounds = np.array([0, core.shape[0]], np.int64)
         dist, gap = self._feed_private(pos, lines, bounds.tolist())
         if self.directory is None:  # no coherence: every sample is accounted for now
-            self._account(core, gap, dist, np.zeros(core.shape[0], dtype=bool))
+            self._account(core, gap, dist, None)
         if self.shared is None:
             return
         self.queue.add(pos, lines, store, dist, gap, bounds)
@@ -894,12 +910,14 @@ class _SourceTask:
                     gap[a:b] = self.est[c].gap_table.gaps(lines[a:b], pos[a:b])
         return dist, gap
 
-    def _account(self, core: np.ndarray, gap: np.ndarray, dist: np.ndarray, coh: np.ndarray) -> None:
+    def _account(self, core: np.ndarray, gap: np.ndarray, dist: np.ndarray, stale: np.ndarray | None) -> None:
         """Tally SHARDS samples for their cores' estimates (only needed when windows are measured): per core,
-        the samples with a gap <= look (and their coherence misses), the others' distances."""
+        the samples with a gap <= look (and their coherence misses: stale with a finite plain distance), the
+        others' distances."""
         if not self.windows or not core.shape[0]:
             return
-        counts, values, bounds = _split_tally(core, gap, dist, coh, self.look, self.p)
+        use = stale is not None
+        counts, values, bounds = _split_tally(core, gap, dist, stale if use else _NO_STALE, use, self.look, self.p)
         counts, bounds = counts.tolist(), bounds.tolist()
         for c, est in enumerate(self.est):
             est.shards_near += counts[c][0]
@@ -921,16 +939,15 @@ class _SourceTask:
             return
         if self.directory is not None:
             lines, stale = self.directory.walk(lines, core, dist)
-            self._account(core, gap, dist, stale & (dist >= 0))
+            self._account(core, gap, dist, stale)
         if not self.shared_windows:
             self.shared.feed(lines)
             return
         d = self.shared.feed_distances(lines)
-        turn_gap = self.s_gaps.gaps(lines, pos // self.k)
-        est = self.s_est
-        near = (turn_gap >= 0) & (turn_gap <= est.look)
-        est.shards_near += int(near.sum())
-        est.tail.append(d[~near])
+        turn_gap = self.s_gaps.gaps(lines, pos if self.k == 1 else pos // self.k)
+        near, far = _far_of(turn_gap, d, self.s_est.look)
+        self.s_est.shards_near += int(near)
+        self.s_est.tail.append(far)
 
     def finish(self, sampling: SourceSampling) -> tuple[list, object]:
         """Every core's estimated PRD and the estimated CRD, each totalling its stream's exact length."""
