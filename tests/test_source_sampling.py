@@ -467,6 +467,20 @@ def test_line_tally_finds_the_heaviest_sampled_line():
     assert tally.heaviest_share() == pytest.approx(3 / 7)
 
 
+def test_line_tally_counts_like_unique_across_growth():
+    """Thousands of distinct lines in batches (the table doubles several times): the same counts as np.unique."""
+    rng = np.random.default_rng(3)
+    batches = [np.concatenate([rng.integers(0, 1 << 40, 700).astype(np.uint64), np.full(b, 12345, np.uint64)])
+               for b in range(1, 9)]
+    tally = SS._LineTally()
+    for b in batches:
+        tally.add(b)
+    _, cnt = np.unique(np.concatenate(batches), return_counts=True)
+    assert tally.heaviest_share() == pytest.approx(cnt.max() / cnt.sum()) and cnt.max() == 36
+    used = tally.counts > 0
+    assert sorted(tally.counts[used].tolist()) == sorted(cnt.tolist())
+
+
 def _seed_drawing(line: int, rate: float, draw: bool) -> int:
     """A seed whose SHARDS hash draws `line` (draw=True) or leaves it out (False)."""
     for seed in range(1, 2000):
