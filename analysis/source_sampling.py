@@ -858,7 +858,9 @@ class _SourceTask:
         self.est = [_Estimate(sampling.window) for _ in range(cores)]
         self.pool = _PrivateWindows(cores, sampling.window, sampling.length)
         self.scratch = np.zeros((64, 6), dtype=np.int64)
-        self.samples: list[tuple[np.ndarray, ...]] = []  # placed SHARDS samples not yet fed (see _flush)
+        # placed SHARDS samples not yet fed (see _flush): core, private position, line, store flag; reused
+        self.stage = (np.empty(1 << 17, np.int64), np.empty(1 << 17, np.int64), np.empty(1 << 17, np.uint64),
+                      np.empty(1 << 17, np.bool_))
         self.n_samples = 0
         self._init_shared_windows(sampling)
 
@@ -886,26 +888,25 @@ class _SourceTask:
                                       *self.cmap._tables())
         if self.windows:
             self._windows(rows, starts, run_core)
-        m = rows.sel.shape[0] * p
-        core, pos, lines, store = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.uint64), \
-            np.empty(m, np.bool_)
+        n, m = self.n_samples, rows.sel.shape[0] * p  # placed so far, at most placed now
+        if n + m > self.stage[0].shape[0]:
+            self.stage = tuple(np.concatenate([x[:n], np.empty(max(n + m, 2 * x.shape[0]) - n, x.dtype)])
+                               for x in self.stage)
         o = _place(rows.sel, rows.lines, rows.offset, rows.store, starts, run_core, self.counters, p,
-                   np.uint64(OFFSET_BITS - self.shift), core, pos, lines, store)
+                   np.uint64(OFFSET_BITS - self.shift), *(x[n:] for x in self.stage))
         if self.shared_windows:
             self.s_pool.measure(int(self.counters.min()))
-        self.samples.append((core[:o], pos[:o], lines[:o], store[:o]))
-        self.n_samples += o
+        self.n_samples = n + o
         if self.n_samples >= 1 << 16:
             self._flush()
 
     def _flush(self) -> None:
         """Feed the samples placed so far (in row order) to the private engines, then merge them: a few
         chunks' samples per call, since one chunk gives each core only a few hundred."""
-        if not self.samples:
+        if not self.n_samples:
             return
-        core, pos, lines, store = (np.concatenate([x[i] for x in self.samples]) if len(self.samples) > 1
-                                   else self.samples[0][i] for i in range(4))
-        self.samples, self.n_samples = [], 0
+        core, pos, lines, store = (x[:self.n_samples] for x in self.stage)  # views: used before the next feed
+        self.n_samples = 0
         if self.p > 1:  # each core's together, in row order
             core, pos, lines, store, bounds = _group_by_core(core, pos, lines, store, self.p)
         else:
