@@ -362,8 +362,9 @@ def _far_of(gap, dist, look):
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk_segment(lines, a, n, gap_pos, look, keys, last, stamp, bits, tag, out):
-    """out[i] for the segment lines[a:a + n]: the distinct lines since the previous use of lines[i] in the
+def _walk_segment(lines, a, n, gap_pos, look, keys, last, stamp, bits, tag, out, start=0):
+    """out[i] for the segment lines[a:a + n], from its start-th access on (the earlier ones, a lookback, only
+    set the state): the distinct lines since the previous use of lines[i] in the
     segment when that use is at most `look` gap_pos back, else -1. Segments are short, so one small
     open-addressing table (cleared per segment by a new stamp `tag`; it must hold a segment's lines at a low
     load) serves all, and a bitset over the segment's positions marks each line's latest use so far: the
@@ -380,7 +381,7 @@ def _walk_segment(lines, a, n, gap_pos, look, keys, last, stamp, bits, tag, out)
         out[i] = -1
         if stamp[slot] == tag:
             q = last[slot]
-            if gap_pos[i] - gap_pos[a + q] <= look:
+            if j >= start and gap_pos[i] - gap_pos[a + q] <= look:
                 d = 0
                 if j - q > 1:  # marks at positions q + 1 .. j - 1
                     lo, hi = q + 1, j - 1
@@ -427,7 +428,7 @@ def _measure_private(buf, c, cur, look, hist, tally, tag, keys, last, stamp, bit
     n = cur[c, 1]
     first = s - max(s - look, 0)
     tag[0] += 1
-    _walk_segment(buf[c], 0, n, offsets, look, keys, last, stamp, bits, tag[0], dist)
+    _walk_segment(buf[c], 0, n, offsets, look, keys, last, stamp, bits, tag[0], dist, first)
     for i in range(first, n):
         d = dist[i]
         if d >= 0:
@@ -508,15 +509,17 @@ def _drain_shared(buf, fill, state, first, period, look, length, k, reached, his
                         seq[n] = buf[slot, c, x]
                         turn[n] = (lo + x) // k
                         n += 1
+        m0 = 0  # the window proper starts at the first access of turn s // k (turns are aligned on k)
+        while m0 < n and turn[m0] * k < s:
+            m0 += 1
         tag[0] += 1
-        _walk_segment(seq, 0, n, turn, look // k, keys, last, stamp, bits, tag[0], dist)
-        for i in range(n):
-            if turn[i] * k >= s:  # in the window proper (turns are aligned on k)
-                if dist[i] >= 0:
-                    hist[dist[i]] += 1
-                else:
-                    tally[0] += 1
-                tally[1] += 1
+        _walk_segment(seq, 0, n, turn, look // k, keys, last, stamp, bits, tag[0], dist, m0)
+        for i in range(m0, n):
+            if dist[i] >= 0:
+                hist[dist[i]] += 1
+            else:
+                tally[0] += 1
+            tally[1] += 1
         state[0] += 1
 
 

@@ -161,6 +161,11 @@ def test_walk_segment_matches_brute_force():
     for tag, (a, b) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist()), 1):  # one table, a stamp each
         SS._walk_segment(lines, a, b - a, pos, look, *table, tag, got)
     assert got.tolist() == want and (got > 0).sum() > 50
+    firsts = rng.integers(0, lens + 1)  # a lookback of `first` accesses: not measured, but still the history
+    got[:] = 7
+    for tag, (a, b, first) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist(), firsts.tolist()), 100):
+        SS._walk_segment(lines, a, b - a, pos, look, *table, tag, got, first)
+        assert got[a + first:b].tolist() == want[a + first:b]
 
 
 def test_window_pieces_match_brute_force():
