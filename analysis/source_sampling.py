@@ -21,7 +21,8 @@ touches a few percent of the accesses:
   traces' lengths (core c's j-th turn is in the j-th cycle: every active core takes one turn per
   cycle), so the sampled accesses are merged by that key, streaming: each core's wait in a queue in
   its order, and an access is released once every core's running count has passed it (a numba p-way
-  merge of the queues' heads; the queues hold about `rate` of what waits in the exact interleaver). Write-invalidate coherence works line by line, so the Directory walk over
+  merge of the queues' heads; the queues hold about `rate` of what waits in the exact interleaver).
+  Write-invalidate coherence works line by line, so the Directory walk over
   the merged sampled stream finds exactly the coherence misses of the sampled lines;
 * time windows (the stream sampler's `window` method, analysis/sampling.py): SHARDS alone is
   coarse for small caches (a 1% sample of a 512-line L1 sees distances of about 5 lines) and

@@ -251,7 +251,8 @@ def _sink_block_run(sink, k, r, sites, pred_last, pred_stride, site_store, stack
         else:  # the run crosses a stack bound, or its addresses wrap (a corrupt trace): per row
             for e in range(j, j + r * n, n):
                 a += st
-                words[k + e] = (np.uint64(a) >> shift) | (np.uint64(a >= stack_lo and a < stack_hi) << np.uint64(63)) | flag
+                stack = np.uint64(a >= stack_lo and a < stack_hi) << np.uint64(63)
+                words[k + e] = (np.uint64(a) >> shift) | stack | flag
                 high = max(high, np.uint64(a))
         pred_last[s] = a
         before = ns

@@ -133,8 +133,8 @@ def strided_payload(seed: int, rounds: int) -> bytes:
     for _ in range(rounds):
         block = int(rng.integers(0, 2))
         steps = rng.choice([0, 8, 16, -8, -24, 40, 64, 200, -4096], len(bs[block])).tolist()
-        bases = [int(rng.choice([STACK_HI - 64 * int(rng.integers(0, 40)), 1 << 30, 1 << 40])) + int(rng.integers(0, 64))
-                 for _ in bs[block]]
+        bases = [int(rng.choice([STACK_HI - 64 * int(rng.integers(0, 40)), 1 << 30, 1 << 40]))
+                 + int(rng.integers(0, 64)) for _ in bs[block]]
         for again in (0, 1):  # two instances whose sites all miss: the second sets the strides
             out.append(_event(1, block))
             for site, base, step in zip(bs[block], bases, steps):
