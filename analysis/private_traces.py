@@ -196,8 +196,16 @@ def _gather_core(lines, offrows, starts, own, every, n, core, shift):
         a = starts[r]
         b = starts[r + 1]
         out[f:f + b - a] = lines[a:b]
-        while j < n_off and offrows[j] < a:
-            j += 1
+        if j < n_off and offrows[j] < a:  # skip the other cores' offset rows by bisection: in paper
+            lo = j                         # mode nearly every row has an offset, and stepping over
+            hi = n_off                     # them one by one cost every core a pass over all of them
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if offrows[mid] < a:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            j = lo
         while j < n_off and offrows[j] < b:
             out[f + offrows[j] - a] += coff
             j += 1
