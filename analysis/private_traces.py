@@ -175,6 +175,28 @@ def _core_runs(starts, run_core, p):
 
 
 @numba.njit(cache=True, nogil=True)
+def _gather_core_dense(lines, offmask, starts, own, every, n, core, shift):
+    """_gather_core for chunks where most rows take the offset (paper mode): one pass that adds
+    the offset where the row's mask is set."""
+    out = np.empty(n, dtype=np.uint64)
+    coff = np.uint64(core) << np.uint64(OFFSET_BITS - shift)
+    x = 0
+    y = 0
+    f = 0
+    while x < own.shape[0] or y < every.shape[0]:
+        if y == every.shape[0] or (x < own.shape[0] and own[x] < every[y]):
+            r = own[x]
+            x += 1
+        else:
+            r = every[y]
+            y += 1
+        for i in range(starts[r], starts[r + 1]):
+            out[f] = lines[i] + coff if offmask[i] else lines[i]
+            f += 1
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
 def _gather_core(lines, offrows, starts, own, every, n, core, shift):
     """Core `core`'s n line ids: its runs (own) and the every-core runs, merged in order, each
     copied whole, then the per-core offset added at its offset rows (offrows: sorted row indices,
@@ -217,6 +239,9 @@ def _scatter(prep: "PreparedChunk", run_core: np.ndarray, p: int, shift: int) ->
     """Every core's line ids, offsets applied, each its own array (an Interleaver keeps it
     without copying; parts of one shared array were copied, 0.14 s of the jacobi-2d sweep)."""
     order, first, every, rows = _core_runs(prep.starts, run_core, p)
+    if prep.offmask is not None:
+        return [_gather_core_dense(prep.lines, prep.offmask, prep.starts, order[first[c]:first[c + 1]], every,
+                                   rows[c], c, shift) for c in range(p)]
     return [_gather_core(prep.lines, prep.offrows, prep.starts, order[first[c]:first[c + 1]], every, rows[c], c,
                          shift) for c in range(p)]
 
@@ -231,6 +256,7 @@ class PreparedChunk:
     key0: np.ndarray     # loop (iteration mode) or block (paper mode) of every access
     key1: np.ndarray     # iteration or block instance
     offsets: bool = True  # some access gets the per-core offset (False: every core's ids are the lines)
+    offmask: np.ndarray | None = None  # bool per access, kept when most accesses take the offset (paper mode)
 
 
 def prepare_chunk(ch: TraceChunk, mode: str, shared_block: np.ndarray, shift: int, path: str,
@@ -252,7 +278,9 @@ def prepare_chunk(ch: TraceChunk, mode: str, shared_block: np.ndarray, shift: in
         lines = tagged_lines(ch.addr, ch.is_store, shift)
     else:
         lines = ch.addr >> np.uint64(shift)
-    return PreparedChunk(lines, offrows, _runs(key0, key1), key0, key1, bool(len(offrows)))
+    dense = 4 * len(offrows) > len(flag)
+    return PreparedChunk(lines, offrows, _runs(key0, key1), key0, key1, bool(len(offrows)),
+                         np.ascontiguousarray(flag) if dense else None)
 
 
 class CoreMap:
