@@ -175,21 +175,29 @@ def _core_runs(starts, run_core, p):
 
 
 @numba.njit(cache=True, nogil=True)
-def _gather_core_dense(lines, offmask, starts, own, every, n, core, shift):
+def _merge_runs(own, every):
+    """A core's runs in row order: its own runs and the every-core runs (both sorted), merged."""
+    out = np.empty(own.shape[0] + every.shape[0], dtype=np.int64)
+    x = 0
+    y = 0
+    for f in range(out.shape[0]):
+        if y == every.shape[0] or (x < own.shape[0] and own[x] < every[y]):
+            out[f] = own[x]
+            x += 1
+        else:
+            out[f] = every[y]
+            y += 1
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _gather_core_dense(lines, offmask, starts, runs, n, core, shift):
     """_gather_core for chunks where most rows take the offset (paper mode): one pass that adds
     the offset where the row's mask is set."""
     out = np.empty(n, dtype=np.uint64)
     coff = np.uint64(core) << np.uint64(OFFSET_BITS - shift)
-    x = 0
-    y = 0
     f = 0
-    while x < own.shape[0] or y < every.shape[0]:
-        if y == every.shape[0] or (x < own.shape[0] and own[x] < every[y]):
-            r = own[x]
-            x += 1
-        else:
-            r = every[y]
-            y += 1
+    for r in runs:
         for i in range(starts[r], starts[r + 1]):
             out[f] = lines[i] + coff if offmask[i] else lines[i]
             f += 1
@@ -197,24 +205,16 @@ def _gather_core_dense(lines, offmask, starts, own, every, n, core, shift):
 
 
 @numba.njit(cache=True, nogil=True)
-def _gather_core(lines, offrows, starts, own, every, n, core, shift):
-    """Core `core`'s n line ids: its runs (own) and the every-core runs, merged in order, each
-    copied whole, then the per-core offset added at its offset rows (offrows: sorted row indices,
-    few: a copy and a sparse fix cost less than reading a mask beside every row)."""
+def _gather_core(lines, offrows, starts, runs, n, core, shift):
+    """Core `core`'s n line ids: its runs in row order (_merge_runs), each copied whole, then the
+    per-core offset added at its offset rows (offrows: sorted row indices, few: a copy and a sparse
+    fix cost less than reading a mask beside every row)."""
     out = np.empty(n, dtype=np.uint64)
     coff = np.uint64(core) << np.uint64(OFFSET_BITS - shift)
     n_off = offrows.shape[0] if core else 0
     j = 0  # the runs come in row order, so the next offset row to look at only moves forward
-    x = 0
-    y = 0
     f = 0
-    while x < own.shape[0] or y < every.shape[0]:
-        if y == every.shape[0] or (x < own.shape[0] and own[x] < every[y]):
-            r = own[x]
-            x += 1
-        else:
-            r = every[y]
-            y += 1
+    for r in runs:
         a = starts[r]
         b = starts[r + 1]
         out[f:f + b - a] = lines[a:b]
@@ -239,11 +239,11 @@ def _scatter(prep: "PreparedChunk", run_core: np.ndarray, p: int, shift: int) ->
     """Every core's line ids, offsets applied, each its own array (an Interleaver keeps it
     without copying; parts of one shared array were copied, 0.14 s of the jacobi-2d sweep)."""
     order, first, every, rows = _core_runs(prep.starts, run_core, p)
+    runs = [_merge_runs(order[first[c]:first[c + 1]], every) for c in range(p)]
     if prep.offmask is not None:
-        return [_gather_core_dense(prep.lines, prep.offmask, prep.starts, order[first[c]:first[c + 1]], every,
-                                   rows[c], c, shift) for c in range(p)]
-    return [_gather_core(prep.lines, prep.offrows, prep.starts, order[first[c]:first[c + 1]], every, rows[c], c,
-                         shift) for c in range(p)]
+        return [_gather_core_dense(prep.lines, prep.offmask, prep.starts, runs[c], rows[c], c, shift)
+                for c in range(p)]
+    return [_gather_core(prep.lines, prep.offrows, prep.starts, runs[c], rows[c], c, shift) for c in range(p)]
 
 
 @dataclass
