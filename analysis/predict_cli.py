@@ -14,7 +14,8 @@ from pptmc.args import parse_counts
 from pptmc.errors import InputError
 from pptmc.io import write_json, write_table
 
-_TIMES = (("t_mem_s", "T_mem[s]"), ("t_cpu_s", "T_CPU[s]"), ("t_incore_s", "of which in-core[s]"), ("t_tlb_s", "T_TLB[s]"), ("t_coherence_s", "T_coh[s]"),
+_TIMES = (("t_mem_s", "T_mem[s]"), ("t_cpu_s", "T_CPU[s]"), ("t_incore_s", "of which in-core[s]"),
+          ("t_tlb_s", "T_TLB[s]"), ("t_coherence_s", "T_coh[s]"),
           ("contention_s", "contention[s]"), ("t_overhead_s", "overhead[s]"), ("runtime_s", "runtime[s]"))
 
 

@@ -226,7 +226,7 @@ def build_instrumented(source: Path, output: Path, functions: str = r"^OUT__", o
         ir, raw = _optimised_ir(source, work, flags, functions)
         result = instrument_ir(ir, functions, "count" if mode == "count" else "trace", str(source),
                                shared_labels(raw))
-        _write_assembly(ir, work, opt_level, side_paths(output)["asm"])
+        _write_assembly(ir, work, opt_level, assembly_path(output))
         module = work / "inst.ll"
         module.write_text(ir if mode == "native" else result.ir_text)
         if mode != "native":

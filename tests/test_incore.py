@@ -69,7 +69,8 @@ def test_parse_finds_innermost_loops_of_traced_functions():
                      ("BB1_8", "for.end", "BB1_2")]
     assert funcs["OUT__1__7__"][2].instructions == ("movsd\t(%rdi,%rcx,8), %xmm1", "addsd\t%xmm1, %xmm0")
     loops = incore.innermost_loops(funcs)
-    assert [(lp.header, [b.name for b in lp.blocks]) for lp in loops] == [("BB1_4", ["BB1_4", "bb.5", "BB1_6", "BB1_7"])]
+    assert [(lp.header, [b.name for b in lp.blocks]) for lp in loops] == [
+        ("BB1_4", ["BB1_4", "bb.5", "BB1_6", "BB1_7"])]
 
 
 def test_loop_body_leaves_out_rare_blocks_and_trace_markers():
