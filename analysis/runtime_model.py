@@ -314,11 +314,20 @@ def chain_overlap(blk: BlockWork, machine: Machine) -> float:
     chain. The window must first hold everything executed between two entries: the instance's own
     trip x ops and the rest of the enclosing loop's body (span_ops; e.g. gramschmidt's update loop
     between two reductions), so an instance runs 1 + W / span at a time (window.c measures W with
-    nothing in between; machines/SCHEMA.md [core])."""
+    nothing in between; machines/SCHEMA.md [core]). A long instance gains less: only the next
+    instance's first lookahead operations (less what lies between) run under its tail, so it takes
+    trip - those iterations of chain time (window.c's long instances)."""
     ops = blk.op_total
     if machine.reorder_window_ops <= 0 or blk.trip <= 0 or ops <= 0:
         return 1.0
-    return 1.0 + machine.reorder_window_ops / max(blk.trip * ops, blk.span_ops)
+    short = 1.0 + machine.reorder_window_ops / max(blk.trip * ops, blk.span_ops)
+    if machine.chain_lookahead_ops <= 0:
+        return short
+    between = max(0.0, blk.span_ops - blk.trip * ops)
+    ahead = max(0.0, machine.chain_lookahead_ops - between) / ops  # next instance's iterations under the tail
+    if ahead >= blk.trip:
+        return short
+    return min(short, blk.trip / (blk.trip - ahead))
 
 
 def library_call_cycles(calls: Mapping[str, int], machine: Machine) -> float:

@@ -36,7 +36,8 @@ def _optional_lines(m: Machine) -> list[str]:
                      + (f", cold start {m.parallel.cold_start_one_ns:g} ns on 1 thread, {m.parallel.cold_start_ns:g} ns"
                         f" on all" if m.parallel.cold_start_ns or m.parallel.cold_start_one_ns else ""))
     if m.reorder_window_ops or m.store_new_line_cycles:
-        lines.append(f"  core: reorder window {m.reorder_window_ops:g} ops, store to a new line "
+        lines.append(f"  core: reorder window {m.reorder_window_ops:g} ops, long-chain lookahead "
+                     f"{m.chain_lookahead_ops:g} ops, store to a new line "
                      f"{m.store_new_line_cycles or m.ops['store'].recip_throughput:g} cyc")
     if m.llvm_mcpu:
         lines.append(f"  in-core loop bound: llvm-mca -mcpu={m.llvm_mcpu}")

@@ -18,6 +18,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from importlib import resources
+
+import numpy as np
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -426,27 +428,64 @@ def llvm_processor(progress: Progress) -> dict:
     return {"llvm_mcpu": found.group(1), "source": f"llvm_mcpu: clang-19 -march=native on this host"}
 
 
-WINDOW_OPS_PER_ITERATION = 6  # window.c's loop: load, fdiv, fadd, index add, compare, branch
+WINDOW_OPS_PER_ITERATION = 6  # window.c's loops: load, fmul or fdiv, fadd, index add, compare, branch
+LONG_CHAIN_MIN_ITERATIONS = 256  # window.c's instances from here on save a constant time each
 
 
 def measure_window(workdir: Path, effort: Effort, progress: Progress) -> dict:
-    """The out-of-order window past a stalled chain, from window.c ({} when it cannot be fitted).
+    """How chain instances overlap in the out-of-order window, from window.c ({} when nothing fits)."""
+    progress("compiling and running window.c (overlap of dependence chain instances)")
+    binary = _compile("window.c", workdir / "window", [])
+    runs = [_run(binary, max(100_000, effort.op_iterations * 4)) for _ in range(3)]
+    return window_figures({key: statistics.median(run[key] for run in runs) for key in runs[0]})
 
-    Short independent chain instances of L iterations overlap by 1 + W / (ops x L) (fitted on
-    this host within 15% between L = 24 and 128); W is the median over the lengths where the
-    overlap is neither capped by divide throughput nor lost in noise (1.15 to 3).
+
+def window_figures(res: dict[str, float]) -> dict:
+    """reorder_window_ops from short instances and chain_lookahead_ops from long ones (either may be missing).
+
+    Short instances of L iterations overlap 1 + W / (6 L) times (on the Intel host within 10% for
+    L = 64..128 of the divide chain): W is the median over the lengths where that overlap is neither
+    capped by divide throughput nor lost in noise (1.15 to 3). Long instances (L >= 256) take c L - b
+    cycles each: the next instance's first k iterations run under this one's tail, less a loop-exit
+    cost P, so b = c k - P; the two chains (different c) give k and P, and the lookahead is 6 k.
     """
-    progress("compiling and running window.c (overlap of short dependence chains)")
-    res = _run(_compile("window.c", workdir / "window", []), max(100_000, effort.op_iterations * 4))
-    lengths = sorted(int(k[2:]) for k in res if k.startswith("t_"))
-    full = res[f"t_{lengths[-1]}"]
-    estimates = [(full / res[f"t_{n}"] - 1.0) * WINDOW_OPS_PER_ITERATION * n for n in lengths[:-1]
-                 if 1.15 <= full / res[f"t_{n}"] <= 3.0]
-    if not estimates:
+    out, how = {}, []
+    div = _series(res, "div")
+    fits = [_instance_line(_series(res, kind)) for kind in ("add", "div")]
+    if div:
+        full = fits[1][0] if fits[1] else div[max(div)]  # the chain's own cost per iteration, no overlap
+        estimates = [(full / t - 1.0) * WINDOW_OPS_PER_ITERATION * n for n, t in div.items()
+                     if n < LONG_CHAIN_MIN_ITERATIONS and 1.15 <= full / t <= 3.0]
+        if estimates:
+            out["reorder_window_ops"] = round(statistics.median(estimates))
+            how.append(f"short instances overlap 1 + W / (6 L), median over {len(estimates)} lengths")
+    if all(fits) and fits[1][0] > fits[0][0] * 1.5:
+        (c_add, b_add), (c_div, b_div) = fits
+        ahead = (b_div - b_add) / (c_div - c_add)
+        if ahead > 0:
+            out["chain_lookahead_ops"] = round(ahead * WINDOW_OPS_PER_ITERATION)
+            how.append(f"long instances (L >= {LONG_CHAIN_MIN_ITERATIONS}) cost c L - b: c = {c_add:.2f} / "
+                       f"{c_div:.2f} ns per iteration (add / divide chain), next instance's first "
+                       f"{ahead:.1f} iterations run under the tail, loop exit {c_add * ahead - b_add:.1f} ns")
+    if not out:
         return {}
-    return {"reorder_window_ops": round(statistics.median(estimates)),
-            "source": f"window.c on this host: overlap of independent short chains, 1 + W / (6 L), median "
-                      f"over {len(estimates)} lengths"}
+    return {**out, "source": "window.c on this host: " + "; ".join(how)}
+
+
+def _series(res: dict[str, float], kind: str) -> dict[int, float]:
+    """window.c's ns per iteration by instance length for one chain kind."""
+    return {int(k.split("_")[1]): v for k, v in res.items() if k.startswith(kind + "_")}
+
+
+def _instance_line(series: dict[int, float]) -> tuple[float, float] | None:
+    """Least-squares (c, b) of ns per instance = c L - b over the long instances (None if fewer than 3)."""
+    long = sorted(n for n in series if n >= LONG_CHAIN_MIN_ITERATIONS)
+    if len(long) < 3:
+        return None
+    lengths = np.array(long, dtype=float)
+    per_instance = np.array([series[n] * n for n in long])
+    (c, minus_b), *_ = np.linalg.lstsq(np.vstack([lengths, np.ones_like(lengths)]).T, per_instance, rcond=None)
+    return float(c), float(-minus_b)
 
 
 def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:

@@ -231,20 +231,21 @@ def _check_calls(chk: _Checker, data: dict) -> dict[str, OpCost]:
     return out
 
 
-_CORE_FIGURES = ("reorder_window_ops", "store_new_line_cycles")
+_CORE_FIGURES = ("reorder_window_ops", "store_new_line_cycles", "chain_lookahead_ops")
 
 
 _MCPU_RE = re.compile(r"^[a-z][a-z0-9_.-]*$")
 
 
-def _check_core(chk: _Checker, data: dict) -> tuple[float, float, str]:
+def _check_core(chk: _Checker, data: dict) -> tuple[float, float, float, str]:
     """The optional [core] table: (out-of-order window past a stalled chain, cost of a store to
-    another line than the store before it, llvm-mca's processor name); each optional, 0 or ""."""
+    another line than the store before it, lookahead into the next instance of a long chain,
+    llvm-mca's processor name); each optional, 0 or ""."""
     if "core" not in data:
-        return 0.0, 0.0, ""
+        return 0.0, 0.0, 0.0, ""
     core = chk.table(data["core"], "core")
     if core is None:
-        return 0.0, 0.0, ""
+        return 0.0, 0.0, 0.0, ""
     chk.unknown(core, {*_CORE_FIGURES, "llvm_mcpu", "source"}, "core.")
     chk.get(core, "source", "core.", "str")
     if not any(key in core for key in (*_CORE_FIGURES, "llvm_mcpu")):
@@ -253,7 +254,7 @@ def _check_core(chk: _Checker, data: dict) -> tuple[float, float, str]:
     mcpu = chk.get(core, "llvm_mcpu", "core.", "str") if "llvm_mcpu" in core else ""
     if mcpu and not _MCPU_RE.match(mcpu):
         chk.fail("core.llvm_mcpu", f"{mcpu!r} is not a processor name (`llc-19 -mcpu=help` lists them)")
-    return float(values[0] or 0.0), float(values[1] or 0.0), mcpu or ""
+    return float(values[0] or 0.0), float(values[1] or 0.0), float(values[2] or 0.0), mcpu or ""
 
 
 def _check_coherence(chk: _Checker, data: dict) -> float:
@@ -353,7 +354,7 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
     ops = _check_ops(chk, data)
     parallel = _check_parallel(chk, data)
     calls = _check_calls(chk, data)
-    window, store_new_line, mcpu = _check_core(chk, data)
+    window, store_new_line, lookahead, mcpu = _check_core(chk, data)
     tlbs = _check_tlbs(chk, data)
     transfer = _check_coherence(chk, data)
     if chk.errors:
@@ -362,7 +363,8 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
     return Machine(name=name, description=description, cores=cores, frequency_ghz=float(freq),
                    caches=caches, ram=ram, bus_width_bytes=bus, simd_width_bits=simd, ops=ops,
                    sources=_collect_sources(data), schema_version=version, parallel=parallel,
-                   calls=calls, reorder_window_ops=window, store_new_line_cycles=store_new_line, tlbs=tlbs,
+                   calls=calls, reorder_window_ops=window, store_new_line_cycles=store_new_line,
+                   chain_lookahead_ops=lookahead, tlbs=tlbs,
                    llvm_mcpu=mcpu,
                    transfer_cycles=transfer)
 

@@ -87,6 +87,9 @@ class Machine:
     # optional [core] table: operations past a stalled dependence chain that the out-of-order core
     # keeps in flight (in the pass's counted-operation units); 0 = short chains do not overlap
     reorder_window_ops: float = 0.0
+    # optional [core] figure: operations of the next instance of a long chain that run under the current
+    # instance's tail (window.c's long instances); 0 = only reorder_window_ops' overlap
+    chain_lookahead_ops: float = 0.0
     # optional [core] figure: reciprocal throughput of stores that each write another L1 line than the
     # store before them; 0 = the same as ops.store
     store_new_line_cycles: float = 0.0

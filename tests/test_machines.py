@@ -250,6 +250,8 @@ OPTIONAL_FIGURES = [  # table, its content, Machine attribute, a bad content and
      {"store_new_line_cycles": 0, "source": "x"}, r"core\.store_new_line_cycles: must be positive"),
     ("core", {"reorder_window_ops": 240, "source": "window.c"}, "reorder_window_ops",
      {"source": "x"}, "core: needs at least one of"),
+    ("core", {"chain_lookahead_ops": 290, "source": "window.c"}, "chain_lookahead_ops",
+     {"chain_lookahead_ops": "many", "source": "x"}, r"core\.chain_lookahead_ops: "),
     ("coherence", {"transfer_cycles": 17.5, "source": "transfer.c"}, "transfer_cycles",
      {"transfer_cycle": 3, "source": "x"}, r"coherence\.transfer_cycle: unknown field"),
 ]

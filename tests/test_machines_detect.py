@@ -170,3 +170,22 @@ def test_tlb_levels_ignore_the_cache_costs_of_the_largest_sweeps():
     levels = detect.tlb_levels(curve, 4096)
     assert [(lv["name"], lv["entries"]) for lv in levels] == [("DTLB", 96), ("STLB", 2048)]
     assert levels[1]["miss_cycles"] == pytest.approx(28.61 - 0.47, abs=0.05)
+
+
+def test_window_figures_recover_the_lookahead_from_synthetic_chains():
+    """window.c output made from known parameters: long instances take c L - (c k - P) ns, short ones
+    overlap 1 + W / (6 L) (capped at 3): the fit must give k x 6 operations and W back."""
+    c = {"add": 0.5, "div": 4.0}
+    k, exit_ns, w = 45.0, 3.0, 480.0
+    res = {}
+    for kind, cost in c.items():
+        for n in (16, 24, 32, 48, 64, 96, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072):
+            if n >= detect.LONG_CHAIN_MIN_ITERATIONS:
+                res[f"{kind}_{n}"] = (cost * n - (cost * k - exit_ns)) / n
+            else:
+                res[f"{kind}_{n}"] = cost / min(3.2, 1 + w / (6 * n))
+    got = detect.window_figures(res)
+    assert got["chain_lookahead_ops"] == round(6 * k)
+    assert got["reorder_window_ops"] == w
+    assert "loop exit 3.0 ns" in got["source"]
+    assert detect.window_figures({"div_16": 1.0}) == {}

@@ -326,6 +326,24 @@ def test_short_chain_instances_overlap_in_the_reorder_window():
     assert rm.chain_overlap(short, toy_machine()) == 1.0        # machine without a [core] window
 
 
+def test_long_chain_instances_gain_only_the_lookahead():
+    """window.c on the Intel host: a 500-iteration fadd reduction runs 1.06x overlapped, not the 1 + W / span
+    = 1.17x that short instances' window predicts; with a lookahead of L ops the next instance's first
+    L / ops iterations run under the tail, so an instance of n iterations takes n - L / ops chain steps."""
+    from dataclasses import replace
+    m = replace(toy_machine(), reorder_window_ops=500.0, chain_lookahead_ops=300.0)
+    ops = {"fp_add": 1, "load": 1, "fp_mul": 1, "int_add": 1, "cmp": 1, "branch": 1, "load_bytes": 8}
+    long = rm.BlockWork(5000, ops, {"fp_add": 1}, trip=500)   # 6 ops x 500 = 3000 per instance
+    assert rm.chain_overlap(long, m) == pytest.approx(500 / (500 - 50))
+    assert rm.chain_overlap(long, replace(m, chain_lookahead_ops=0.0)) == pytest.approx(1 + 500 / 3000)
+    mid = replace(long, trip=64)   # 384 ops: the short-instance overlap is the smaller one
+    assert rm.chain_overlap(mid, m) == pytest.approx(1 + 500 / 384)
+    short = replace(long, trip=40)  # the whole next instance is under the tail
+    assert rm.chain_overlap(short, m) == pytest.approx(1 + 500 / 240)
+    between = replace(long, span_ops=3000 + 120)  # 120 ops of other work come first: 30 iterations ahead
+    assert rm.chain_overlap(between, m) == pytest.approx(500 / (500 - 30))
+
+
 def test_block_work_trip_from_self_edges():
     class Entry:
         ops, chain, calls = {"int_add": 1}, {"int_add": 1}, {}
