@@ -235,6 +235,60 @@ def _gather_core(lines, offrows, starts, runs, n, core, shift):
     return out
 
 
+@numba.njit(cache=True, nogil=True)
+def _instance_starts(starts, key0, seen):
+    """Runs that start a loop instance numbered above `seen` (instances are numbered in trace
+    order), and those instances."""
+    n_runs = starts.shape[0] - 1
+    runs = np.empty(n_runs, dtype=np.int64)
+    inst = np.empty(n_runs, dtype=np.int64)
+    m = 0
+    for r in range(n_runs):
+        k = np.int64(key0[starts[r]])
+        if k > seen:
+            runs[m] = r
+            inst[m] = k
+            m += 1
+            seen = k
+    return runs[:m].copy(), inst[:m].copy()
+
+
+@numba.njit(cache=True, nogil=True)
+def _rows_before(starts, run_core, marks, p):
+    """Every core's rows (its own runs and the every-core runs) before each of the sorted runs
+    `marks`: an array (len(marks), p)."""
+    out = np.zeros((marks.shape[0], p), dtype=np.int64)
+    own = np.zeros(p, dtype=np.int64)
+    every = 0
+    j = 0
+    for r in range(run_core.shape[0]):
+        while j < marks.shape[0] and marks[j] == r:
+            for c in range(p):
+                out[j, c] = own[c] + every
+            j += 1
+        if j == marks.shape[0]:
+            break
+        n = starts[r + 1] - starts[r]
+        if run_core[r] == ALL_CORES:
+            every += n
+        else:
+            own[run_core[r]] += n
+    return out
+
+
+def loop_starts(prep: "PreparedChunk", seen: int) -> tuple[np.ndarray, np.ndarray]:
+    """(runs, instances) of the loop instances above `seen` that start in an iteration-mode chunk."""
+    return _instance_starts(prep.starts, prep.key0, seen)
+
+
+def rows_before(prep: "PreparedChunk", run_core: np.ndarray, runs: np.ndarray, p: int) -> np.ndarray:
+    """How many accesses each of p cores has in the chunk before each of `runs` (sorted run
+    indices; run_core from CoreMap.split_runs): an array (len(runs), p)."""
+    if p == 1:
+        return (prep.starts[runs] if len(runs) else np.zeros(0, dtype=np.int64)).reshape(-1, 1)
+    return _rows_before(prep.starts, run_core, np.ascontiguousarray(runs, dtype=np.int64), p)
+
+
 def _scatter(prep: "PreparedChunk", run_core: np.ndarray, p: int, shift: int) -> list[np.ndarray]:
     """Every core's line ids, offsets applied, each its own array (an Interleaver keeps it
     without copying; parts of one shared array were copied, 0.14 s of the jacobi-2d sweep)."""

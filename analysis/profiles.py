@@ -22,9 +22,9 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 import pandas as pd
 
-from analysis.interleave import Interleaver, Lanes, resolve_memory_budget
+from analysis.interleave import Batch, Interleaver, Lanes, resolve_memory_budget
 from analysis.private_traces import (ALL_CORES, OFFSET_BITS, CoreMap, InterleaveSpec, PreparedChunk, line_shift,
-                                     prepare_chunk, resolve_mode)
+                                     loop_starts, prepare_chunk, resolve_mode, rows_before)
 from instrument.trace_types import TraceChunk, TraceInfo
 from pptmc.errors import InputError, PptmcError
 from pptmc.io import write_json, write_table
@@ -240,6 +240,8 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
     for t in tasks:
         t.tagged = tag
     by_cores = sorted(range(len(tasks)), key=lambda j: tasks[j].spec.cores)
+    watching = [t for t in tasks if t.replay is not None] if resolved == "iteration" else []
+    seen = -1  # the highest loop instance started so far
     bar = _progress(progress, info, len(counts))
     for ch in chunks():
         if not tasks:
@@ -247,6 +249,13 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
         tasks[0].cmap.check(ch)  # the header tables checked are the same for every core count
         prep = prepare_chunk(ch, resolved, tasks[0].cmap.shared_block, shift, info.path, stores=tag)
         splits = [t.cmap.split_runs(prep, shift) for t in tasks]
+        if watching:
+            marks, started = loop_starts(prep, seen)
+            if len(started):
+                seen = int(started[-1])
+                for j, t in enumerate(tasks):
+                    if t.replay is not None:  # before the chunk is pushed: positions count what came before
+                        t.watch(started, rows_before(prep, splits[j][1], marks, t.spec.cores))
         mirrors.update([run_core for _, run_core in splits])  # forks before the leaders take this chunk
         leader_of = mirrors.leader_of if tag else {}
         lenders = {leader[0] for follower, leader in leader_of.items() if tasks[follower[0]].coherent}
@@ -464,6 +473,11 @@ class CoreCountTask:
         self.itl = Interleaver(spec.cores, spec.strategy, spec.seed, spec.refs_per_turn, budget,
                                spill_dir, reuse=True) if spec.cores > 1 else None
         self.dlanes = Lanes(spec.cores, np.int32, memory_budget - budget, spill_dir) if self.coherent else None
+        period = loop_period(info) if spec.cores > 1 and spec.strategy == "rr" and mode == "iteration" else 0
+        self.replay = _Replay(self) if period else None
+        self.loop_period = period  # loop instances i and i + period have the same loop, trip count and schedule
+        self.pushed = np.zeros(spec.cores, dtype=np.int64)  # references pushed to each core's lane so far
+        self.starts_at: dict[int, np.ndarray] = {}  # lane positions where recent loop instances started
 
     def feed(self, parts: list[np.ndarray], skip: set[int] | frozenset[int] = frozenset(),
              lend: Callable[[int], np.ndarray] | None = None) -> None:
@@ -484,6 +498,7 @@ class CoreCountTask:
                     self.private[core].feed(lines, tagged=self.tagged)
             if self.itl is not None:
                 self.itl.push(core, lines if self.coherent or not self.tagged else strip(lines))
+                self.pushed[core] += len(lines)
             if self.dlanes is not None:
                 self.dlanes.push(core, own[core] if core not in skip else lend(core))
         self._drain()
@@ -493,29 +508,197 @@ class CoreCountTask:
         prepared with prepare_chunk(stores=True))."""
         self.feed(self.cmap.split_prepared(prep, self.shift))
 
+    def watch(self, started: np.ndarray, before: np.ndarray) -> None:
+        """Loop instances `started` begin in the next chunk, after before[i, c] of core c's accesses
+        in it: when instances loop_period apart start the same number of accesses apart in every
+        core's lane, the shared trace may repeat with that many rounds (see _Replay)."""
+        k, n = self.spec.refs_per_turn, self.loop_period
+        for inst, rows in zip(started.tolist(), before):
+            at = self.pushed + rows
+            self.starts_at[inst] = at
+            self.starts_at.pop(inst - n - 1, None)
+            prev = self.starts_at.get(inst - n)
+            if prev is None:
+                continue
+            step = at - prev
+            if step[0] > 0 and step[0] % k == 0 and (step == step[0]).all():
+                self.replay.arm(int(step[0]) * self.spec.cores)
+
     def _drain(self) -> None:
         if self.itl is None:
             return
-        if self.misses is None:
-            for batch in self.itl.drain():
-                self.shared.feed(batch.lines)
-            return
         for batch in self.itl.drain():
-            # only the stale accesses' distances are read, by their index in their core's piece
-            stale = self.shared.feed_shared(batch.lines, batch.core_pattern)
-            dists = [self.dlanes.take(core, len(piece)) for core, piece in batch.pieces]
-            self.misses.add(stale, batch.pieces, dists, batch.core_pattern)
+            if self.replay is not None:
+                self.replay.feed(batch)
+            else:
+                self.feed_batch(batch)
+
+    def feed_batch(self, batch: Batch) -> None:
+        """Feed one Batch of the shared trace to the CRD engine (and find its coherence misses)."""
+        if self.misses is None:
+            self.shared.feed(batch.lines)
+            return
+        # only the stale accesses' distances are read, by their index in their core's piece
+        stale = self.shared.feed_shared(batch.lines, batch.core_pattern)
+        dists = [self.dlanes.take(core, len(piece)) for core, piece in batch.pieces]
+        self.misses.add(stale, batch.pieces, dists, batch.core_pattern)
 
     def finish(self) -> tuple[list[ReuseProfile], ReuseProfile]:
         """Flush the interleaver; every core's PRD and the CRD."""
         if self.itl is not None:
             self.itl.close_all()
             self._drain()
+        if self.replay is not None:
+            self.replay.flush()
         if self.misses is not None:
             for core, engine in enumerate(self.private):
                 engine.reclassify(self.misses.moved[core], self.misses.moved_sum[core])
         prd = [e.histogram() for e in self.private]
         return prd, (self.shared.histogram() if self.shared is not None else prd[0])
+
+
+def loop_period(info: TraceInfo, longest: int = 64) -> int:
+    """The smallest n (at most `longest`) such that every loop instance i + n has the same loop,
+    trip count, schedule and chunk as instance i (0: none, or fewer than 3n instances)."""
+    loops = sorted(info.loops, key=lambda lp: lp.instance)
+    sig = np.array([(lp.loop_id, lp.trip_count, lp.schedule, lp.chunk) for lp in loops], dtype=np.int64)
+    for n in range(1, min(longest, len(sig) // 3) + 1):
+        if np.array_equal(sig[n:], sig[:-n]):
+            return n
+    return 0
+
+
+class _Replay:
+    """Exact replay of the periodic stretches of one core count's round-robin shared trace.
+
+    For an LRU stack, a window W fed right after W leaves the stack as W alone left it, so in
+    consecutive copies of W every copy after the first has the same distances. The sharer sets
+    repeat from the first copy on as well (a line stored in W ends W with the set W gives it, a
+    line only loaded ends with its old set plus W's loaders), so the stale accesses of every
+    copy after the first are the same; and each core's part of the copies is a run of copies of
+    its own window, so their private distances, which decide the coherence misses, repeat too.
+    So once the second copy of a run has been fed (and the histogram counts and coherence
+    misses it added recorded), each further copy that compares equal to it is not fed: those
+    counts are added again. Copies are compared exactly (line ids with their store tags, and
+    every core taking its turns in order); the period (CoreCountTask.watch) only says where to
+    compare, and a copy that differs is fed, with the part of it that was held back.
+    """
+
+    def __init__(self, task: "CoreCountTask") -> None:
+        self.task = task
+        p, k = task.spec.cores, task.spec.refs_per_turn
+        self.pattern = np.repeat(np.arange(p, dtype=np.int64), k)  # cores of one round
+        self.round = p * k
+        self.pos = 0      # references of the shared trace seen so far
+        self.period = 0   # references per copy (a multiple of a round); 0: not replaying
+        self.start = 0    # position of the current copy's first reference
+        self.copies = 0   # 0: recording a first copy, 1: feeding its repeat, 2+: holding copies back
+        self.ref = np.zeros(0, dtype=np.uint64)  # the previous copy's line ids
+        self.before: list[np.ndarray] = []  # counters when the first repeat began
+        self.delta: list[np.ndarray] = []   # counters the first repeat added
+        self.skipped = 0  # copies not fed
+
+    def arm(self, period: int) -> None:
+        """Compare copies of `period` references from the current position on."""
+        if period == self.period:
+            return
+        self.flush()
+        self.period, self.start, self.copies = period, self.pos, 0
+        self.ref = np.empty(period, dtype=np.uint64)
+
+    def feed(self, batch: Batch) -> None:
+        """The next Batch of the shared trace."""
+        n = len(batch.lines)
+        if self.period and not self._in_turn(batch):  # a core has finished: the pattern changes
+            self.flush()
+        if not self.period:
+            self.task.feed_batch(batch)
+            self.pos += n
+            return
+        i = 0
+        while i < n:
+            off = self.pos - self.start
+            m = min(n - i, self.period - off)
+            self._segment(batch.lines[i:i + m], off)
+            i += m
+            self.pos += m
+            if off + m == self.period:
+                self._copy_end()
+
+    def flush(self) -> None:
+        """Feed the part of the current copy held back, and stop replaying."""
+        if self.period and self.copies >= 2:
+            self._feed(self.ref[:self.pos - self.start], self.start)
+        self.period, self.copies = 0, 0
+
+    def _in_turn(self, batch: Batch) -> bool:
+        """Whether the Batch's references are the turns of every core in order from self.pos."""
+        pat, n = batch.core_pattern, len(batch.lines)
+        want = self.pattern[(self.pos + np.arange(len(pat))) % self.round]
+        return np.array_equal(pat, want) and (len(pat) == n or len(pat) % self.round == 0)
+
+    def _segment(self, seg: np.ndarray, off: int) -> None:
+        """References off.. of the current copy."""
+        m = len(seg)
+        if self.copies == 0:
+            self._feed(seg, self.pos)
+            self.ref[off:off + m] = seg
+        elif self.copies == 1:
+            self._feed(seg, self.pos)
+            if not np.array_equal(seg, self.ref[off:off + m]):  # not a repeat: it is the first copy
+                self.ref[off:off + m] = seg
+                self.copies = 0
+        elif not np.array_equal(seg, self.ref[off:off + m]):
+            self._feed(self.ref[:off], self.start)  # the equal part held back
+            self._feed(seg, self.pos)
+            self.ref[off:off + m] = seg
+            self.copies = 0
+
+    def _copy_end(self) -> None:
+        """The current copy is complete: start recording, take the repeat's counts, or add them."""
+        if self.copies == 0:
+            self.before = self._counters()
+        elif self.copies == 1:
+            self.delta = [a - b for a, b in zip(self._counters(), self.before)]
+        else:
+            t = self.task
+            t.shared.add_tally(self.delta[0], self.delta[1])
+            if t.misses is not None:
+                t.misses.moved += self.delta[2]
+                t.misses.moved_sum += self.delta[3]
+                for c in range(t.spec.cores):  # the copy's private distances are not needed
+                    t.dlanes.take(c, self.period // t.spec.cores)
+            self.skipped += 1
+        self.copies += 1
+        self.start += self.period
+
+    def _counters(self) -> list[np.ndarray]:
+        """The CRD's histogram counters and the coherence misses found so far (copies)."""
+        t = self.task
+        out = list(t.shared.tally())
+        if t.misses is not None:
+            out += [t.misses.moved.copy(), t.misses.moved_sum.copy()]
+        return out
+
+    def _feed(self, seg: np.ndarray, at: int) -> None:
+        """Feed the references at positions at.. of the shared trace to the CRD engine."""
+        n = len(seg)
+        if not n:
+            return
+        phase = at % self.round
+        pat = np.roll(self.pattern, -phase) if n >= self.round else self.pattern[(phase + np.arange(n)) % self.round]
+        t = self.task
+        if t.misses is None:
+            t.shared.feed(seg)
+            return
+        stale = t.shared.feed_shared(seg, pat)
+        p, k = t.spec.cores, t.spec.refs_per_turn
+        dists = [t.dlanes.take(c, n_c) for c, n_c in enumerate(self._turns(at + n, p, k) - self._turns(at, p, k))]
+        t.misses.add(stale, list(enumerate(dists)), dists, pat)
+
+    def _turns(self, x: int, p: int, k: int) -> np.ndarray:
+        """References of each core among the first x of the shared trace (every core in turn)."""
+        return (x // self.round) * k + np.clip(x % self.round - np.arange(p) * k, 0, k)
 
 
 def _progress(enabled: bool, info: TraceInfo, n_configs: int):

@@ -462,6 +462,16 @@ class ReuseEngine:
         self._hist[N_BINS] += n
         self._state[5] += n
 
+    def tally(self) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of the histogram counters (counts and distance sums, cold slot last)."""
+        return self._hist.copy(), self._hist_sum.copy()
+
+    def add_tally(self, counts: np.ndarray, sums: np.ndarray) -> None:
+        """Add histogram counters (a difference of two tally() results: the accesses of a replayed
+        window, whose distances equal those of the window it repeats)."""
+        self._hist += counts
+        self._hist_sum += sums
+
     def feed_shared(self, lines: np.ndarray, core_pattern: np.ndarray) -> np.ndarray:
         """feed(lines, tagged=True) of a run of a shared trace whose access i is by core
         core_pattern[i % len(core_pattern)], keeping every line's sharer set (write-invalidate,

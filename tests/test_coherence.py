@@ -10,7 +10,7 @@ from analysis.coherence import STORE_TAG, Directory, strip, tag_stores, tagged_l
 from analysis.interleave import interleave_arrays
 from analysis.private_traces import ALL_CORES, OFFSET_BITS, CoreMap
 from analysis.profiles import ProfileSet, ReuseProfile, compute_profiles_from
-from analysis.reuse import ReuseEngine
+from analysis.reuse import ReuseEngine, reuse_distances
 from instrument.trace_types import (CHUNK_DTYPES, NO_LOOP, SCHED_DYNAMIC, SCHED_STATIC, BlockInfo, LoopInstance,
                                    TraceChunk, TraceInfo)
 from pptmc.cli import run
@@ -349,3 +349,85 @@ def test_tagged_lines_is_tag_stores_of_the_shifted_addresses():
     store = rng.random(3000) < 0.4
     for shift in (0, 6, 7):
         assert tagged_lines(addr, store, shift).tolist() == tag_stores(addr >> np.uint64(shift), store).tolist()
+
+
+def periodic_trace(seed: int, steps: int, n_iters: int, change_step: int = -1):
+    """Time steps of two work-shared loops over the same addresses (as jacobi-2d's), each step the
+    same rows but its own loop instances; change_step >= 0: one access of that step differs."""
+    rng = np.random.default_rng(seed)
+    blocks = {0: BlockInfo(0, "OUT__1", "entry", False), 1: BlockInfo(1, "OUT__1", "shared_var_trace1", True),
+              2: BlockInfo(2, "OUT__1", "for.body", False)}
+    body = []  # (addr, store, block, loop of the step, iteration, stack)
+    for lp in range(2):
+        for _ in range(3):  # outside the loop: every core (three, so a core's window is a multiple of 1, 2 and 3)
+            body.append((0x7FF000 - 64 * int(rng.integers(0, 2)), bool(rng.random() < 0.5), 0, lp, -1, True))
+        for it in range(n_iters):
+            for _ in range(3):  # the same number per iteration, so every core's window has one length
+                stack = bool(rng.random() < 0.15)
+                addr = 0x7FF000 - 64 * int(rng.integers(0, 3)) if stack else 0x100000 + 64 * int(rng.integers(0, 24))
+                body.append((addr, bool(rng.random() < 0.3), 2, lp, it, stack))
+    rows, loops, inst = [], [], {0: -1, 1: -1, 2: -1}
+    for step in range(steps):
+        for j, (addr, store, b, lp, it, stack) in enumerate(body):
+            if step == change_step and j == len(body) // 2:
+                addr += 64 * 40
+            inst[b] += 1
+            rows.append((addr, store, b, inst[b], NO_LOOP if it < 0 else 2 * step + lp, it, stack))
+        loops += [LoopInstance(2 * step + lp, lp, n_iters, SCHED_STATIC, 0) for lp in range(2)]
+    chunk = chunk_from_rows(rows)
+    info = TraceInfo("periodic.trace", 1, "prog", [], True, len(chunk), blocks,
+                     {b: n + 1 for b, n in inst.items()}, loops=loops)
+    return info, chunk
+
+
+@pytest.mark.parametrize("p,k,chunk_rows,change_step", [
+    (2, 1, 29, -1), (3, 1, 64, -1), (4, 2, 17, -1), (2, 3, 200, 5), (4, 1, 41, 6), (3, 2, 1000, 2)])
+@pytest.mark.parametrize("coherence", [True, False])
+def test_replayed_periodic_shared_trace_matches_brute_force(monkeypatch, p, k, chunk_rows, change_step, coherence):
+    """Copies of a repeating window of the shared trace that are not fed (profiles._Replay) give the
+    brute-force per-core stacks with invalidations and the plain shared histogram; a step that
+    differs is fed whole (held-back part included)."""
+    from analysis import profiles
+
+    skipped: dict[int, int] = {}
+    finish = profiles.CoreCountTask.finish
+
+    def counting_finish(self):
+        out = finish(self)
+        if self.replay is not None:
+            skipped[self.spec.cores] = self.replay.skipped
+        return out
+
+    monkeypatch.setattr(profiles.CoreCountTask, "finish", counting_finish)
+    info, ch = periodic_trace(p + 10 * k, 10, 12, change_step)
+    ps = compute_profiles_from(info, chunker(ch, chunk_rows), [1, p], "iteration", "rr", refs_per_turn=k,
+                               coherence=coherence)
+    assert skipped[p] >= 3  # the replay did leave copies out
+    private = private_tagged(info, ch, p, "iteration")
+    shared, core = interleave_arrays(private, "rr", refs_per_turn=k)
+    plain = ReuseEngine()
+    plain.feed(strip(shared))
+    assert same(ps.crd[p], plain.histogram())
+    if coherence:
+        want = brute_coherent([int(x) for x in shared], [int(c) for c in core], p)
+        assert sum(prof.coherence for (q, _), prof in ps.prd.items() if q == p) > 0
+    else:
+        want = [reuse_distances(strip(lines)).tolist() for lines in private]
+    for c in range(p):
+        assert same(ps.prd[(p, c)], profile_of(want[c])), c
+
+
+def test_loop_period_of_the_loop_table():
+    """The smallest shift that maps the loop table onto itself, if it repeats at least three times."""
+    from analysis.profiles import loop_period
+
+    def table(ids, trips=None):
+        trips = trips or [10] * len(ids)
+        return TraceInfo("t", 1, "p", [], True, 0, {}, {},
+                         loops=[LoopInstance(i, x, n, SCHED_STATIC, 0) for i, (x, n) in enumerate(zip(ids, trips))])
+
+    assert loop_period(table([0, 1] * 5)) == 2
+    assert loop_period(table([0] * 4)) == 1
+    assert loop_period(table([0] * 6, [10, 11] * 3)) == 2
+    assert loop_period(table([0, 1, 2, 0, 1])) == 0  # fewer than three repeats
+    assert loop_period(table([])) == 0
