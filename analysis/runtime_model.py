@@ -162,6 +162,7 @@ class RuntimePrediction:
     runtime_s: float                 # Eq. 4 plus T_TLB, with the contention floor, plus the overhead
     uncosted_calls: float = 0.0      # library calls executed (whole region) that the machine file does not price
     t_incore_s: float = 0.0          # part of t_cpu_s: llvm-mca's loop bodies beyond the per-block model
+    t_strided_s: float = 0.0         # column walks' cold lines beyond a stream's cost (analysis/cold_lines.py)
 
     def as_row(self) -> dict:
         """Flat dict for a table: hit rates become one column per level."""
@@ -469,7 +470,8 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
                     barriers: float = 0.0, contention: str = "roofline",
                     blocks: Sequence[BlockWork] = (),
                     tlb_miss_rates: Mapping[str, float] | None = None,
-                    coherence_miss_rate: float = 0.0, loop_bounds: Sequence[Any] = ()) -> RuntimePrediction:
+                    coherence_miss_rate: float = 0.0, loop_bounds: Sequence[Any] = (),
+                    strided_extra_ns: float = 0.0) -> RuntimePrediction:
     """Predict the region's runtime on `cores` cores (Eq. 4-7, the DRAM contention floor, the overhead).
 
     `ops`, `mem_accesses`, `mem_bytes` and `dram_bytes` count the whole region (all cores).
@@ -480,7 +482,9 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     blocks (whole-region counts) for cpu_form="critical-path" (without them it is the throughput form);
     `tlb_miss_rates` the fraction of accesses missing each of the machine's TLB levels (analysis/tlb.py);
     `coherence_miss_rate` the fraction of accesses that are coherence misses (hitrates.coherence_miss_rates);
-    `loop_bounds` llvm-mca's in-core bounds of innermost loops (analysis/incore.py; critical-path form only).
+    `loop_bounds` llvm-mca's in-core bounds of innermost loops (analysis/incore.py; critical-path form only);
+    `strided_extra_ns` what the region's column walks' cold lines cost beyond a stream's (all cores,
+    analysis/cold_lines.py); each core's walk waits on its own misses, so the busiest core pays its share.
     """
     _check_args(machine, cores, layout, cpu_form, mem_accesses, mem_bytes)
     if contention not in CONTENTIONS:
@@ -512,8 +516,9 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     # loads only: a store's translation miss costs nothing measurable (tlb.c, machines/SCHEMA.md)
     t_tlb = ops.load * share * tlb_cycles_per_access(machine, tlb_miss_rates or {})
     t_coherence = per_core * coherence_miss_rate * transfer_extra_cycles(machine)
+    t_strided = share * strided_extra_ns * machine.frequency_ghz
     pred = _assemble(machine, cores, share, rates, delta, beta, contiguous, noncontiguous, t_mem, t_cpu,
-                     layout, cpu_form, dram_bytes, overhead, contention, t_tlb, t_coherence)
+                     layout, cpu_form, dram_bytes, overhead, contention, t_tlb, t_coherence, t_strided)
     return replace(pred, uncosted_calls=uncosted_calls(blocks, machine),
                    t_incore_s=machine.cycles_to_seconds(incore) if cpu_form == "critical-path" else 0.0)
 
@@ -571,13 +576,14 @@ def _assemble(machine: Machine, cores: int, share: float, rates: HitRates, delta
               contiguous: float, noncontiguous: float, t_mem: dict, t_cpu: dict, layout: str,
               cpu_form: str, dram_bytes: float, overhead_s: float = 0.0,
               contention: str = "roofline", tlb_cycles: float = 0.0,
-              coherence_cycles: float = 0.0) -> RuntimePrediction:
+              coherence_cycles: float = 0.0, strided_cycles: float = 0.0) -> RuntimePrediction:
     """Convert cycles to seconds, apply the contention floor and add the parallel overhead."""
     sec = machine.cycles_to_seconds
     mem_s, cpu_s, tlb_s, coh_s = sec(t_mem[layout]), sec(t_cpu[cpu_form]), sec(tlb_cycles), sec(coherence_cycles)
+    strided_s = sec(strided_cycles)
     bandwidth = dram_bandwidth_gbs(machine, cores)
     t_dram = dram_bytes / (bandwidth * 1e9)
-    unloaded = mem_s + cpu_s + tlb_s + coh_s
+    unloaded = mem_s + cpu_s + tlb_s + coh_s + strided_s
     if contention == "queuing":
         loaded = queuing_seconds(machine, cores, unloaded, dram_bytes * share)
     else:
@@ -593,7 +599,7 @@ def _assemble(machine: Machine, cores: int, share: float, rates: HitRates, delta
         t_cpu_critical_path_s=sec(t_cpu["critical-path"]), layout=layout,
         cpu_form=cpu_form, t_mem_s=mem_s, t_cpu_s=cpu_s, dram_bytes=dram_bytes, dram_bandwidth_gbs=bandwidth,
         t_dram_s=t_dram, contention_s=max(0.0, loaded - unloaded), t_overhead_s=overhead_s, t_tlb_s=tlb_s,
-        t_coherence_s=coh_s,
+        t_coherence_s=coh_s, t_strided_s=strided_s,
         runtime_s=runtime)
 
 
@@ -754,17 +760,19 @@ def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Map
 
 
 def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = None, tlb=None, store_lines=None,
-                  coherence: Mapping[int, float] | None = None, **model_args: Any):
+                  coherence: Mapping[int, float] | None = None, first_touches=None, **model_args: Any):
     """DataFrame of RuntimePrediction rows for every core count in `hits` up to the machine's cores.
 
     Core counts above `machine.cores` are left out (a multi-machine run asks for 16 cores on an
     8-core part); `predict_runtime` itself refuses them. `tlb`: a TLB miss-rate table
     (analysis/tlb.py) or None for no TLB term; `store_lines`: a store-line table
     (analysis/store_lines.py) or None, every store then pairing; `coherence`: cores -> coherence-miss
-    fraction (hitrates.coherence_miss_rates) or None.
+    fraction (hitrates.coherence_miss_rates) or None; `first_touches`: a first-touch table for this
+    machine's L1 (analysis/cold_lines.py) or None for no column-walk term.
     """
     import pandas as pd
 
+    from analysis.cold_lines import strided_extra_ns
     from analysis.store_lines import new_line_by_block
     from analysis.tlb import miss_rates_by_cores
 
@@ -773,5 +781,8 @@ def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = Non
     tlb_rates = miss_rates_by_cores(tlb) if tlb is not None and machine.tlbs else None
     facts = region_facts(Path(trace), binary, new_line_by_block(store_lines))
     bounds = in_core_bounds(machine, Path(trace), binary) if model_args.get("cpu_form") == "critical-path" else ()
-    preds = predict_many(machine, cores, rates, facts, tlb_rates, coherence, loop_bounds=bounds, **model_args)
+    extra = strided_extra_ns(first_touches, machine.ram.strided_cold_line_ns,
+                             machine.line_bytes / machine.ram.bandwidth_one_core_gbs)
+    preds = predict_many(machine, cores, rates, facts, tlb_rates, coherence, loop_bounds=bounds,
+                         strided_extra_ns=extra, **model_args)
     return pd.DataFrame([p.as_row() for p in preds])

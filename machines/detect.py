@@ -276,6 +276,20 @@ def measure_memory(workdir: Path, caches: list[SysCache], cores: int, ghz: float
 
 
 COLD_FLUSH_BYTES = 64 << 20  # the benchmark harness's default flush (benchmarks/polybench/pbench.c)
+STRIDED_ROWS = 500           # rows of strided.c's column walks (a PolyBench MEDIUM matrix)
+
+
+def measure_strided(workdir: Path, l1: SysCache, effort: Effort, progress: Progress) -> dict:
+    """ns per cold line of a column walk over 1, 2, 4, .. of the L1's sets (strided.c), as ram fields."""
+    sets = l1.size_bytes // (l1.line_bytes * l1.associativity) if l1.associativity > 0 else 1
+    if sets & (sets - 1):
+        return {}
+    progress(f"compiling and running strided.c (cold column walks over 1..{sets} L1 sets)")
+    res = _run(_compile("strided.c", workdir / "strided", []), sets, l1.line_bytes, STRIDED_ROWS, effort.cold_reps)
+    costs = [round(res[f"sets_{1 << i}"], 2) for i in range(sets.bit_length())]
+    return {"strided_cold_line_ns": costs,
+            "source": f"strided.c: cold column walks of {STRIDED_ROWS} rows, one load per line, over 1..{sets} "
+                      f"L1 sets, median of {effort.cold_reps}"}
 
 
 def measure_parallel(workdir: Path, cores: int, effort: Effort, progress: Progress) -> dict:
@@ -503,6 +517,10 @@ def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="pptmc-detect-") as tmp:
         ghz, ops = measure_ops(Path(tmp), effort, say)
         levels, ram = measure_memory(Path(tmp), caches, cores, ghz, ops["load"]["recip_throughput"], effort, say)
+        strided = measure_strided(Path(tmp), caches[0], effort, say)
+        if strided:
+            ram = {**ram, "strided_cold_line_ns": strided["strided_cold_line_ns"],
+                   "source": f"{ram['source']}; {strided['source']}"}
         parallel = measure_parallel(Path(tmp), cores, effort, say)
         calls = measure_calls(Path(tmp), ghz, effort, say)
         core = core_table(measure_window(Path(tmp), effort, say),

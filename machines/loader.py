@@ -24,7 +24,7 @@ _TOP_KEYS = {"schema_version", "name", "description", "cores", "frequency_ghz", 
              "coherence"}
 _CACHE_KEYS = {"name", "size_bytes", "line_bytes", "associativity", "latency_cycles",
                "recip_throughput_cycles", "shared", "source"}
-_RAM_KEYS = {"latency_ns", "bandwidth_one_core_gbs", "bandwidth_all_cores_gbs", "source"}
+_RAM_KEYS = {"latency_ns", "bandwidth_one_core_gbs", "bandwidth_all_cores_gbs", "strided_cold_line_ns", "source"}
 _OP_KEYS = {"latency", "recip_throughput", "source"}
 _PARALLEL_KEYS = {"fork_join_ns", "barrier_ns", "cold_start_ns", "cold_start_one_ns", "source"}
 _COLD_KEYS = ("cold_start_ns", "cold_start_one_ns")
@@ -155,7 +155,34 @@ def _check_ram(chk: _Checker, data: dict) -> Ram | None:
     if vals[1] > vals[2]:
         chk.fail("ram.bandwidth_one_core_gbs", f"{vals[1]} exceeds bandwidth_all_cores_gbs {vals[2]}")
     return Ram(latency_ns=float(vals[0]), bandwidth_one_core_gbs=float(vals[1]),
-               bandwidth_all_cores_gbs=float(vals[2]))
+               bandwidth_all_cores_gbs=float(vals[2]), strided_cold_line_ns=_strided_costs(chk, ram))
+
+
+def _strided_costs(chk: _Checker, ram: dict) -> tuple[float, ...]:
+    """The optional ram.strided_cold_line_ns list (its length is checked against the L1's sets later)."""
+    if "strided_cold_line_ns" not in ram:
+        return ()
+    costs = ram["strided_cold_line_ns"]
+    if not isinstance(costs, list) or not costs:
+        chk.fail("ram.strided_cold_line_ns", f"expected a non-empty list of numbers, got {_kind(costs)}")
+        return ()
+    bad = [i for i, v in enumerate(costs) if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0]
+    if bad:
+        chk.fail(f"ram.strided_cold_line_ns[{bad[0]}]", f"must be a positive number, got {costs[bad[0]]!r}")
+        return ()
+    return tuple(float(v) for v in costs)
+
+
+def _check_strided_length(chk: _Checker, caches: list, ram: Ram | None) -> None:
+    """ram.strided_cold_line_ns has one figure per power of two up to the first-level cache's sets."""
+    if ram is None or not ram.strided_cold_line_ns or not caches:
+        return
+    sets = caches[0].sets
+    want = sets.bit_length() if sets > 0 and sets & (sets - 1) == 0 else 0
+    if len(ram.strided_cold_line_ns) != want:
+        chk.fail("ram.strided_cold_line_ns", f"has {len(ram.strided_cold_line_ns)} figures; {caches[0].name} has "
+                                             f"{sets} sets, so it needs {want} (1, 2, 4, .., {sets} sets)"
+                 if want else f"{caches[0].name} has {sets} sets, not a power of two: leave the field out")
 
 
 def _check_ops(chk: _Checker, data: dict) -> dict[str, OpCost]:
@@ -351,6 +378,7 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
     chk.get(data, "source", "", "str")
     caches = _check_caches(chk, data)
     ram = _check_ram(chk, data)
+    _check_strided_length(chk, caches, ram)
     ops = _check_ops(chk, data)
     parallel = _check_parallel(chk, data)
     calls = _check_calls(chk, data)
@@ -382,7 +410,9 @@ def machine_to_dict(m: Machine) -> dict:
             "cores": m.cores, "frequency_ghz": m.frequency_ghz, "bus_width_bytes": m.bus_width_bytes,
             "simd_width_bits": m.simd_width_bits, "source": src.get("", ""), "caches": caches,
             "ram": {"latency_ns": m.ram.latency_ns, "bandwidth_one_core_gbs": m.ram.bandwidth_one_core_gbs,
-                    "bandwidth_all_cores_gbs": m.ram.bandwidth_all_cores_gbs, "source": src.get("ram", "")},
+                    "bandwidth_all_cores_gbs": m.ram.bandwidth_all_cores_gbs,
+                    **({"strided_cold_line_ns": list(m.ram.strided_cold_line_ns)} if m.ram.strided_cold_line_ns else {}),
+                    "source": src.get("ram", "")},
             "ops": ops}
     if "parallel" in src or m.parallel != Parallel():  # optional table: written only when the file had one
         out["parallel"] = {"fork_join_ns": m.parallel.fork_join_ns, "barrier_ns": m.parallel.barrier_ns,
@@ -443,13 +473,15 @@ def _toml_value(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     return f'"{text}"'
 
 
 def dumps_toml(data: dict) -> str:
     """Write a machine dict as TOML; hand-written because the stdlib only reads TOML and the
-    schema needs just scalars, two arrays of tables and one level of sub-tables."""
+    schema needs just scalars, arrays of numbers, two arrays of tables and one level of sub-tables."""
     scalars = [f"{k} = {_toml_value(v)}" for k, v in data.items() if not isinstance(v, (dict, list))]
     lines = scalars + [""]
     for cache in data.get("caches", []):

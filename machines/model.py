@@ -27,6 +27,11 @@ class CacheLevel:
     def n_lines(self) -> int:
         return self.size_bytes // self.line_bytes
 
+    @property
+    def sets(self) -> int:
+        """Number of sets (1 when fully associative)."""
+        return self.n_lines // self.associativity if self.associativity > 0 else 1
+
 
 @dataclass(frozen=True)
 class OpCost:
@@ -43,6 +48,10 @@ class Ram:
     latency_ns: float
     bandwidth_one_core_gbs: float
     bandwidth_all_cores_gbs: float
+    # optional: ns per cold line of a walk down a column (a load every half page or more apart) whose
+    # lines fall into 2^i of the first-level cache's sets, i = 0 .. log2(sets) (strided.c); () = such
+    # lines cost what a stream's do (line / one-core bandwidth)
+    strided_cold_line_ns: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -158,7 +158,8 @@ def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, m
         hits = result.hit_rates[result.hit_rates["machine"] == machine.name]
     tlb = None if result.tlb_rates is None else result.tlb_rates[result.tlb_rates["machine"] == machine.name]
     return (predict_table(machine, hits, result.trace_path, tlb=tlb, store_lines=result.store_lines,
-                          coherence=result.coherence, layout=layout, contention=contention, cpu_form=cpu_form)
+                          coherence=result.coherence, first_touches=result.first_touches.get(machine.name),
+                          layout=layout, contention=contention, cpu_form=cpu_form)
             .assign(benchmark=bench.name))
 
 

@@ -56,6 +56,8 @@ class PipelineResult:
     tlb_rates: pd.DataFrame | None = None   # cores, level, miss_rate, accesses, machine (machines with [[tlbs]])
     store_lines: pd.DataFrame | None = None  # analysis/store_lines.py table, when a machine prices it
     coherence: dict[int, float] = field(default_factory=dict)  # cores -> coherence-miss fraction of the profiles
+    # machine name -> analysis/cold_lines.py first-touch table, for machines that price column walks
+    first_touches: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
 def _noop(_: str) -> None:
@@ -190,6 +192,21 @@ def store_line_step(cfg: PipelineConfig, trace: Path, progress: Progress) -> pd.
     return pd.read_csv(out)
 
 
+def first_touch_step(cfg: PipelineConfig, trace: Path, machine, progress: Progress) -> pd.DataFrame:
+    """Loads' first touches of each line by the L1 sets their walk reaches, for this machine's L1 (cached)."""
+    from analysis.cold_lines import first_touch_table
+
+    l1 = machine.caches[0]
+    out = cfg.workdir / "first_touches" / f"line{l1.line_bytes}_sets{l1.sets}.csv"
+    key = step_key([trace], {"line": l1.line_bytes, "sets": l1.sets, "code": code_digest("analysis")})
+    stamp = out.with_suffix(".key")
+    if not is_fresh(stamp, key, [out]):
+        progress("count first touches of cache lines (column walks)")
+        write_table(first_touch_table(trace, l1.line_bytes, l1.sets), out)
+        mark_done(stamp, key)
+    return pd.read_csv(out)
+
+
 def tlb_rates_for(cfg: PipelineConfig, machine, trace: Path, progress: Progress) -> pd.DataFrame | None:
     """The machine's TLB miss rates per core count, or None when its file has no [[tlbs]]."""
     from analysis.profiles import ProfileSet
@@ -210,6 +227,7 @@ class Predictions:
     tlb_rates: pd.DataFrame | None = None     # machines with [[tlbs]] only
     store_lines: pd.DataFrame | None = None   # when a machine prices stores to new lines
     coherence: dict[int, float] = field(default_factory=dict)  # cores -> coherence-miss fraction
+    first_touches: dict[str, pd.DataFrame] = field(default_factory=dict)  # machines that price column walks
 
 
 def hit_rates_step(cfg: PipelineConfig, profiles_dir: Path) -> pd.DataFrame:
@@ -236,6 +254,8 @@ def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: P
     machines = [load_machine(name) for name in cfg.machines]
     store_lines = (store_line_step(cfg, trace, progress) if any(m.store_new_line_cycles for m in machines)
                    else None)
+    first_touches = {m.name: first_touch_step(cfg, trace, m, progress)
+                     for m in machines if m.ram.strided_cold_line_ns}
     all_hits = hit_rates_step(cfg, profiles_dir)
     runtime_frames, tlb_frames = [], []
     for machine in machines:
@@ -244,10 +264,12 @@ def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: P
         if tlb is not None:
             tlb_frames.append(tlb.assign(machine=machine.name))
         runtimes = predict_table(machine, hits, trace, binary, tlb=tlb, store_lines=store_lines, coherence=coherence,
+                                 first_touches=first_touches.get(machine.name),
                                  layout=cfg.layout, contention=cfg.contention, cpu_form=cfg.cpu_form)
         runtime_frames.append(runtimes.assign(machine=machine.name))
     return Predictions(all_hits, pd.concat(runtime_frames, ignore_index=True),
-                       pd.concat(tlb_frames, ignore_index=True) if tlb_frames else None, store_lines, coherence)
+                       pd.concat(tlb_frames, ignore_index=True) if tlb_frames else None, store_lines, coherence,
+                       first_touches)
 
 
 def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineResult:
@@ -273,4 +295,4 @@ def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineRes
 
     n_accesses = instrument.open_trace(trace).info.n_accesses
     return PipelineResult(cfg.source.stem, pred.hit_rates, pred.runtimes, trace, profiles_dir, n_accesses, timings,
-                          pred.tlb_rates, pred.store_lines, pred.coherence)
+                          pred.tlb_rates, pred.store_lines, pred.coherence, pred.first_touches)

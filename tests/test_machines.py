@@ -269,3 +269,18 @@ def test_optional_core_and_coherence_figures_round_trip_and_are_checked(table, c
     data[table] = bad
     with pytest.raises(InputError, match=message):
         machines.validate_machine_dict(data, "bad.toml")
+
+
+def test_strided_cold_line_costs_round_trip_and_need_one_figure_per_set_count():
+    """Haswell's L1: 32 KiB, 8 ways, 64-byte lines = 64 sets, so 7 figures (1, 2, .., 64 sets)."""
+    data = _base()
+    data["ram"]["strided_cold_line_ns"] = [9.4, 9.2, 11.2, 12.8, 13.5, 10.4, 7.6]
+    m = machines.validate_machine_dict(data, "t")
+    assert m.ram.strided_cold_line_ns == (9.4, 9.2, 11.2, 12.8, 13.5, 10.4, 7.6)
+    assert machines.validate_machine_dict(tomllib.loads(dumps_toml(machines.machine_to_dict(m))), "t") == m
+    data["ram"]["strided_cold_line_ns"] = [9.4, 9.2]
+    with pytest.raises(InputError, match=r"ram\.strided_cold_line_ns: has 2 figures; L1 has 64 sets, so it needs 7"):
+        machines.validate_machine_dict(data, "t")
+    data["ram"]["strided_cold_line_ns"] = [9.4, "fast", 11.2, 12.8, 13.5, 10.4, 7.6]
+    with pytest.raises(InputError, match=r"ram\.strided_cold_line_ns\[1\]: must be a positive number"):
+        machines.validate_machine_dict(data, "t")

@@ -68,6 +68,12 @@ def test_detect_quick_writes_a_valid_plausible_file(detected):
     # coldstart.c: a region after the harness's 64 MiB flush costs more than a warm fork (code and data
     # from memory), on one thread too
     assert m.parallel.cold_start_one_ns > 1000 and "coldstart.c" in m.sources["parallel"]
+    # strided.c: one figure per power of two up to the L1's sets; a cold line down a column overlaps with
+    # fewer than 64 others in flight, and costs less than two RAM latencies
+    if m.ram.strided_cold_line_ns:
+        assert len(m.ram.strided_cold_line_ns) == m.caches[0].sets.bit_length()
+        assert m.ram.latency_ns / 64 < min(m.ram.strided_cold_line_ns)
+        assert max(m.ram.strided_cold_line_ns) < 2 * m.ram.latency_ns
     # the core named for llvm-mca is one of its processors: the in-core bound runs with it
     if m.llvm_mcpu:
         from analysis.incore import mca_throughputs
