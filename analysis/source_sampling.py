@@ -23,7 +23,9 @@ touches a few percent of the accesses:
   its order, and an access is released once every core's running count has passed it (a numba p-way
   merge of the queues' heads; the queues hold about `rate` of what waits in the exact interleaver).
   Write-invalidate coherence works line by line, so the Directory walk over
-  the merged sampled stream finds exactly the coherence misses of the sampled lines;
+  the merged sampled stream finds exactly the coherence misses of the sampled lines. All of this
+  (placing, private stacks, merge, sharer sets, shared stack, tallies) is two fused kernels per core
+  count and batch (analysis/shards_kernel.py);
 * time windows (the stream sampler's `window` method, analysis/sampling.py): SHARDS alone is
   coarse for small caches (a 1% sample of a 512-line L1 sees distances of about 5 lines) and
   gives a few hot lines a coin-toss weight, so short reuses are measured exactly in windows of
@@ -71,7 +73,8 @@ import numpy as np
 from analysis.private_traces import (ALL_CORES, OFFSET_BITS, CoreMap, _iteration_core, _paper_core, line_shift,
                                      resolve_mode)
 from analysis.bitops import popcount as _popcount
-from analysis.sampling import DEFAULT_WINDOW_LENGTH, _engine_bins, gap_update
+from analysis.sampling import DEFAULT_WINDOW_LENGTH, _engine_bins
+from analysis.shards_kernel import ShardsStreams
 from instrument.trace_types import TraceChunk, TraceInfo
 from instrument import open_trace
 from instrument.tracefile import WORD_LINE, WORD_STACK, WORD_STORE, SampledBatch
@@ -186,37 +189,6 @@ def _pick_rows(addr, key0, key1, by_key1, shift, salt, threshold, sel, starts):
 
 
 @numba.njit(cache=True, nogil=True)
-def _place(sel, lines, offset, store, starts, run_core, counters, p, step, out_core, out_pos, out_lines, out_store):
-    """Every (sampled row, core running it) pair with the row's position in that core's private trace
-    (counters[c] = accesses given to core c before this chunk; advanced over the chunk's runs), its line as
-    that core sees it (offset rows: + core << step) and its store flag. Returns the number of pairs (row
-    order, then core order)."""
-    j = 0
-    o = 0
-    m = sel.shape[0]
-    for r in range(run_core.shape[0]):
-        a = starts[r]
-        b = starts[r + 1]
-        core = run_core[r]
-        while j < m and sel[j] < b:
-            i = sel[j]
-            lo_c, hi_c = (0, p) if core == ALL_CORES else (core, core + 1)
-            for c in range(lo_c, hi_c):
-                out_core[o] = c
-                out_pos[o] = counters[c] + i - a
-                out_lines[o] = lines[j] + (np.uint64(c) << step) * np.uint64(offset[j])
-                out_store[o] = store[j]
-                o += 1
-            j += 1
-        if core == ALL_CORES:
-            for c in range(p):
-                counters[c] += b - a
-        else:
-            counters[core] += b - a
-    return o
-
-
-@numba.njit(cache=True, nogil=True)
 def _paper_span(block, inst, count, paper_chunk, p):
     """The first instance after inst of this block that Algorithm 1 (private_traces._paper_core) gives
     another core: the split is contiguous (or in chunks of paper_chunk instances)."""
@@ -320,46 +292,6 @@ def _window_pieces(starts, run_core, counters, p, next_start, period, length, lo
                     break
             pos[c] = q + n
     return o
-
-
-@numba.njit(cache=True, nogil=True)
-def _split_tally(core, gap, dist, stale, use_stale, look, p):
-    """Per core: [near samples (gap <= look), their coherence misses, far coherence misses], and the far
-    samples' distances (-1: coherence miss or cold), core c's at values[bounds[c]:bounds[c + 1]]. A sample is
-    a coherence miss when use_stale, stale[i] and its plain distance is finite."""
-    counts = np.zeros((p, 3), np.int64)
-    bounds = np.zeros(p + 1, np.int64)
-    for i in range(core.shape[0]):
-        c = core[i]
-        coh = use_stale and stale[i] and dist[i] >= 0
-        if 0 <= gap[i] <= look:
-            counts[c, 0] += 1
-            counts[c, 1] += coh
-        else:
-            counts[c, 2] += coh
-            bounds[c + 1] += 1
-    for c in range(p):
-        bounds[c + 1] += bounds[c]
-    fill = bounds[:p].copy()
-    values = np.empty(bounds[p], np.int64)
-    for i in range(core.shape[0]):
-        if not 0 <= gap[i] <= look:
-            coh = use_stale and stale[i] and dist[i] >= 0
-            values[fill[core[i]]] = -1 if coh else dist[i]
-            fill[core[i]] += 1
-    return counts, values, bounds
-
-
-@numba.njit(cache=True, nogil=True)
-def _far_of(gap, dist, look):
-    """(how many gaps are near: 0 <= gap <= look, the distances of the others)."""
-    out = np.empty(gap.shape[0], np.int64)
-    m = 0
-    for i in range(gap.shape[0]):
-        if not 0 <= gap[i] <= look:
-            out[m] = dist[i]
-            m += 1
-    return gap.shape[0] - m, out[:m]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -610,33 +542,6 @@ class _PrivateWindows:
             est.n_far, est.n_measured = int(self.tally[c, 0]), int(self.tally[c, 1])
 
 
-class _GapTable:
-    """Private-position gap of each sampled access to the previous one of its line, streaming."""
-
-    def __init__(self) -> None:
-        self.keys = np.zeros(1 << 10, dtype=np.uint64)
-        self.last = np.full(1 << 10, -1, dtype=np.int64)
-        self.state = np.array([0, int(0.6 * (1 << 10))], dtype=np.int64)
-
-    def gaps(self, lines: np.ndarray, pos: np.ndarray) -> np.ndarray:
-        """Gaps of these accesses (in stream order), updating the table."""
-        out = np.empty(lines.shape[0], dtype=np.int64)
-        i = 0
-        while True:
-            i = gap_update(lines, pos, self.keys, self.last, self.state, out, i)
-            if i >= lines.shape[0]:
-                return out
-            self._grow()
-
-    def _grow(self) -> None:
-        keys, last = self.keys[self.last >= 0], self.last[self.last >= 0]
-        size = self.keys.shape[0] * 2
-        self.keys = np.zeros(size, dtype=np.uint64)
-        self.last = np.full(size, -1, dtype=np.int64)
-        self.state = np.array([0, int(0.6 * size)], dtype=np.int64)
-        self.gaps(keys, last)  # re-insert: each key once, its last position kept
-
-
 class _Estimate:
     """One stream's window and SHARDS tallies (the stream sampler's `window` estimate, analysis/sampling.py
     StreamSampler): a private trace, with private positions, or a shared trace, with turns as positions
@@ -647,7 +552,6 @@ class _Estimate:
         self.near: dict[int, int] = {}       # exact in-window distances (gap <= look) -> count
         self.n_far = 0                       # window accesses with a longer gap, or none
         self.n_measured = 0
-        self.gap_table = _GapTable()
         self.shards_near = 0                 # SHARDS samples with gap <= look ...
         self.shards_near_coh = 0             # ... of which coherence misses
         self.tail: list[np.ndarray] = []     # raw SHARDS distances (-1 cold) of the others, in parts
@@ -738,7 +642,6 @@ class _Rows:
         return self.words, _NO_STACK, _NO_BLOCK
 
 
-_NO_STALE = np.zeros(0, np.bool_)  # _split_tally's stale flags without coherence (never read)
 _NO_STACK = np.zeros((1, 1), np.bool_)  # _line_of reads words when is_stack is 2-D
 _NO_BLOCK = np.zeros(1, np.int32)
 
@@ -840,33 +743,24 @@ class _Picker:
 
 
 class _SourceTask:
-    """One core count: per-core private engines over the sampled private traces (and, below rate 1,
-    window segments of every private trace), the key merge of the shared trace, its Directory
-    (coherence) and CRD engine."""
+    """One core count: the SHARDS samples of its private and shared traces (ShardsStreams: private stacks, the
+    key merge of the shared trace, its sharer sets and stack) and, below rate 1, the window segments of every
+    private trace and of the shared trace."""
 
     def __init__(self, info: TraceInfo, cores: int, mode: str, shift: int, refs_per_turn: int,
                  paper_chunk: int, coherence: bool, sampling: SourceSampling) -> None:
-        from analysis.coherence import Directory
-        from analysis.reuse import ReuseEngine
-
         self.p, self.k, self.shift = cores, refs_per_turn, shift
         self.cmap = CoreMap(info, cores, mode, paper_chunk)
         self.counters = np.zeros(cores, dtype=np.int64)
-        self.private = [ReuseEngine() for _ in range(cores)]
-        self.shared = ReuseEngine() if cores > 1 else None
-        self.directory = Directory(cores) if coherence and cores > 1 else None
-        self.queue = _RoundRobinQueue(cores, refs_per_turn, coherence and cores > 1)
         self.windows = sampling.rate < 1.0 and sampling.window > 0
         self.look, self.length, self.period = sampling.window, sampling.length, sampling.period
         self.next_start = sampling.window_offsets(cores)
         self.est = [_Estimate(sampling.window) for _ in range(cores)]
         self.pool = _PrivateWindows(cores, sampling.window, sampling.length)
         self.scratch = np.zeros((64, 6), dtype=np.int64)
-        # placed SHARDS samples not yet fed (see _flush): core, private position, line, store flag; reused
-        self.stage = (np.empty(1 << 17, np.int64), np.empty(1 << 17, np.int64), np.empty(1 << 17, np.uint64),
-                      np.empty(1 << 17, np.bool_))
-        self.n_samples = 0
         self._init_shared_windows(sampling)
+        self.shards = ShardsStreams(cores, refs_per_turn, coherence, self.windows, self.look, self.shared_windows,
+                                    self.s_look // refs_per_turn)
 
     def _init_shared_windows(self, sampling: SourceSampling) -> None:
         """Windows of the shared trace: the same private positions [s - look, s + length) in every core,
@@ -883,45 +777,17 @@ class _SourceTask:
         self.s_next = np.full(self.p, int(rng.integers(0, (self.s_period - self.s_length) // k + 1)) * k, np.int64)
         self.s_est = _Estimate(self.s_look // k)  # positions are turns
         self.s_pool = _SharedWindows(self.p, k, self.s_look, self.s_length, int(self.s_next[0]), self.s_period)
-        self.s_gaps = _GapTable()
 
     def feed(self, rows: _Rows) -> None:
-        """Add one chunk's rows: window pieces, then the sampled rows placed (fed and merged in batches)."""
-        p = self.p
+        """Add one chunk's rows: window pieces, then the sampled rows placed, fed and merged (ShardsStreams)."""
         starts, run_core = _core_runs(rows.mode == "iteration", rows.starts, rows.key0, rows.key1,
                                       *self.cmap._tables())
         if self.windows:
             self._windows(rows, starts, run_core)
-        n, m = self.n_samples, rows.sel.shape[0] * p  # placed so far, at most placed now
-        if n + m > self.stage[0].shape[0]:
-            self.stage = tuple(np.concatenate([x[:n], np.empty(max(n + m, 2 * x.shape[0]) - n, x.dtype)])
-                               for x in self.stage)
-        o = _place(rows.sel, rows.lines, rows.offset, rows.store, starts, run_core, self.counters, p,
-                   np.uint64(OFFSET_BITS - self.shift), *(x[n:] for x in self.stage))
+        self.shards.feed(rows.sel, rows.lines, rows.offset, rows.store, starts, run_core, self.counters,
+                         OFFSET_BITS - self.shift)
         if self.shared_windows:
             self.s_pool.measure(int(self.counters.min()))
-        self.n_samples = n + o
-        if self.n_samples >= 1 << 16:
-            self._flush()
-
-    def _flush(self) -> None:
-        """Feed the samples placed so far (in row order) to the private engines, then merge them: a few
-        chunks' samples per call, since one chunk gives each core only a few hundred."""
-        if not self.n_samples:
-            return
-        core, pos, lines, store = (x[:self.n_samples] for x in self.stage)  # views: used before the next feed
-        self.n_samples = 0
-        if self.p > 1:  # each core's together, in row order
-            core, pos, lines, store, bounds = _group_by_core(core, pos, lines, store, self.p)
-        else:
-            bounds = np.array([0, core.shape[0]], np.int64)
-        dist, gap = self._feed_private(pos, lines, bounds.tolist())
-        if self.directory is None:  # no coherence: every sample is accounted for now
-            self._account(core, gap, dist, None)
-        if self.shared is None:
-            return
-        self.queue.add(pos, lines, store, dist, gap, bounds)
-        self._release(self.queue.take(self.counters))
 
     def _windows(self, rows: _Rows, starts: np.ndarray, run_core: np.ndarray) -> None:
         """Pool the chunk's rows that fall in each core's window segments, and in the shared trace's."""
@@ -942,212 +808,33 @@ class _SourceTask:
             next_start[:] = before
             self.scratch = np.zeros((2 * self.scratch.shape[0], 6), dtype=np.int64)
 
-    def _feed_private(self, pos: np.ndarray, lines: np.ndarray, bounds: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """Each core's sampled accesses (core c's at [bounds[c], bounds[c + 1]), in its order) to its engine:
-        their distances and private gaps."""
-        dist = np.empty(lines.shape[0], dtype=np.int64)
-        gap = np.zeros(lines.shape[0], dtype=np.int64)
-        for c in range(self.p):
-            a, b = bounds[c], bounds[c + 1]
-            if b > a:
-                dist[a:b] = self.private[c].feed_distances(lines[a:b])
-                if self.windows:
-                    gap[a:b] = self.est[c].gap_table.gaps(lines[a:b], pos[a:b])
-        return dist, gap
-
-    def _account(self, core: np.ndarray, gap: np.ndarray, dist: np.ndarray, stale: np.ndarray | None) -> None:
-        """Tally SHARDS samples for their cores' estimates (only needed when windows are measured): per core,
-        the samples with a gap <= look (and their coherence misses: stale with a finite plain distance), the
-        others' distances."""
-        if not self.windows or not core.shape[0]:
-            return
-        use = stale is not None
-        counts, values, bounds = _split_tally(core, gap, dist, stale if use else _NO_STALE, use, self.look, self.p)
-        counts, bounds = counts.tolist(), bounds.tolist()
-        for c, est in enumerate(self.est):
-            est.shards_near += counts[c][0]
-            est.shards_near_coh += counts[c][1]
-            est.tail_coh += counts[c][2]
-            if bounds[c + 1] > bounds[c]:
-                est.tail.append(values[bounds[c]:bounds[c + 1]])
-
-    def _key(self, pos: np.ndarray, core: np.ndarray) -> np.ndarray:
-        """Round-robin order key: (turn, core, position) packed in one int64."""
-        k = self.k
-        return ((pos // k) * self.p + core) * k + pos % k
-
-    def _release(self, ready: tuple) -> None:
-        """Feed merged accesses (in shared-trace order) through the Directory to the CRD engine; with
-        windows, tally their turn gaps and CRD distances for the shared estimate's tail."""
-        lines, core, dist, gap, pos = ready
-        if not lines.shape[0]:
-            return
-        if self.directory is not None:
-            lines, stale = self.directory.walk(lines, core, dist)
-            self._account(core, gap, dist, stale)
-        if not self.shared_windows:
-            self.shared.feed(lines)
-            return
-        d = self.shared.feed_distances(lines)
-        turn_gap = self.s_gaps.gaps(lines, pos if self.k == 1 else pos // self.k)
-        near, far = _far_of(turn_gap, d, self.s_est.look)
-        self.s_est.shards_near += int(near)
-        self.s_est.tail.append(far)
-
     def finish(self, sampling: SourceSampling) -> tuple[list, object]:
         """Every core's estimated PRD and the estimated CRD, each totalling its stream's exact length."""
-        self._flush()
-        if self.shared is not None:
-            self._release(self.queue.take(None))
+        sh = self.shards
+        if sh.shared is not None:
+            sh.release(None)
         if self.windows:
             self.pool.finish(self.est)
+            tails, s_tail = sh.tails()
+            for c, est in enumerate(self.est):
+                est.shards_near, est.shards_near_coh, est.tail_coh = (int(x) for x in sh.tally[c])
+                est.tail = [tails[c]]
         if self.shared_windows:
             self.s_pool.finish(self.s_est)
-        if self.directory is not None:
-            for c, engine in enumerate(self.private):
-                engine.reclassify(self.directory.moved[c], self.directory.moved_sum[c])
+            self.s_est.shards_near, self.s_est.tail = int(sh.s_tally[0, 0]), [s_tail]
         rate, adjust = sampling.rate, sampling.adjust
-        raw = [e.histogram() for e in self.private]
+        raw = [sh.private.profile(c) for c in range(self.p)]
         if self.windows:
             prd = [est.profile(h, rate, int(n), adjust) for est, h, n in zip(self.est, raw, self.counters)]
         else:
             prd = [scale_profile(h, rate, int(n), adjust) for h, n in zip(raw, self.counters)]
-        if self.shared is None:
+        if sh.shared is None:
             return prd, prd[0]
         total = int(self.counters.sum())
+        crd = sh.shared.profile(0)
         if self.shared_windows:
-            return prd, self.s_est.profile(self.shared.histogram(), rate, total, adjust)
-        return prd, scale_profile(self.shared.histogram(), rate, total, adjust)
-
-
-class _RoundRobinQueue:
-    """Sampled accesses waiting for every core's running count to pass their place in the round-robin shared
-    trace, kept per core in that core's order (each core's are already sorted by position)."""
-
-    def __init__(self, cores: int, k: int, tag: bool) -> None:
-        self.p, self.k, self.tag = cores, k, tag
-        z = np.zeros(0, np.int64)
-        self.cols = (z, np.zeros(0, np.uint64), np.zeros(0, np.bool_), z, z)  # pos, lines, store, dist, gap
-        self.bounds = np.zeros(cores + 1, np.int64)
-
-    def add(self, pos: np.ndarray, lines: np.ndarray, store: np.ndarray, dist: np.ndarray, gap: np.ndarray,
-            bounds: np.ndarray) -> None:
-        """Queue accesses given per core (core c's at [bounds[c], bounds[c + 1]), later than those waiting)."""
-        if self.bounds[-1] == 0:
-            self.cols, self.bounds = (pos, lines, store, dist, gap), bounds
-            return
-        *cols, self.bounds = _join_by_core(*self.cols, self.bounds, pos, lines, store, dist, gap, bounds)
-        self.cols = tuple(cols)
-
-    def take(self, counters: np.ndarray | None) -> tuple[np.ndarray, ...]:
-        """(lines, tagged with STORE_TAG on stores when tagging; core, dist, gap, position) of the accesses before
-        every core's next one (counters: each core's next private position; None: all), in shared-trace order."""
-        n = int(self.bounds[-1])
-        if counters is None:
-            limit = np.iinfo(np.int64).max
-        else:
-            limit = min(_rr_key(int(x), c, self.p, self.k) for c, x in enumerate(counters.tolist()))
-        out = (np.empty(n, np.uint64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
-               np.empty(n, np.int64))
-        rest = tuple(np.empty(n, c.dtype) for c in self.cols) + (np.empty(self.p + 1, np.int64),)
-        m = _merge_round_robin(*self.cols, self.bounds, self.p, self.k, limit, self.tag, *out, *rest)
-        self.cols, self.bounds = tuple(c[:n - m] for c in rest[:5]), rest[5]
-        return tuple(c[:m] for c in out)
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _rr_key(pos, core, p, k):
-    """Place of core `core`'s private position `pos` in the round-robin shared trace (k per turn), as one int64:
-    (turn, core, position) in lexicographic order (see the module docstring)."""
-    if k == 1:  # no division (a 64-bit division per access was a third of the merge)
-        return pos * p + core
-    return ((pos // k) * p + core) * k + pos % k
-
-
-@numba.njit(cache=True, nogil=True)
-def _group_by_core(core, pos, lines, store, p):
-    """The accesses reordered so that each core's are together, in their order (a counting sort), and where
-    core c's are: (core, pos, lines, store, bounds)."""
-    bounds = np.zeros(p + 1, np.int64)
-    for i in range(core.shape[0]):
-        bounds[core[i] + 1] += 1
-    for c in range(p):
-        bounds[c + 1] += bounds[c]
-    fill = bounds[:p].copy()
-    n = core.shape[0]
-    o_core, o_pos, o_lines, o_store = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.uint64), \
-        np.empty(n, np.bool_)
-    for i in range(n):
-        c = core[i]
-        j = fill[c]
-        fill[c] = j + 1
-        o_core[j], o_pos[j], o_lines[j], o_store[j] = c, pos[i], lines[i], store[i]
-    return o_core, o_pos, o_lines, o_store, bounds
-
-
-@numba.njit(cache=True, nogil=True)
-def _join_by_core(a_pos, a_lines, a_store, a_dist, a_gap, a_bounds, b_pos, b_lines, b_store, b_dist, b_gap,
-                  b_bounds):
-    """Two sets of per-core columns joined core by core (core c's from a, then from b)."""
-    p = a_bounds.shape[0] - 1
-    n = a_pos.shape[0] + b_pos.shape[0]
-    pos, lines, store, dist, gap = np.empty(n, np.int64), np.empty(n, np.uint64), np.empty(n, np.bool_), \
-        np.empty(n, np.int64), np.empty(n, np.int64)
-    bounds = np.zeros(p + 1, np.int64)
-    o = 0
-    for c in range(p):
-        for src in range(2):
-            lo, hi = (a_bounds[c], a_bounds[c + 1]) if src == 0 else (b_bounds[c], b_bounds[c + 1])
-            for i in range(lo, hi):
-                if src == 0:
-                    pos[o], lines[o], store[o], dist[o], gap[o] = a_pos[i], a_lines[i], a_store[i], a_dist[i], a_gap[i]
-                else:
-                    pos[o], lines[o], store[o], dist[o], gap[o] = b_pos[i], b_lines[i], b_store[i], b_dist[i], b_gap[i]
-                o += 1
-        bounds[c + 1] = o
-    return pos, lines, store, dist, gap, bounds
-
-
-@numba.njit(cache=True, nogil=True)
-def _merge_round_robin(pos, lines, store, dist, gap, bounds, p, k, limit, tag, o_lines, o_core, o_dist, o_gap,
-                       o_pos, r_pos, r_lines, r_store, r_dist, r_gap, r_bounds):
-    """The accesses (per core, each core's in its order) whose round-robin key is below limit, merged into
-    shared-trace order (o_*: lines with STORE_TAG on stores when tag, core, ...); the others, per core, into
-    r_* (r_bounds). Returns how many were merged."""
-    cur = bounds[:p].copy()
-    end = bounds[:p].copy()
-    for c in range(p):
-        e = bounds[c]
-        while e < bounds[c + 1] and _rr_key(pos[e], c, p, k) < limit:
-            e += 1
-        end[c] = e
-    big = np.iinfo(np.int64).max
-    head = np.full(p, big, np.int64)  # each core's next key (big: none left below the limit)
-    for c in range(p):
-        if cur[c] < end[c]:
-            head[c] = _rr_key(pos[cur[c]], c, p, k)
-    o = 0
-    while True:
-        best, best_key = -1, big
-        for c in range(p):
-            if head[c] < best_key:
-                best, best_key = c, head[c]
-        if best < 0:
-            break
-        i = cur[best]
-        cur[best] = i + 1
-        head[best] = _rr_key(pos[i + 1], best, p, k) if i + 1 < end[best] else big
-        o_lines[o] = lines[i] | (np.uint64(store[i] and tag) << np.uint64(63))
-        o_core[o], o_dist[o], o_gap[o], o_pos[o] = best, dist[i], gap[i], pos[i]
-        o += 1
-    m = 0
-    r_bounds[0] = 0
-    for c in range(p):
-        for i in range(end[c], bounds[c + 1]):
-            r_pos[m], r_lines[m], r_store[m], r_dist[m], r_gap[m] = pos[i], lines[i], store[i], dist[i], gap[i]
-            m += 1
-        r_bounds[c + 1] = m
-    return o
+            return prd, self.s_est.profile(crd, rate, total, adjust)
+        return prd, scale_profile(crd, rate, total, adjust)
 
 
 BatchSource = Callable[[int, int, int], Iterator[SampledBatch]]  # (shift, salt, threshold) -> sampling decode

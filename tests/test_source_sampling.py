@@ -93,6 +93,8 @@ def test_full_rate_equals_exact_profile_set(mode, schedule, chunk, k, coherence,
 @pytest.mark.parametrize("p,k", [(2, 1), (3, 1), (4, 3), (5, 2)])
 def test_merge_key_is_the_round_robin_order(p, k):
     """The (turn, core, position) key sorts accesses into the real Interleaver's order, for any lengths."""
+    from analysis.shards_kernel import _rr_key
+
     rng = np.random.default_rng(p * 10 + k)
     for _ in range(20):
         lengths = rng.integers(0, 30, p)
@@ -100,9 +102,8 @@ def test_merge_key_is_the_round_robin_order(p, k):
         want, _ = interleave_arrays(private, "rr", refs_per_turn=k)
         core = np.concatenate([np.full(n, c, np.int64) for c, n in enumerate(lengths)])
         pos = np.concatenate([np.arange(n, dtype=np.int64) for n in lengths])
-        task = SS._SourceTask.__new__(SS._SourceTask)
-        task.p, task.k = p, k
-        order = np.argsort(task._key(pos, core), kind="stable")
+        keys = np.array([_rr_key(int(x), int(c), p, k) for x, c in zip(pos, core)], np.int64)
+        order = np.argsort(keys, kind="stable")
         assert (pos[order] + 1000 * core[order]).tolist() == want.tolist()
 
 
@@ -194,19 +195,47 @@ def test_window_pieces_match_brute_force():
         assert got == want
 
 
-def test_gap_table_matches_brute_force():
-    """Streaming gaps (with table growth) equal the previous-use distances of a direct scan."""
-    rng = np.random.default_rng(2)
-    lines = rng.integers(0, 3000, 20_000).astype(np.uint64)
-    pos = np.cumsum(rng.integers(1, 4, lines.shape[0])).astype(np.int64)
+@pytest.mark.parametrize("look", [0, 7, 300])
+def test_fused_stacks_match_brute_force(look):
+    """The fused kernel's private stack (through table and axis growth, in batches that stop and resume):
+    every distance is the exact engine's, and the window tallies split the samples by their gap in private
+    positions to the previous use of the line (a direct scan) at `look`."""
+    from analysis.reuse import ReuseEngine
+    from analysis.shards_kernel import ShardsStreams
+
+    rng = np.random.default_rng(2 + look)
+    n = 30_000
+    lines = np.concatenate([rng.integers(0, 40, n // 2), rng.integers(0, 3000, n // 2)]).astype(np.uint64)
+    rows = np.sort(rng.choice(10 * n, n, replace=False)).astype(np.int64)  # sampled rows of a 10n-row trace
     last: dict[int, int] = {}
-    want = []
-    for x, q in zip(lines.tolist(), pos.tolist()):
-        want.append(q - last[x] if x in last else -1)
+    gaps = []
+    for x, q in zip(lines.tolist(), rows.tolist()):
+        gaps.append(q - last[x] if x in last else -1)
         last[x] = q
-    table = SS._GapTable()
-    got = np.concatenate([table.gaps(lines[s:s + 777], pos[s:s + 777]) for s in range(0, lines.shape[0], 777)])
-    assert got.tolist() == want
+    gaps = np.array(gaps)
+    dist = ReuseEngine().feed_distances(lines)
+    s = ShardsStreams(1, 1, False, True, look, False, 0)
+    counters = np.zeros(1, np.int64)
+    for a in range(0, 10 * n, 7777):  # batches of rows, one run each
+        b = min(a + 7777, 10 * n)
+        j = (rows >= a) & (rows < b)
+        s.feed(rows[j] - a, lines[j], np.zeros(int(j.sum()), bool), np.zeros(int(j.sum()), bool),
+               np.array([0, b - a], np.int64), np.zeros(1, np.int64), counters, 30)
+    assert counters.tolist() == [10 * n]
+    assert same(s.private.profile(0), _engine_profile(lines))
+    near = (gaps >= 0) & (gaps <= look)
+    assert s.tally[0].tolist() == [int(near.sum()), 0, 0]
+    tails, _ = s.tails()
+    assert sorted(tails[0].tolist()) == sorted(dist[~near].tolist())
+
+
+def _engine_profile(lines):
+    """The exact engine's profile of a stream."""
+    from analysis.reuse import ReuseEngine
+
+    e = ReuseEngine()
+    e.feed(lines)
+    return e.histogram()
 
 
 def workload(n_blocks: int = 6, seed: int = 0):
