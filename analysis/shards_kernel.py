@@ -57,11 +57,12 @@ class Stacks:
         self.state[:, 4] = int(64 * MAX_LOAD)
         self.hist = np.zeros((n, N_BINS + 1), np.int64)  # last slot: cold
         self.hist_sum = np.zeros((n, N_BINS + 1), np.int64)
+        self.mru = np.full((n, 2), EMPTY, np.uint64)  # each stack's most recent line and its slot
 
     def arrays(self) -> tuple:
         """The arrays the kernels take, in their order."""
         return self.keys, self.times, self.aux, self.sharers, self.bits, self.tree, self.state, self.hist, \
-            self.hist_sum
+            self.hist_sum, self.mru
 
     def grow(self, status: int) -> None:
         """Twice the hash tables (GROW_TABLE) or the time axes (GROW_AXIS), every stack alike."""
@@ -73,6 +74,7 @@ class Stacks:
             _rehash(self.keys, self.times, self.aux, self.sharers, keys, times, aux, sharers)
             self.keys, self.times, self.aux, self.sharers = keys, times, aux, sharers
             self.state[:, 4] = int(cap * MAX_LOAD)
+            self.mru[:, 0] = EMPTY  # its slot moved
         elif status == GROW_AXIS:
             w = 2 * self.bits.shape[1]
             bits, tree = np.zeros((self.n, w), np.uint64), np.zeros((self.n, w + 1), np.int64)
@@ -202,7 +204,7 @@ def _drop_heads(q_pos, q_line, q_dist, q_gap, q_head, q_tail, c):
 
 @numba.njit(cache=True, nogil=True)
 def _feed_pairs(sel, lines, offset, store, starts, run_core, counters, p, step, resume,
-                keys, times, aux, sharers, bits, tree, state, hist, hist_sum,
+                keys, times, aux, sharers, bits, tree, state, hist, hist_sum, mru,
                 windows, look, account, tally, tail, tn, queued, tag, q_pos, q_line, q_dist, q_gap, q_head, q_tail):
     """Place the batch's sampled rows on the cores running them, core by core (its stack's state in
     registers): each pair's private position (counters: each core's, advanced over its runs), stack distance
@@ -222,6 +224,7 @@ def _feed_pairs(sel, lines, offset, store, starts, run_core, counters, p, step, 
         j = -1 if fresh else resume[2]
         q = counters[c] if fresh else resume[3]
         now, live, c_hi, limit = state[c, 0], state[c, 1], state[c, 2], state[c, 4]
+        mru_x, mru_s = mru[c, 0], mru[c, 1]
         for r in range(r0, run_core.shape[0]):
             core = run_core[r]
             if core != c and core != ALL_CORES:
@@ -239,59 +242,66 @@ def _feed_pairs(sel, lines, offset, store, starts, run_core, counters, p, step, 
                     status = GROW_TAIL
                 if status != DONE:
                     state[c, 0], state[c, 1], state[c, 2] = now, live, c_hi
+                    mru[c, 0], mru[c, 1] = mru_x, mru_s
                     resume[0], resume[1], resume[2], resume[3] = c, r, j, q
                     return status
                 pos = q + sel[j] - a
                 x = lines[j] + (np.uint64(c) << step) * np.uint64(offset[j])
-                if now >= t_len:  # the axis is full: renumber it in place (room was checked)
-                    state[c, 0], state[c, 1] = now, live
-                    _compact(keys, times, bits, state, c, bits, tree)
-                    now, c_hi = state[c, 0], state[c, 2]
-                bw = now >> 6
-                while c_hi < bw - NEAR_WORDS:  # words falling out of the near window join the tree
-                    _tree_add(tree, c, c_hi, _popcount(bits[c, c_hi]))
-                    c_hi += 1
-                slot = _home(x, mask)
-                while keys[c, slot] != x and keys[c, slot] != EMPTY:
-                    slot = (slot + one) & mask
-                if keys[c, slot] == x:
-                    t = times[c, slot]
-                    aw = t >> 6
-                    tb = np.uint64(t & 63)
-                    word = bits[c, aw]
-                    bits[c, aw] = word & ~(one << tb)
-                    d = _popcount(word & ((EMPTY << tb) << one))  # marks after t in its word
-                    if aw != bw:
-                        if bw - aw <= NEAR_WORDS:
-                            for w in range(aw + 1, bw + 1):
-                                d += _popcount(bits[c, w])
-                        else:  # words up to aw are in the tree
-                            d = live - _popcount(word & (EMPTY >> (np.uint64(63) - tb)))
-                            f = aw
-                            while f > 0:
-                                d -= tree[c, f]
-                                f &= f - 1
-                        if aw < c_hi:
-                            _tree_add(tree, c, aw, -1)
+                if x == mru_x:  # the stack's most recent line again: distance 0, its order unchanged
+                    slot = mru_s
+                    d = 0
+                    hist[c, 0] += 1
+                else:
+                    if now >= t_len:  # the axis is full: renumber it in place (room was checked)
+                        state[c, 0], state[c, 1] = now, live
+                        _compact(keys, times, bits, state, c, bits, tree)
+                        now, c_hi = state[c, 0], state[c, 2]
+                    bw = now >> 6
+                    while c_hi < bw - NEAR_WORDS:  # words falling out of the near window join the tree
+                        _tree_add(tree, c, c_hi, _popcount(bits[c, c_hi]))
+                        c_hi += 1
+                    slot = _home(x, mask)
+                    while keys[c, slot] != x and keys[c, slot] != EMPTY:
+                        slot = (slot + one) & mask
+                    if keys[c, slot] == x:
+                        t = times[c, slot]
+                        aw = t >> 6
+                        tb = np.uint64(t & 63)
+                        word = bits[c, aw]
+                        bits[c, aw] = word & ~(one << tb)
+                        d = _popcount(word & ((EMPTY << tb) << one))  # marks after t in its word
+                        if aw != bw:
+                            if bw - aw <= NEAR_WORDS:
+                                for w in range(aw + 1, bw + 1):
+                                    d += _popcount(bits[c, w])
+                            else:  # words up to aw are in the tree
+                                d = live - _popcount(word & (EMPTY >> (np.uint64(63) - tb)))
+                                f = aw
+                                while f > 0:
+                                    d -= tree[c, f]
+                                    f &= f - 1
+                            if aw < c_hi:
+                                _tree_add(tree, c, aw, -1)
+                            if bw < c_hi:
+                                _tree_add(tree, c, bw, 1)
+                    else:
+                        keys[c, slot] = x
+                        live += 1
+                        d = -1
                         if bw < c_hi:
                             _tree_add(tree, c, bw, 1)
-                else:
-                    keys[c, slot] = x
-                    live += 1
-                    d = -1
-                    if bw < c_hi:
-                        _tree_add(tree, c, bw, 1)
-                times[c, slot] = now
-                bits[c, bw] |= one << np.uint64(now & 63)
-                now += 1
-                if d < 0:
-                    hist[c, cold] += 1
-                elif d < EXACT_LIMIT:
-                    hist[c, d] += 1
-                else:
-                    bi = _bin_of(d)
-                    hist[c, bi] += 1
-                    hist_sum[c, bi] += d
+                    times[c, slot] = now
+                    bits[c, bw] |= one << np.uint64(now & 63)
+                    now += 1
+                    if d < 0:
+                        hist[c, cold] += 1
+                    elif d < EXACT_LIMIT:
+                        hist[c, d] += 1
+                    else:
+                        bi = _bin_of(d)
+                        hist[c, bi] += 1
+                        hist_sum[c, bi] += d
+                    mru_x, mru_s = x, slot
                 gap = 0
                 if windows:
                     gap = pos - aux[c, slot] if d >= 0 else -1  # a private stack's cold access is a first use
@@ -316,6 +326,7 @@ def _feed_pairs(sel, lines, offset, store, starts, run_core, counters, p, step, 
             j = -1
             q += b - a
         state[c, 0], state[c, 1], state[c, 2] = now, live, c_hi
+        mru[c, 0], mru[c, 1] = mru_x, mru_s
         counters[c] = q
     resume[0], resume[1], resume[2], resume[3] = p, 0, -1, 0
     return DONE
@@ -323,7 +334,7 @@ def _feed_pairs(sel, lines, offset, store, starts, run_core, counters, p, step, 
 
 @numba.njit(cache=True, nogil=True)
 def _release(limit, p, k, q_pos, q_line, q_dist, q_gap, q_head, q_tail,
-             keys, times, aux, sharers, bits, tree, state, hist, hist_sum,
+             keys, times, aux, sharers, bits, tree, state, hist, hist_sum, mru,
              coherent, windows, look, tally, tail, tn, p_state, p_hist, p_hist_sum,
              s_windows, s_look, s_tally, s_tail, s_tn):
     """Merge the queued pairs whose round-robin key is below limit into shared-trace order and feed them to
@@ -342,6 +353,7 @@ def _release(limit, p, k, q_pos, q_line, q_dist, q_gap, q_head, q_tail,
     one = np.uint64(1)
     cold = hist.shape[1] - 1
     now, live, c_hi, lim = state[0, 0], state[0, 1], state[0, 2], state[0, 4]
+    mru_x, mru_s = mru[0, 0], mru[0, 1]
     while True:
         best, best_key = -1, limit
         for c in range(p):
@@ -356,61 +368,68 @@ def _release(limit, p, k, q_pos, q_line, q_dist, q_gap, q_head, q_tail,
             status = GROW_TAIL
         if status != DONE:
             state[0, 0], state[0, 1], state[0, 2] = now, live, c_hi
+            mru[0, 0], mru[0, 1] = mru_x, mru_s
             return max(status, DONE)
         c = best
         i = q_head[c]
         raw = q_line[c, i]
         x = raw & ~TAG
         pos, dist, gap = q_pos[c, i], q_dist[c, i], q_gap[c, i]
-        if now >= t_len:  # the axis is full: renumber it in place (room was checked)
-            state[0, 0], state[0, 1] = now, live
-            _compact(keys, times, bits, state, 0, bits, tree)
-            now, c_hi = state[0, 0], state[0, 2]
-        bw = now >> 6
-        while c_hi < bw - NEAR_WORDS:  # words falling out of the near window join the tree
-            _tree_add(tree, 0, c_hi, _popcount(bits[0, c_hi]))
-            c_hi += 1
-        slot = _home(x, mask)
-        while keys[0, slot] != x and keys[0, slot] != EMPTY:
-            slot = (slot + one) & mask
-        if keys[0, slot] == x:
-            t = times[0, slot]
-            aw = t >> 6
-            tb = np.uint64(t & 63)
-            word = bits[0, aw]
-            bits[0, aw] = word & ~(one << tb)
-            d = _popcount(word & ((EMPTY << tb) << one))  # marks after t in its word
-            if aw != bw:
-                if bw - aw <= NEAR_WORDS:
-                    for w in range(aw + 1, bw + 1):
-                        d += _popcount(bits[0, w])
-                else:  # words up to aw are in the tree
-                    d = live - _popcount(word & (EMPTY >> (np.uint64(63) - tb)))
-                    f = aw
-                    while f > 0:
-                        d -= tree[0, f]
-                        f &= f - 1
-                if aw < c_hi:
-                    _tree_add(tree, 0, aw, -1)
+        if x == mru_x:  # the stack's most recent line again: distance 0, its order unchanged
+            slot = mru_s
+            d = 0
+            hist[0, 0] += 1
+        else:
+            if now >= t_len:  # the axis is full: renumber it in place (room was checked)
+                state[0, 0], state[0, 1] = now, live
+                _compact(keys, times, bits, state, 0, bits, tree)
+                now, c_hi = state[0, 0], state[0, 2]
+            bw = now >> 6
+            while c_hi < bw - NEAR_WORDS:  # words falling out of the near window join the tree
+                _tree_add(tree, 0, c_hi, _popcount(bits[0, c_hi]))
+                c_hi += 1
+            slot = _home(x, mask)
+            while keys[0, slot] != x and keys[0, slot] != EMPTY:
+                slot = (slot + one) & mask
+            if keys[0, slot] == x:
+                t = times[0, slot]
+                aw = t >> 6
+                tb = np.uint64(t & 63)
+                word = bits[0, aw]
+                bits[0, aw] = word & ~(one << tb)
+                d = _popcount(word & ((EMPTY << tb) << one))  # marks after t in its word
+                if aw != bw:
+                    if bw - aw <= NEAR_WORDS:
+                        for w in range(aw + 1, bw + 1):
+                            d += _popcount(bits[0, w])
+                    else:  # words up to aw are in the tree
+                        d = live - _popcount(word & (EMPTY >> (np.uint64(63) - tb)))
+                        f = aw
+                        while f > 0:
+                            d -= tree[0, f]
+                            f &= f - 1
+                    if aw < c_hi:
+                        _tree_add(tree, 0, aw, -1)
+                    if bw < c_hi:
+                        _tree_add(tree, 0, bw, 1)
+            else:
+                keys[0, slot] = x
+                live += 1
+                d = -1
                 if bw < c_hi:
                     _tree_add(tree, 0, bw, 1)
-        else:
-            keys[0, slot] = x
-            live += 1
-            d = -1
-            if bw < c_hi:
-                _tree_add(tree, 0, bw, 1)
-        times[0, slot] = now
-        bits[0, bw] |= one << np.uint64(now & 63)
-        now += 1
-        if d < 0:
-            hist[0, cold] += 1
-        elif d < EXACT_LIMIT:
-            hist[0, d] += 1
-        else:
-            bi = _bin_of(d)
-            hist[0, bi] += 1
-            hist_sum[0, bi] += d
+            times[0, slot] = now
+            bits[0, bw] |= one << np.uint64(now & 63)
+            now += 1
+            if d < 0:
+                hist[0, cold] += 1
+            elif d < EXACT_LIMIT:
+                hist[0, d] += 1
+            else:
+                bi = _bin_of(d)
+                hist[0, bi] += 1
+                hist_sum[0, bi] += d
+            mru_x, mru_s = x, slot
         if coherent:  # analysis.coherence.Directory's rules on the stack's sharer sets
             w = c >> 6
             bit = one << np.uint64(c & 63)
