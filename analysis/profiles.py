@@ -475,6 +475,7 @@ class CoreCountTask:
         self.dlanes = Lanes(spec.cores, np.int32, memory_budget - budget, spill_dir) if self.coherent else None
         period = loop_period(info) if spec.cores > 1 and spec.strategy == "rr" and mode == "iteration" else 0
         self.replay = _Replay(self) if period else None
+        self.longest_copy = memory_budget // 16  # references: a replayed copy is kept (8 B each) in half the budget
         self.loop_period = period  # loop instances i and i + period have the same loop, trip count and schedule
         self.pushed = np.zeros(spec.cores, dtype=np.int64)  # references pushed to each core's lane so far
         self.starts_at: dict[int, np.ndarray] = {}  # lane positions where recent loop instances started
@@ -521,10 +522,12 @@ class CoreCountTask:
             if prev is None:
                 continue
             step = at - prev
-            if step[0] > 0 and step[0] % k == 0 and (step == step[0]).all():
+            if step[0] % k == 0 and (step == step[0]).all() \
+                    and _SHORTEST_COPY <= step[0] * self.spec.cores <= self.longest_copy:
                 self.replay.arm(int(step[0]) * self.spec.cores)
 
     def _drain(self) -> None:
+        """Feed the CRD whatever the Interleaver can lay out now (through the replay, if any)."""
         if self.itl is None:
             return
         for batch in self.itl.drain():
@@ -566,6 +569,9 @@ def loop_period(info: TraceInfo, longest: int = 64) -> int:
         if np.array_equal(sig[n:], sig[:-n]):
             return n
     return 0
+
+
+_SHORTEST_COPY = 1 << 15  # references: shorter copies would split the CRD's input into too many engine calls
 
 
 class _Replay:

@@ -399,6 +399,7 @@ def test_replayed_periodic_shared_trace_matches_brute_force(monkeypatch, p, k, c
         return out
 
     monkeypatch.setattr(profiles.CoreCountTask, "finish", counting_finish)
+    monkeypatch.setattr(profiles, "_SHORTEST_COPY", 1)  # this trace's copies are a few dozen references
     info, ch = periodic_trace(p + 10 * k, 10, 12, change_step)
     ps = compute_profiles_from(info, chunker(ch, chunk_rows), [1, p], "iteration", "rr", refs_per_turn=k,
                                coherence=coherence)
