@@ -36,6 +36,34 @@ def predict_hit_rates(profiles: ProfileSet, machine: Machine) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def with_first_level(hits: pd.DataFrame, first_level: dict[int, float]) -> pd.DataFrame:
+    """The hit-rate table with the first level's cumulative rate per core count replaced (e.g. by the
+    set-associative simulator's), deeper levels' cumulative rates raised to at least it and every local
+    rate recomputed.
+
+    Why: the L1 is virtually indexed (its set index lies within the page offset on the machines we model:
+    64 sets x 64-byte lines = 4 KiB), so a simulation on the trace's virtual addresses sees its set
+    conflicts exactly (a column walk over 16 of 64 sets), where SDCM assumes random placement; L2 and L3
+    are physically indexed and the OS places pages on random frames, which is SDCM's assumption."""
+    missing = set(COLUMNS) - set(hits.columns)
+    if missing:
+        raise InputError(f"hit-rate table: missing column(s) {', '.join(sorted(missing))}")
+    out = []
+    for cores, part in hits.groupby("cores", sort=True):
+        if int(cores) not in first_level:
+            raise InputError(f"first-level hit rate: none for {cores} cores")
+        part = part.copy()
+        cum = [float(first_level[int(cores)])]
+        for rate in part["cumulative_hit_rate"].iloc[1:]:
+            cum.append(max(cum[0], float(rate)))
+        prev = [0.0, *cum[:-1]]
+        part["cumulative_hit_rate"] = cum
+        part["local_hit_rate"] = [(c - p) / (1.0 - p) if p < 1.0 else 0.0 for c, p in zip(cum, prev)]
+        part.iloc[0, part.columns.get_loc("level_hit_rate")] = cum[0]
+        out.append(part)
+    return pd.concat(out, ignore_index=True)
+
+
 def _level_rate(profiles: ProfileSet, cores: int, level: CacheLevel) -> tuple[float, int]:
     """SDCM hit fraction of all accesses seen by this level, and that access count."""
     if level.shared:

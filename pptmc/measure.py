@@ -33,10 +33,13 @@ DEFAULT_LAYOUT = "pipelined"
 DEFAULT_CPU_FORM = "critical-path"
 # Hit rates for the runtime model: "sdcm" from the reuse profiles (the analytic predictor, machine
 # independent), "simulated" from the set-associative LRU simulator run on the same mimicked traces for
-# this machine's caches (analysis/cachesim.py; sees set conflicts, costs a simulation per machine).
-HIT_RATE_SOURCES = ("sdcm", "simulated")
-MODEL_COLUMNS = ("t_mem_s", "t_cpu_s", "t_incore_s", "t_tlb_s", "t_coherence_s", "t_overhead_s", "contention_s",
-                 "t_dram_s", "dram_bytes")
+# this machine's caches (analysis/cachesim.py; sees set conflicts, costs a simulation per machine),
+# "hybrid" the simulator's L1 (virtually indexed: its conflicts are the trace's) and SDCM's deeper levels
+# (physically indexed: pages land on random frames, SDCM's assumption); hitrates.with_first_level.
+HIT_RATE_SOURCES = ("hybrid", "sdcm", "simulated")
+DEFAULT_HIT_RATES = "hybrid"
+MODEL_COLUMNS = ("t_mem_s", "t_cpu_s", "t_incore_s", "t_tlb_s", "t_coherence_s", "t_strided_s", "t_overhead_s",
+                 "contention_s", "t_dram_s", "dram_bytes")
 COLUMNS = ("benchmark", "cores", "measured_s", "measured_min_s", "measured_max_s", "repeats", "predicted_s",
            *MODEL_COLUMNS, "rel_error", "rel_error_min")
 
@@ -137,7 +140,7 @@ def machine_file(machine: Machine, workdir: Path) -> Path:
 def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, machine: Machine,
                       layout: str = DEFAULT_LAYOUT, progress: Progress | None = None,
                       contention: str = "roofline", cpu_form: str = DEFAULT_CPU_FORM,
-                      hit_rates: str = "sdcm") -> pd.DataFrame:
+                      hit_rates: str = DEFAULT_HIT_RATES) -> pd.DataFrame:
     """Runtime prediction of one benchmark from the pipeline's trace and hit rates (cached under
     workdir/measure/work/<name>), with the runtime model evaluated for `layout`, `contention` and `cpu_form`
     and the hit rates of `hit_rates` (HIT_RATE_SOURCES)."""
@@ -152,15 +155,28 @@ def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, m
     # and the two would overwrite each other's cached steps.
     cfg = SuiteConfig(outdir=Path(workdir) / "measure", size=size, machines=(str(path),), cores=tuple(threads))
     result = run_pipeline(pipeline_config(cfg, bench), progress or (lambda _msg: None))
+    hits = result.hit_rates[result.hit_rates["machine"] == machine.name]
     if hit_rates == "simulated":
         hits = simulated_hit_rates(result.trace_path, result.profiles_dir, machine, threads)
-    else:
-        hits = result.hit_rates[result.hit_rates["machine"] == machine.name]
+    elif hit_rates == "hybrid":
+        hits = hybrid_hit_rates(hits, result.trace_path, result.profiles_dir, machine, threads)
     tlb = None if result.tlb_rates is None else result.tlb_rates[result.tlb_rates["machine"] == machine.name]
     return (predict_table(machine, hits, result.trace_path, tlb=tlb, store_lines=result.store_lines,
                           coherence=result.coherence, first_touches=result.first_touches.get(machine.name),
                           layout=layout, contention=contention, cpu_form=cpu_form)
             .assign(benchmark=bench.name))
+
+
+def hybrid_hit_rates(sdcm: pd.DataFrame, trace: Path, profiles_dir: Path, machine: Machine,
+                     threads: Sequence[int]) -> pd.DataFrame:
+    """SDCM's table with the first level's rate from the simulator (that level alone is simulated)."""
+    from dataclasses import replace
+
+    from analysis.hitrates import with_first_level
+
+    first = simulated_hit_rates(trace, profiles_dir, replace(machine, caches=machine.caches[:1]), threads)
+    first = first[first["level"] == machine.caches[0].name]
+    return with_first_level(sdcm, {int(c): float(r) for c, r in zip(first["cores"], first["cumulative_hit_rate"])})
 
 
 def simulated_hit_rates(trace: Path, profiles_dir: Path, machine: Machine, threads: Sequence[int]) -> pd.DataFrame:
@@ -177,7 +193,7 @@ def simulated_hit_rates(trace: Path, profiles_dir: Path, machine: Machine, threa
 def validate_runtimes(benches, size: str, threads: tuple[int, ...], workdir: Path, machine: Machine,
                       repeats: int = 5, progress: Progress | None = None,
                       layout: str = DEFAULT_LAYOUT, contention: str = "roofline",
-                      cpu_form: str = DEFAULT_CPU_FORM, pin: bool = True, hit_rates: str = "sdcm") -> pd.DataFrame:
+                      cpu_form: str = DEFAULT_CPU_FORM, pin: bool = True, hit_rates: str = DEFAULT_HIT_RATES) -> pd.DataFrame:
     """Measure and predict every benchmark on `machine` (the host), one table row per (benchmark, cores).
 
     A benchmark whose prediction fails keeps its measurement, with the cause in the `error` column.

@@ -81,7 +81,7 @@ def _format(df, summary, machine: str, size: str) -> str:
 def register(subparsers) -> None:
     """Add `pptmc measure`."""
     from analysis.runtime_model import CONTENTIONS, CPU_FORMS, LAYOUTS
-    from pptmc.measure import DEFAULT_CPU_FORM, DEFAULT_LAYOUT, DEFAULT_SIZE, HIT_RATE_SOURCES
+    from pptmc.measure import DEFAULT_CPU_FORM, DEFAULT_HIT_RATES, DEFAULT_LAYOUT, DEFAULT_SIZE, HIT_RATE_SOURCES
 
     p = subparsers.add_parser("measure", help="measure region times on this host and compare with predictions")
     p.add_argument("--benchmarks", help="comma-separated catalog names (default: all 14)")
@@ -99,9 +99,10 @@ def register(subparsers) -> None:
                    help=f"T_CPU form (default {DEFAULT_CPU_FORM}: throughput plus loop-carried chain stalls)")
     p.add_argument("--contention", choices=CONTENTIONS, default="roofline",
                    help="DRAM contention model: roofline floor (default) or closed queuing network")
-    p.add_argument("--hit-rates", choices=HIT_RATE_SOURCES, default="sdcm",
-                   help="hit rates for the model: sdcm from the reuse profiles (default) or simulated by the "
-                        "set-associative LRU simulator for this machine (sees set conflicts)")
+    p.add_argument("--hit-rates", choices=HIT_RATE_SOURCES, default=DEFAULT_HIT_RATES,
+                   help=f"hit rates for the model: hybrid = the set-associative LRU simulator's L1 (virtually "
+                        f"indexed, sees set conflicts) with SDCM's L2/L3, sdcm = all from the reuse profiles, "
+                        f"simulated = all levels simulated for this machine (default {DEFAULT_HIT_RATES})")
     p.add_argument("-o", "--output", required=True, help="directory for tables, figure, traces and builds")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.set_defaults(run=run_measure)
