@@ -45,6 +45,8 @@ makes the same number of accesses).
 """
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -778,12 +780,22 @@ def _counts_of(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return vals.astype(np.int64), cnt.astype(np.float64)
 
 
-def _engine_bins(vals: np.ndarray, cnt: np.ndarray, scale: float, total: int) -> ReuseProfile:
-    """Scaled counts of distances (-1 = cold) in the exact engine's histogram bins; totals `total`."""
+@functools.lru_cache(maxsize=1)
+def engine_bins() -> tuple[np.ndarray, np.ndarray]:
+    """The exact engine's histogram bins (lower, upper), built once, read-only (a profile takes copies)."""
     from analysis.profiles import histogram_bins
     from analysis.reuse import EXACT_BITS, EXACT_LIMIT, N_BINS, SUB_BITS
 
     lower, upper = histogram_bins(N_BINS, EXACT_LIMIT, EXACT_BITS, SUB_BITS)
+    lower.flags.writeable = upper.flags.writeable = False
+    return lower, upper
+
+
+def _engine_bins(vals: np.ndarray, cnt: np.ndarray, scale: float, total: int) -> ReuseProfile:
+    """Scaled counts of distances (-1 = cold) in the exact engine's histogram bins; totals `total`."""
+    from analysis.reuse import N_BINS
+
+    lower, upper = engine_bins()
     warm = vals >= 0
     idx = np.searchsorted(lower, vals[warm], side="right") - 1
     w = cnt[warm] * scale

@@ -28,8 +28,9 @@ import numpy as np
 
 from analysis.bitops import popcount as _popcount
 from analysis.private_traces import ALL_CORES
-from analysis.profiles import ReuseProfile, histogram_bins
-from analysis.reuse import EXACT_BITS, EXACT_LIMIT, N_BINS, SUB_BITS, _bin_of
+from analysis.profiles import ReuseProfile
+from analysis.reuse import EXACT_LIMIT, N_BINS, _bin_of
+from analysis.sampling import engine_bins
 
 EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)  # never a line id
 TAG = np.uint64(1 << 63)  # a store's line id in the queues (as analysis.reuse.STORE_TAG)
@@ -87,7 +88,7 @@ class Stacks:
         counts = self.hist[e, :N_BINS]
         sums = self.hist_sum[e, :N_BINS].copy()
         sums[:EXACT_LIMIT] = counts[:EXACT_LIMIT] * np.arange(EXACT_LIMIT)
-        lower, upper = histogram_bins(N_BINS, EXACT_LIMIT, EXACT_BITS, SUB_BITS)
+        lower, upper = engine_bins()
         nz = np.nonzero(counts)[0]
         return ReuseProfile(lower=lower[nz].copy(), upper=upper[nz].copy(), count=counts[nz].copy(),
                             dist_sum=sums[nz].copy(), cold=int(self.hist[e, N_BINS]),
@@ -205,7 +206,7 @@ def _drop_heads(q_pos, q_line, q_dist, q_gap, q_head, q_tail, c):
 @numba.njit(cache=True, nogil=True)
 def _feed_pairs(sel, lines, offset, store, starts, run_core, counters, p, step, resume,
                 keys, times, aux, sharers, bits, tree, state, hist, hist_sum, mru,
-                windows, look, account, tally, tail, tn, queued, tag, q_pos, q_line, q_dist, q_gap, q_head, q_tail):
+                windows, look, account, tally, tail, queued, tag, q_pos, q_line, q_dist, q_gap, q_head, q_tail):
     """Place the batch's sampled rows on the cores running them, core by core (its stack's state in
     registers): each pair's private position (counters: each core's, advanced over its runs), stack distance
     and, with windows, gap to the line's previous use in private positions; tally it (account: no coherence
@@ -238,7 +239,7 @@ def _feed_pairs(sel, lines, offset, store, starts, run_core, counters, p, step, 
                 if status == DONE and queued and q_tail[c] >= q_pos.shape[1]:
                     status = GROW_QUEUE if q_head[c] == 0 else _drop_heads(q_pos, q_line, q_dist, q_gap, q_head,
                                                                           q_tail, c)
-                if status == DONE and account and tn[0] >= tail.shape[0]:
+                if status == DONE and account and live + 1 >= tail.shape[1]:  # a distance is below live
                     status = GROW_TAIL
                 if status != DONE:
                     state[c, 0], state[c, 1], state[c, 2] = now, live, c_hi
@@ -307,14 +308,12 @@ def _feed_pairs(sel, lines, offset, store, starts, run_core, counters, p, step, 
                     gap = pos - aux[c, slot] if d >= 0 else -1  # a private stack's cold access is a first use
                     aux[c, slot] = pos
                 if account:
-                    if 0 <= gap <= look:  # near: counted; far: its distance (-1: coherence miss) into the tail
+                    if 0 <= gap <= look:  # near: counted; far: its distance + 1 (0: coherence miss or cold) tallied
                         tally[c, 0] += 1
                         tally[c, 1] += False
                     else:
                         tally[c, 2] += False
-                        tail[tn[0], 0] = c
-                        tail[tn[0], 1] = -1 if False else d
-                        tn[0] += 1
+                        tail[c, d + 1] += 1
                 if queued:
                     t = q_tail[c]
                     q_pos[c, t] = pos
@@ -335,8 +334,8 @@ def _feed_pairs(sel, lines, offset, store, starts, run_core, counters, p, step, 
 @numba.njit(cache=True, nogil=True)
 def _release(limit, p, k, q_pos, q_line, q_dist, q_gap, q_head, q_tail,
              keys, times, aux, sharers, bits, tree, state, hist, hist_sum, mru,
-             coherent, windows, look, tally, tail, tn, p_state, p_hist, p_hist_sum,
-             s_windows, s_look, s_tally, s_tail, s_tn):
+             coherent, windows, look, tally, tail, p_state, p_hist, p_hist_sum,
+             s_windows, s_look, s_tally, s_tail):
     """Merge the queued pairs whose round-robin key is below limit into shared-trace order and feed them to
     the shared stack (stack 0 of keys...): with coherence, its sharer sets find the stale accesses, a stale
     one with a finite private distance is a coherence miss (moved to the cold slot of its core's private
@@ -362,9 +361,9 @@ def _release(limit, p, k, q_pos, q_line, q_dist, q_gap, q_head, q_tail,
         status = DONE if best >= 0 else -1
         if status == DONE:
             status = _room(now, live, lim, t_len)
-        if status == DONE and windows and coherent and tn[0] >= tail.shape[0]:
-            status = GROW_TAIL
-        if status == DONE and s_windows and s_tn[0] >= s_tail.shape[0]:
+        if status == DONE and windows and coherent and p_state[best, 1] + 1 >= tail.shape[1]:
+            status = GROW_TAIL  # a private distance is below its stack's live lines
+        if status == DONE and s_windows and live + 1 >= s_tail.shape[1]:
             status = GROW_TAIL
         if status != DONE:
             state[0, 0], state[0, 1], state[0, 2] = now, live, c_hi
@@ -452,26 +451,22 @@ def _release(limit, p, k, q_pos, q_line, q_dist, q_gap, q_head, q_tail,
                     p_hist_sum[c, bi] -= dist
                 p_state[c, 3] += 1
             if windows:
-                if 0 <= gap <= look:  # near: counted; far: its distance (-1: coherence miss) into the tail
+                if 0 <= gap <= look:  # near: counted; far: its distance + 1 (0: coherence miss or cold) tallied
                     tally[c, 0] += 1
                     tally[c, 1] += coh
                 else:
                     tally[c, 2] += coh
-                    tail[tn[0], 0] = c
-                    tail[tn[0], 1] = -1 if coh else dist
-                    tn[0] += 1
+                    tail[c, 0 if coh else dist + 1] += 1
         if s_windows:
             turn = pos if k == 1 else pos // k
             tg = turn - aux[0, slot] if d >= 0 else -1
             aux[0, slot] = turn
-            if 0 <= tg <= s_look:  # near: counted; far: its distance (-1: coherence miss) into the tail
+            if 0 <= tg <= s_look:  # near: counted; far: its distance + 1 (0: coherence miss or cold) tallied
                 s_tally[0, 0] += 1
                 s_tally[0, 1] += False
             else:
                 s_tally[0, 2] += False
-                s_tail[s_tn[0], 0] = 0
-                s_tail[s_tn[0], 1] = -1 if False else d
-                s_tn[0] += 1
+                s_tail[0, d + 1] += 1
         q_head[c] = i + 1
         head[c] = _rr_key(q_pos[c, i + 1], c, p, k) if i + 1 < q_tail[c] else big
 
@@ -489,10 +484,9 @@ class ShardsStreams:
         self.queue = (np.zeros((p, 1024), np.int64), np.zeros((p, 1024), np.uint64), np.zeros((p, 1024), np.int64),
                       np.zeros((p, 1024), np.int64))  # private position, line (TAG on stores), distance, gap
         self.q_head, self.q_tail = np.zeros(p, np.int64), np.zeros(p, np.int64)
-        self.tally, self.tail, self.tn = np.zeros((p, 3), np.int64), np.zeros((1 << 12, 2), np.int64), \
-            np.zeros(1, np.int64)
-        self.s_tally, self.s_tail, self.s_tn = np.zeros((1, 3), np.int64), np.zeros((1 << 12, 2), np.int64), \
-            np.zeros(1, np.int64)
+        # per core: [near samples, their coherence misses, far coherence misses]; far samples per distance + 1
+        self.tally, self.tail = np.zeros((p, 3), np.int64), np.zeros((p, 64), np.int64)
+        self.s_tally, self.s_tail = np.zeros((1, 3), np.int64), np.zeros((1, 64), np.int64)
         self.resume = np.zeros(4, np.int64)
 
     def feed(self, sel: np.ndarray, lines: np.ndarray, offset: np.ndarray, store: np.ndarray, starts: np.ndarray,
@@ -505,7 +499,7 @@ class ShardsStreams:
         while True:
             status = _feed_pairs(sel, lines, offset, store, starts, run_core, counters, self.p, np.uint64(step),
                                  self.resume, *self.private.arrays(), self.windows, self.look,
-                                 self.windows and not self.coherent, self.tally, self.tail, self.tn, queued,
+                                 self.windows and not self.coherent, self.tally, self.tail, queued,
                                  self.coherent, *self.queue, self.q_head, self.q_tail)
             if status == DONE:
                 break
@@ -520,9 +514,9 @@ class ShardsStreams:
                                                  for c, x in enumerate(counters.tolist()))
         while True:
             status = _release(limit, self.p, self.k, *self.queue, self.q_head, self.q_tail, *self.shared.arrays(),
-                              self.coherent, self.windows, self.look, self.tally, self.tail, self.tn,
+                              self.coherent, self.windows, self.look, self.tally, self.tail,
                               self.private.state, self.private.hist, self.private.hist_sum, self.s_windows,
-                              self.s_look, self.s_tally, self.s_tail, self.s_tn)
+                              self.s_look, self.s_tally, self.s_tail)
             if status == DONE:
                 return
             self._grow(status, self.shared)
@@ -531,13 +525,16 @@ class ShardsStreams:
         """Make room for what a kernel stopped on."""
         if status in (GROW_TABLE, GROW_AXIS):
             stacks.grow(status)
-        elif status == GROW_TAIL:
-            self.tail, self.s_tail = (np.concatenate([t, np.zeros_like(t)]) if n[0] >= t.shape[0] // 2 else t
-                                      for t, n in ((self.tail, self.tn), (self.s_tail, self.s_tn)))
+        elif status == GROW_TAIL:  # distances up to the stacks' live lines
+            self.tail, self.s_tail = (np.concatenate([t, np.zeros_like(t)], axis=1) for t in (self.tail, self.s_tail))
         elif status == GROW_QUEUE:  # a core's queue is full of pairs waiting: twice the room
             self.queue = tuple(np.concatenate([q, np.zeros_like(q)], axis=1) for q in self.queue)
 
-    def tails(self) -> tuple[list[np.ndarray], np.ndarray]:
-        """The far SHARDS samples' distances (-1: coherence miss or cold): per core, and the shared trace's."""
-        t = self.tail[:int(self.tn[0])]
-        return [t[t[:, 0] == c, 1] for c in range(self.p)], self.s_tail[:int(self.s_tn[0]), 1]
+    def tails(self) -> tuple[list[tuple[np.ndarray, np.ndarray]], tuple[np.ndarray, np.ndarray]]:
+        """The far SHARDS samples' distances (-1: coherence miss or cold) and how many had each, ascending: per
+        core, and the shared trace's."""
+        def of(row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            nz = np.flatnonzero(row)
+            return nz - 1, row[nz]
+
+        return [of(self.tail[c]) for c in range(self.p)], of(self.s_tail[0])

@@ -554,7 +554,8 @@ class _Estimate:
         self.n_measured = 0
         self.shards_near = 0                 # SHARDS samples with gap <= look ...
         self.shards_near_coh = 0             # ... of which coherence misses
-        self.tail: list[np.ndarray] = []     # raw SHARDS distances (-1 cold) of the others, in parts
+        self.tail_keys = np.zeros(0, np.int64)  # raw SHARDS distances (-1 cold) of the others, ascending ...
+        self.tail_cnt = np.zeros(0, np.int64)   # ... and how many had each
         self.tail_coh = 0
 
     def profile(self, raw, rate: float, total: int, adjust: bool):
@@ -566,7 +567,7 @@ class _Estimate:
         near_keys = np.array(sorted(self.near), dtype=np.int64)
         near_cnt = np.array([self.near[k] for k in near_keys.tolist()], dtype=np.float64)
         f_coh = self.shards_near_coh / self.shards_near if self.shards_near else 0.0
-        tail_keys, tail_cnt = np.unique(np.concatenate(self.tail or [np.zeros(0, np.int64)]), return_counts=True)
+        tail_keys, tail_cnt = self.tail_keys, self.tail_cnt
         n_tail = int(tail_cnt.sum())
         tail_cnt = tail_cnt.astype(np.float64)
         if n_tail == 0:  # no far SHARDS sample: the far share stays cold
@@ -818,10 +819,10 @@ class _SourceTask:
             tails, s_tail = sh.tails()
             for c, est in enumerate(self.est):
                 est.shards_near, est.shards_near_coh, est.tail_coh = (int(x) for x in sh.tally[c])
-                est.tail = [tails[c]]
+                est.tail_keys, est.tail_cnt = tails[c]
         if self.shared_windows:
             self.s_pool.finish(self.s_est)
-            self.s_est.shards_near, self.s_est.tail = int(sh.s_tally[0, 0]), [s_tail]
+            self.s_est.shards_near, (self.s_est.tail_keys, self.s_est.tail_cnt) = int(sh.s_tally[0, 0]), s_tail
         rate, adjust = sampling.rate, sampling.adjust
         raw = [sh.private.profile(c) for c in range(self.p)]
         if self.windows:
