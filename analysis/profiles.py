@@ -240,7 +240,7 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
     for t in tasks:
         t.tagged = tag
     by_cores = sorted(range(len(tasks)), key=lambda j: tasks[j].spec.cores)
-    watching = [t for t in tasks if t.replay is not None] if resolved == "iteration" else []
+    watching = [t for t in tasks if t.loop_period]
     seen = -1  # the highest loop instance started so far
     bar = _progress(progress, info, len(counts))
     for ch in chunks():
@@ -254,7 +254,7 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
             if len(started):
                 seen = int(started[-1])
                 for j, t in enumerate(tasks):
-                    if t.replay is not None:  # before the chunk is pushed: positions count what came before
+                    if t.loop_period:  # before the chunk is fed: positions count what came before
                         t.watch(started, rows_before(prep, splits[j][1], marks, t.spec.cores))
         mirrors.update([run_core for _, run_core in splits])  # forks before the leaders take this chunk
         leader_of = mirrors.leader_of if tag else {}
@@ -266,7 +266,8 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
                 lj, lc = leader_of[(j, c)]
                 return tasks[lj].last_distances[lc]
 
-            tasks[j].feed(splits[j][0], skip=mirrors.following(j), lend=lend if tag else None)
+            tasks[j].feed(splits[j][0], skip=mirrors.following(j), lend=lend if tag else None,
+                          shared=mirrors.members(j))
         if bar is not None:
             bar.update(len(ch) * len(tasks))
     if bar is not None:
@@ -397,6 +398,10 @@ class _Mirrors:
         """Cores of task j whose engines are not fed (their class leader's is)."""
         return {c for (j2, c) in self._followers if j2 == j}
 
+    def members(self, j: int) -> set[int]:
+        """Cores of task j in a class (leaders and followers); the others' engines are their own for good."""
+        return {c for cls in self.classes for (j2, c) in cls if j2 == j}
+
     def update(self, run_cores: list[np.ndarray]) -> None:
         """Split the classes by this chunk's rows; fork a leader for every part that lost its own."""
         classes = []
@@ -473,18 +478,22 @@ class CoreCountTask:
         self.itl = Interleaver(spec.cores, spec.strategy, spec.seed, spec.refs_per_turn, budget,
                                spill_dir, reuse=True) if spec.cores > 1 else None
         self.dlanes = Lanes(spec.cores, np.int32, memory_budget - budget, spill_dir) if self.coherent else None
-        period = loop_period(info) if spec.cores > 1 and spec.strategy == "rr" and mode == "iteration" else 0
-        self.replay = _Replay(self) if period else None
+        period = loop_period(info) if mode == "iteration" else 0
+        self.replay = _Replay(self) if period and spec.cores > 1 and spec.strategy == "rr" else None
         self.longest_copy = memory_budget // 16  # references: a replayed copy is kept (8 B each) in half the budget
         self.loop_period = period  # loop instances i and i + period have the same loop, trip count and schedule
-        self.pushed = np.zeros(spec.cores, dtype=np.int64)  # references pushed to each core's lane so far
-        self.starts_at: dict[int, np.ndarray] = {}  # lane positions where recent loop instances started
+        self.pushed = np.zeros(spec.cores, dtype=np.int64)  # references of each core's private trace so far
+        self.starts_at: dict[int, np.ndarray] = {}  # private-trace positions where recent loop instances started
+        self.private_period = [0] * spec.cores  # each core's period, where it repeats (see watch)
+        self.own_replay: list[_PrivateReplay | None] = [None] * spec.cores
 
     def feed(self, parts: list[np.ndarray], skip: set[int] | frozenset[int] = frozenset(),
-             lend: Callable[[int], np.ndarray] | None = None) -> None:
+             lend: Callable[[int], np.ndarray] | None = None, shared: set[int] | None = None) -> None:
         """Add every core's part of one chunk (CoreMap.split); the engines of cores in skip are kept
         elsewhere, and lend(core) gives their distances for this chunk when they are needed. When
-        self.distances, the distances (int32) of the parts fed here are left in self.last_distances."""
+        self.distances, the distances (int32) of the parts fed here are left in self.last_distances.
+        The engines of cores not in `shared` (None: all) are shared with no other task ever again
+        (_Mirrors), so they may replay their periodic stretches (_PrivateReplay)."""
         from analysis.coherence import strip
 
         own: dict[int, np.ndarray] = {}
@@ -493,13 +502,17 @@ class CoreCountTask:
             if not len(lines):
                 continue
             if core not in skip:  # the engines ignore the store tag themselves
-                if self.distances:
+                if shared is not None and core not in shared and self.private_period[core]:
+                    out = self._own_replay(core).feed(lines)
+                    if out is not None:
+                        own[core] = out
+                elif self.distances:
                     own[core] = self.private[core].feed_distances(lines, tagged=self.tagged, dtype=np.int32)
                 else:
                     self.private[core].feed(lines, tagged=self.tagged)
+            self.pushed[core] += len(lines)
             if self.itl is not None:
                 self.itl.push(core, lines if self.coherent or not self.tagged else strip(lines))
-                self.pushed[core] += len(lines)
             if self.dlanes is not None:
                 self.dlanes.push(core, own[core] if core not in skip else lend(core))
         self._drain()
@@ -511,9 +524,10 @@ class CoreCountTask:
 
     def watch(self, started: np.ndarray, before: np.ndarray) -> None:
         """Loop instances `started` begin in the next chunk, after before[i, c] of core c's accesses
-        in it: when instances loop_period apart start the same number of accesses apart in every
-        core's lane, the shared trace may repeat with that many rounds (see _Replay)."""
-        k, n = self.spec.refs_per_turn, self.loop_period
+        in it. Instances loop_period apart that start s accesses apart in core c's private trace
+        make s that trace's period, where it repeats (_PrivateReplay); when s is the same for
+        every core, the shared trace may repeat with s rounds (_Replay)."""
+        k, n, p = self.spec.refs_per_turn, self.loop_period, self.spec.cores
         for inst, rows in zip(started.tolist(), before):
             at = self.pushed + rows
             self.starts_at[inst] = at
@@ -522,9 +536,20 @@ class CoreCountTask:
             if prev is None:
                 continue
             step = at - prev
-            if step[0] % k == 0 and (step == step[0]).all() \
-                    and _SHORTEST_COPY <= step[0] * self.spec.cores <= self.longest_copy:
-                self.replay.arm(int(step[0]) * self.spec.cores)
+            for c in range(p):
+                if _SHORTEST_PRIVATE_COPY <= step[c] <= self.longest_copy // p:
+                    self.private_period[c] = int(step[c])
+            if self.replay is not None and step[0] % k == 0 and (step == step[0]).all() \
+                    and _SHORTEST_COPY <= step[0] * p <= self.longest_copy:
+                self.replay.arm(int(step[0]) * p)
+
+    def _own_replay(self, core: int) -> "_PrivateReplay":
+        """The replay of core's engine (made on first use), armed with its latest period."""
+        r = self.own_replay[core]
+        if r is None:
+            r = self.own_replay[core] = _PrivateReplay(self.private[core], self.coherent, self.tagged)
+        r.arm(self.private_period[core])
+        return r
 
     def _drain(self) -> None:
         """Feed the CRD whatever the Interleaver can lay out now (through the replay, if any)."""
@@ -553,6 +578,9 @@ class CoreCountTask:
             self._drain()
         if self.replay is not None:
             self.replay.flush()
+        for r in self.own_replay:
+            if r is not None:
+                r.flush()
         if self.misses is not None:
             for core, engine in enumerate(self.private):
                 engine.reclassify(self.misses.moved[core], self.misses.moved_sum[core])
@@ -572,6 +600,7 @@ def loop_period(info: TraceInfo, longest: int = 64) -> int:
 
 
 _SHORTEST_COPY = 1 << 15  # references: shorter copies would split the CRD's input into too many engine calls
+_SHORTEST_PRIVATE_COPY = 1 << 13  # the same for a private trace (a private segment costs one engine call)
 
 
 class _Replay:
@@ -705,6 +734,101 @@ class _Replay:
     def _turns(self, x: int, p: int, k: int) -> np.ndarray:
         """References of each core among the first x of the shared trace (every core in turn)."""
         return (x // self.round) * k + np.clip(x % self.round - np.arange(p) * k, 0, k)
+
+
+class _PrivateReplay:
+    """Exact replay of the periodic stretches of one private trace, for its engine: as in _Replay,
+    once the repeat of a copy has been fed, each further copy that compares equal to it is not
+    fed and the repeat's histogram counts are added again. The distances of a copy's part equal
+    to the repeat's are the repeat's (same stack before it, same accesses) before the copy is
+    complete, so they are returned at once (want); a copy that turns out to differ is fed from
+    its start (the held part's distances, already returned, are dropped)."""
+
+    def __init__(self, engine, want: bool, tagged: bool) -> None:
+        self.engine, self.want, self.tagged = engine, want, tagged
+        self.pos = 0      # references fed through here so far
+        self.period = 0   # references per copy; 0: not replaying
+        self.start = 0    # position of the current copy's first reference
+        self.copies = 0   # 0: recording a first copy, 1: feeding its repeat, 2+: holding copies back
+        self.ref = np.zeros(0, dtype=np.uint64)   # the previous copy's line ids
+        self.dist = np.zeros(0, dtype=np.int32)   # the repeat's distances (want)
+        self.before: tuple[np.ndarray, ...] = ()  # the engine's counters when the repeat began
+        self.delta: tuple[np.ndarray, ...] = ()   # the counters the repeat added
+        self.skipped = 0  # copies not fed
+
+    def arm(self, period: int) -> None:
+        """Compare copies of `period` references from the current position on."""
+        if period == self.period:
+            return
+        self.flush()
+        self.period, self.start, self.copies = period, self.pos, 0
+        self.ref = np.empty(period, dtype=np.uint64)
+        self.dist = np.empty(period if self.want else 0, dtype=np.int32)
+
+    def feed(self, lines: np.ndarray) -> np.ndarray | None:
+        """The next accesses of the private trace; their distances (int32) when want."""
+        if not self.period:
+            self.pos += len(lines)
+            return self._feed(lines)
+        outs, i, n = [], 0, len(lines)
+        while i < n:
+            off = self.pos - self.start
+            m = min(n - i, self.period - off)
+            outs.append(self._segment(lines[i:i + m], off))
+            i += m
+            self.pos += m
+            if off + m == self.period:
+                self._copy_end()
+        if not self.want:
+            return None
+        return outs[0] if len(outs) == 1 else np.concatenate(outs)
+
+    def flush(self) -> None:
+        """Feed the part of the current copy held back, and stop replaying."""
+        if self.period and self.copies >= 2:
+            self._feed(self.ref[:self.pos - self.start])
+        self.period, self.copies = 0, 0
+
+    def _segment(self, seg: np.ndarray, off: int) -> np.ndarray | None:
+        """References off.. of the current copy; their distances when want."""
+        m = len(seg)
+        if self.copies == 0:
+            self.ref[off:off + m] = seg
+            return self._feed(seg)
+        if self.copies == 1:
+            d = self._feed(seg)
+            if self.want:
+                self.dist[off:off + m] = d
+            if not np.array_equal(seg, self.ref[off:off + m]):  # not a repeat: it is the first copy
+                self.ref[off:off + m] = seg
+                self.copies = 0
+            return d
+        if np.array_equal(seg, self.ref[off:off + m]):
+            return self.dist[off:off + m].copy() if self.want else None  # kept by the caller: a copy
+        self._feed(self.ref[:off])  # the equal part held back (its distances were returned)
+        self.ref[off:off + m] = seg
+        self.copies = 0
+        return self._feed(seg)
+
+    def _copy_end(self) -> None:
+        """The current copy is complete: start recording, take the repeat's counts, or add them."""
+        if self.copies == 0:
+            self.before = self.engine.tally()
+        elif self.copies == 1:
+            self.delta = tuple(a - b for a, b in zip(self.engine.tally(), self.before))
+        else:
+            self.engine.add_tally(*self.delta)
+            self.skipped += 1
+        self.copies += 1
+        self.start += self.period
+
+    def _feed(self, seg: np.ndarray) -> np.ndarray | None:
+        """Feed the engine; the distances when want."""
+        if self.want:
+            return self.engine.feed_distances(seg, tagged=self.tagged, dtype=np.int32)
+        if len(seg):
+            self.engine.feed(seg, tagged=self.tagged)
+        return None
 
 
 def _progress(enabled: bool, info: TraceInfo, n_configs: int):

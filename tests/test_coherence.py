@@ -10,7 +10,7 @@ from analysis.coherence import STORE_TAG, Directory, strip, tag_stores, tagged_l
 from analysis.interleave import interleave_arrays
 from analysis.private_traces import ALL_CORES, OFFSET_BITS, CoreMap
 from analysis.profiles import ProfileSet, ReuseProfile, compute_profiles_from
-from analysis.reuse import ReuseEngine, reuse_distances
+from analysis.reuse import ReuseEngine
 from instrument.trace_types import (CHUNK_DTYPES, NO_LOOP, SCHED_DYNAMIC, SCHED_STATIC, BlockInfo, LoopInstance,
                                    TraceChunk, TraceInfo)
 from pptmc.cli import run
@@ -380,40 +380,45 @@ def periodic_trace(seed: int, steps: int, n_iters: int, change_step: int = -1):
     return info, chunk
 
 
-@pytest.mark.parametrize("p,k,chunk_rows,change_step", [
-    (2, 1, 29, -1), (3, 1, 64, -1), (4, 2, 17, -1), (2, 3, 200, 5), (4, 1, 41, 6), (3, 2, 1000, 2)])
+@pytest.mark.parametrize("p,k,chunk_rows,change_step,interleave", [
+    (2, 1, 29, -1, "rr"), (3, 1, 64, -1, "rr"), (4, 2, 17, -1, "rr"), (2, 3, 200, 5, "rr"), (4, 1, 41, 6, "rr"),
+    (3, 2, 1000, 2, "rr"), (3, 1, 50, -1, "random"), (2, 2, 23, 4, "random")])
 @pytest.mark.parametrize("coherence", [True, False])
-def test_replayed_periodic_shared_trace_matches_brute_force(monkeypatch, p, k, chunk_rows, change_step, coherence):
-    """Copies of a repeating window of the shared trace that are not fed (profiles._Replay) give the
-    brute-force per-core stacks with invalidations and the plain shared histogram; a step that
+def test_replayed_periodic_traces_match_brute_force(monkeypatch, p, k, chunk_rows, change_step, interleave, coherence):
+    """Copies of a repeating window that are not fed, of the shared trace (profiles._Replay, round
+    robin) and of each private trace (profiles._PrivateReplay), give the brute-force per-core
+    stacks with invalidations and the brute-force shared and one-core distances; a step that
     differs is fed whole (held-back part included)."""
     from analysis import profiles
+    from test_reuse import brute_distances
 
-    skipped: dict[int, int] = {}
+    skipped: dict[tuple[int, str], int] = {}
     finish = profiles.CoreCountTask.finish
 
     def counting_finish(self):
         out = finish(self)
         if self.replay is not None:
-            skipped[self.spec.cores] = self.replay.skipped
+            skipped[(self.spec.cores, "crd")] = self.replay.skipped
+        skipped[(self.spec.cores, "prd")] = min(r.skipped if r else 0 for r in self.own_replay)
         return out
 
     monkeypatch.setattr(profiles.CoreCountTask, "finish", counting_finish)
     monkeypatch.setattr(profiles, "_SHORTEST_COPY", 1)  # this trace's copies are a few dozen references
+    monkeypatch.setattr(profiles, "_SHORTEST_PRIVATE_COPY", 1)
     info, ch = periodic_trace(p + 10 * k, 10, 12, change_step)
-    ps = compute_profiles_from(info, chunker(ch, chunk_rows), [1, p], "iteration", "rr", refs_per_turn=k,
-                               coherence=coherence)
-    assert skipped[p] >= 3  # the replay did leave copies out
+    ps = compute_profiles_from(info, chunker(ch, chunk_rows), [1, p], "iteration", interleave, seed=5,
+                               refs_per_turn=k, coherence=coherence)
+    assert skipped[(1, "prd")] >= 3 and skipped[(p, "prd")] >= 3  # the replays did leave copies out
+    assert skipped.get((p, "crd"), 3) >= 3
     private = private_tagged(info, ch, p, "iteration")
-    shared, core = interleave_arrays(private, "rr", refs_per_turn=k)
-    plain = ReuseEngine()
-    plain.feed(strip(shared))
-    assert same(ps.crd[p], plain.histogram())
+    shared, core = interleave_arrays(private, interleave, seed=5, refs_per_turn=k)
+    assert same(ps.crd[p], profile_of(brute_distances(strip(shared))))
+    assert same(ps.prd[(1, 0)], profile_of(brute_distances(ch.addr >> np.uint64(6))))
     if coherence:
         want = brute_coherent([int(x) for x in shared], [int(c) for c in core], p)
         assert sum(prof.coherence for (q, _), prof in ps.prd.items() if q == p) > 0
     else:
-        want = [reuse_distances(strip(lines)).tolist() for lines in private]
+        want = [brute_distances(strip(lines)) for lines in private]
     for c in range(p):
         assert same(ps.prd[(p, c)], profile_of(want[c])), c
 
