@@ -15,7 +15,7 @@ from pptmc.errors import InputError
 from pptmc.io import write_json, write_table
 
 _TIMES = (("t_mem_s", "T_mem[s]"), ("t_cpu_s", "T_CPU[s]"), ("t_incore_s", "of which in-core[s]"),
-          ("t_tlb_s", "T_TLB[s]"), ("t_coherence_s", "T_coh[s]"),
+          ("t_tlb_s", "T_TLB[s]"), ("t_coherence_s", "T_coh[s]"), ("t_strided_s", "T_walk[s]"),
           ("contention_s", "contention[s]"), ("t_overhead_s", "overhead[s]"), ("runtime_s", "runtime[s]"))
 
 
@@ -60,6 +60,20 @@ def new_line_stores_for(args: argparse.Namespace, machine: Machine) -> dict[int,
     return new_line_by_block(store_line_table(Path(args.trace), machine.line_bytes))
 
 
+def trace_terms_for(args: argparse.Namespace, machine: Machine) -> dict:
+    """The column-walk and TLB-update terms' trace counts, for a machine that prices them."""
+    from analysis.cold_lines import first_touch_table
+    from analysis.runtime_model import strided_cold_extra_ns
+    from analysis.tlb import trace_update_misses
+
+    l1 = machine.caches[0]
+    touches = (first_touch_table(Path(args.trace), l1.line_bytes, l1.sets) if machine.ram.strided_cold_line_ns
+               else None)
+    priced = machine.tlbs and machine.tlbs[0].rmw_miss_cycles
+    updates = trace_update_misses(Path(args.trace), machine.tlbs[0]) if priced else 0
+    return {"strided_extra_ns": strided_cold_extra_ns(machine, touches), "tlb_update_misses": updates}
+
+
 def format_table(preds: Sequence[RuntimePrediction]) -> str:
     """Fixed-width text table: cores, local/cumulative hit rate per level, times."""
     levels = list(preds[0].local_hit_rates) if preds else []
@@ -88,7 +102,8 @@ def run_predict(args: argparse.Namespace) -> int:
               if args.cpu_form == "critical-path" else ())
     preds = predict_many(machine, cores, rates, facts, tlb_rates_for(args, machine, cores), coherence,
                          loop_bounds=bounds, block_bytes=args.block_bytes, gap_bytes=args.gap_bytes,
-                         layout=args.layout, cpu_form=args.cpu_form, contention=args.contention)
+                         layout=args.layout, cpu_form=args.cpu_form, contention=args.contention,
+                         **trace_terms_for(args, machine))
     rows = [p.as_row() for p in preds]
     if args.output:
         out = Path(args.output)

@@ -471,7 +471,7 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
                     blocks: Sequence[BlockWork] = (),
                     tlb_miss_rates: Mapping[str, float] | None = None,
                     coherence_miss_rate: float = 0.0, loop_bounds: Sequence[Any] = (),
-                    strided_extra_ns: float = 0.0) -> RuntimePrediction:
+                    strided_extra_ns: float = 0.0, tlb_update_misses: float = 0.0) -> RuntimePrediction:
     """Predict the region's runtime on `cores` cores (Eq. 4-7, the DRAM contention floor, the overhead).
 
     `ops`, `mem_accesses`, `mem_bytes` and `dram_bytes` count the whole region (all cores).
@@ -484,7 +484,9 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     `coherence_miss_rate` the fraction of accesses that are coherence misses (hitrates.coherence_miss_rates);
     `loop_bounds` llvm-mca's in-core bounds of innermost loops (analysis/incore.py; critical-path form only);
     `strided_extra_ns` what the region's column walks' cold lines cost beyond a stream's (all cores,
-    analysis/cold_lines.py); each core's walk waits on its own misses, so the busiest core pays its share.
+    analysis/cold_lines.py); each core's walk waits on its own misses, so the busiest core pays its share;
+    `tlb_update_misses` the region's in-place updates whose page missed the first TLB level (tlb.update_misses),
+    charged that level's rmw_miss_cycles beyond the miss_cycles their load already pays.
     """
     _check_args(machine, cores, layout, cpu_form, mem_accesses, mem_bytes)
     if contention not in CONTENTIONS:
@@ -514,7 +516,8 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
         dram_bytes = dram_traffic_bytes(mem_accesses, rates.local, machine.line_bytes, ops.store_fraction)
     overhead = overhead_seconds(machine, cores, regions, barriers)
     # loads only: a store's translation miss costs nothing measurable (tlb.c, machines/SCHEMA.md)
-    t_tlb = ops.load * share * tlb_cycles_per_access(machine, tlb_miss_rates or {})
+    t_tlb = (ops.load * share * tlb_cycles_per_access(machine, tlb_miss_rates or {})
+             + share * tlb_update_misses * update_extra_cycles(machine))
     t_coherence = per_core * coherence_miss_rate * transfer_extra_cycles(machine)
     t_strided = share * strided_extra_ns * machine.frequency_ghz
     pred = _assemble(machine, cores, share, rates, delta, beta, contiguous, noncontiguous, t_mem, t_cpu,
@@ -536,6 +539,22 @@ def transfer_extra_cycles(machine: Machine) -> float:
     shared = [c for c in machine.caches if c.shared]
     charged = shared[0].recip_throughput_cycles if shared else ram_costs_cycles(machine)[1]
     return machine.transfer_cycles - charged
+
+
+def strided_cold_extra_ns(machine: Machine, first_touches) -> float:
+    """The region's column-walk cold lines (a cold_lines first-touch table, or None) priced for this machine:
+    its ram.strided_cold_line_ns beyond a stream's line / one-core bandwidth."""
+    from analysis.cold_lines import strided_extra_ns
+
+    return strided_extra_ns(first_touches, machine.ram.strided_cold_line_ns,
+                            machine.line_bytes / machine.ram.bandwidth_one_core_gbs)
+
+
+def update_extra_cycles(machine: Machine) -> float:
+    """What an in-place update whose page misses the first TLB level costs beyond its load's miss (tlb.c)."""
+    if not machine.tlbs or not machine.tlbs[0].rmw_miss_cycles:
+        return 0.0
+    return max(0.0, machine.tlbs[0].rmw_miss_cycles - machine.tlbs[0].miss_cycles)
 
 
 def tlb_cycles_per_access(machine: Machine, miss_rates: Mapping[str, float]) -> float:
@@ -760,7 +779,8 @@ def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Map
 
 
 def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = None, tlb=None, store_lines=None,
-                  coherence: Mapping[int, float] | None = None, first_touches=None, **model_args: Any):
+                  coherence: Mapping[int, float] | None = None, first_touches=None, tlb_updates: int = 0,
+                  **model_args: Any):
     """DataFrame of RuntimePrediction rows for every core count in `hits` up to the machine's cores.
 
     Core counts above `machine.cores` are left out (a multi-machine run asks for 16 cores on an
@@ -768,11 +788,11 @@ def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = Non
     (analysis/tlb.py) or None for no TLB term; `store_lines`: a store-line table
     (analysis/store_lines.py) or None, every store then pairing; `coherence`: cores -> coherence-miss
     fraction (hitrates.coherence_miss_rates) or None; `first_touches`: a first-touch table for this
-    machine's L1 (analysis/cold_lines.py) or None for no column-walk term.
+    machine's L1 (analysis/cold_lines.py) or None for no column-walk term; `tlb_updates`: in-place
+    updates whose page missed the machine's first TLB level (analysis/tlb.py update_misses).
     """
     import pandas as pd
 
-    from analysis.cold_lines import strided_extra_ns
     from analysis.store_lines import new_line_by_block
     from analysis.tlb import miss_rates_by_cores
 
@@ -781,8 +801,7 @@ def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = Non
     tlb_rates = miss_rates_by_cores(tlb) if tlb is not None and machine.tlbs else None
     facts = region_facts(Path(trace), binary, new_line_by_block(store_lines))
     bounds = in_core_bounds(machine, Path(trace), binary) if model_args.get("cpu_form") == "critical-path" else ()
-    extra = strided_extra_ns(first_touches, machine.ram.strided_cold_line_ns,
-                             machine.line_bytes / machine.ram.bandwidth_one_core_gbs)
     preds = predict_many(machine, cores, rates, facts, tlb_rates, coherence, loop_bounds=bounds,
-                         strided_extra_ns=extra, **model_args)
+                         strided_extra_ns=strided_cold_extra_ns(machine, first_touches),
+                         tlb_update_misses=tlb_updates if machine.tlbs else 0, **model_args)
     return pd.DataFrame([p.as_row() for p in preds])

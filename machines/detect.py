@@ -330,14 +330,16 @@ TLB_MIN_STEP_CYCLES = 0.1   # a smaller paged - dense step is noise: no TLB leve
 TLB_WALK_MIN_CYCLES = 2.0   # a page walk costs more than this over the first level's miss
 
 
-def tlb_levels(extra_cycles: dict[int, float], page_bytes: int) -> list[dict]:
+def tlb_levels(extra_cycles: dict[int, float], page_bytes: int,
+               rmw_cycles: dict[int, float] | None = None) -> list[dict]:
     """TLB levels from the extra cycles per load that touching P pages costs (tlb.c, paged - dense).
 
     The first level's miss cost is the plateau over 256-768 pages; its entries, the largest page count
     before the curve is half-way up to it. The second level's cost is the plateau past its knee (the
     median from twice the first count that costs TLB_WALK_MIN_CYCLES more) less the first level's, its
     entries found the same way. A cyclic sweep measures capacity, not ways: levels are reported fully
-    associative.
+    associative. `rmw_cycles` (tlb.c's in-place column updates, paged - dense) gives the first level's
+    rmw_miss_cycles, the median over the same plateau.
     """
     first = [extra_cycles[p] for p in TLB_FIRST_PAGES if 256 <= p and p in extra_cycles]
     if not first or statistics.median(first) < TLB_MIN_STEP_CYCLES:
@@ -353,8 +355,12 @@ def tlb_levels(extra_cycles: dict[int, float], page_bytes: int) -> list[dict]:
         entries2 = _knee(extra_cycles, TLB_SECOND_PAGES, step1, plateau)
         if entries2 > entries1 and plateau - step1 >= TLB_MIN_STEP_CYCLES:
             levels.append({"name": "STLB", "entries": entries2, "page_bytes": page_bytes, "step": plateau - step1})
+    rmw = [rmw_cycles[p] for p in TLB_FIRST_PAGES if 256 <= p and p in (rmw_cycles or {})]
+    if rmw and statistics.median(rmw) > step1:
+        levels[0]["rmw"] = statistics.median(rmw)
     return [{"name": lv["name"], "entries": lv["entries"], "associativity": 0, "page_bytes": lv["page_bytes"],
-             "miss_cycles": round(lv["step"], 2)} for lv in levels]
+             "miss_cycles": round(lv["step"], 2), **({"rmw_miss_cycles": round(lv["rmw"], 2)} if "rmw" in lv else {})}
+            for lv in levels]
 
 
 def _knee(extra_cycles: dict[int, float], pages: tuple[int, ...], low: float, high: float) -> int:
@@ -375,12 +381,16 @@ def measure_tlb(workdir: Path, ghz: float, line_bytes: int, effort: Effort, prog
     res = _run(_compile("tlb.c", workdir / "tlb", []), page, line_bytes, max(1_000_000, effort.op_iterations * 10),
                *pages)
     extra = {p: (res[f"paged_{p}"] - res[f"dense_{p}"]) * ghz for p in pages}
-    levels = tlb_levels(extra, page)
+    rmw = {p: (res[f"rmw_paged_{p}"] - res[f"rmw_dense_{p}"]) * ghz for p in pages if f"rmw_paged_{p}" in res}
+    levels = tlb_levels(extra, page, rmw)
     curve = ", ".join(f"{p}: {extra[p]:.2f}" for p in pages)
+    rmw_curve = ", ".join(f"{p}: {rmw[p]:.2f}" for p in TLB_FIRST_PAGES if p in rmw)
     for lv in levels:
         lv["source"] = (f"tlb.c on this host: extra cycles per load when each load is on its own {page}-byte page "
                         f"(page count: cycles) {curve}; entries = knee of that curve, cost = step past it "
-                        f"(fully associative assumed)")
+                        f"(fully associative assumed)"
+                        + (f"; in-place updates down a column, one row per page: {rmw_curve}" if "rmw_miss_cycles" in lv
+                           else ""))
     return levels
 
 

@@ -28,7 +28,7 @@ _RAM_KEYS = {"latency_ns", "bandwidth_one_core_gbs", "bandwidth_all_cores_gbs", 
 _OP_KEYS = {"latency", "recip_throughput", "source"}
 _PARALLEL_KEYS = {"fork_join_ns", "barrier_ns", "cold_start_ns", "cold_start_one_ns", "source"}
 _COLD_KEYS = ("cold_start_ns", "cold_start_one_ns")
-_TLB_KEYS = {"name", "entries", "associativity", "page_bytes", "miss_cycles", "source"}
+_TLB_KEYS = {"name", "entries", "associativity", "page_bytes", "miss_cycles", "rmw_miss_cycles", "source"}
 
 
 @dataclass
@@ -309,14 +309,16 @@ def _check_tlb(chk: _Checker, raw: Any, i: int) -> TlbLevel | None:
     assoc = chk.get(data, "associativity", prefix, "int", non_negative=True)
     page = chk.get(data, "page_bytes", prefix, "int", positive=True)
     cost = chk.get(data, "miss_cycles", prefix, "number", non_negative=True)
+    rmw = chk.get(data, "rmw_miss_cycles", prefix, "number", non_negative=True) if "rmw_miss_cycles" in data else 0.0
     chk.get(data, "source", prefix, "str")
     page = _power_of_two(chk, f"{prefix}page_bytes", page)
     if entries is not None and assoc and entries % assoc:
         chk.fail(f"{prefix}associativity", f"{entries} entries do not divide into {assoc} ways")
-    values = (name, entries, assoc, page, cost)
+    values = (name, entries, assoc, page, cost, rmw)
     if any(v is None for v in values):
         return None
-    return TlbLevel(name=name, entries=entries, associativity=assoc, page_bytes=page, miss_cycles=float(cost))
+    return TlbLevel(name=name, entries=entries, associativity=assoc, page_bytes=page, miss_cycles=float(cost),
+                    rmw_miss_cycles=float(rmw))
 
 
 def _check_tlbs(chk: _Checker, data: dict) -> tuple[TlbLevel, ...]:
@@ -411,7 +413,8 @@ def machine_to_dict(m: Machine) -> dict:
             "simd_width_bits": m.simd_width_bits, "source": src.get("", ""), "caches": caches,
             "ram": {"latency_ns": m.ram.latency_ns, "bandwidth_one_core_gbs": m.ram.bandwidth_one_core_gbs,
                     "bandwidth_all_cores_gbs": m.ram.bandwidth_all_cores_gbs,
-                    **({"strided_cold_line_ns": list(m.ram.strided_cold_line_ns)} if m.ram.strided_cold_line_ns else {}),
+                    **({"strided_cold_line_ns": list(m.ram.strided_cold_line_ns)}
+                       if m.ram.strided_cold_line_ns else {}),
                     "source": src.get("ram", "")},
             "ops": ops}
     if "parallel" in src or m.parallel != Parallel():  # optional table: written only when the file had one
@@ -426,6 +429,7 @@ def machine_to_dict(m: Machine) -> dict:
     if m.tlbs:
         out["tlbs"] = [{"name": t.name, "entries": t.entries, "associativity": t.associativity,
                         "page_bytes": t.page_bytes, "miss_cycles": t.miss_cycles,
+                        **({"rmw_miss_cycles": t.rmw_miss_cycles} if t.rmw_miss_cycles else {}),
                         "source": src.get(f"tlbs[{i}]", "")} for i, t in enumerate(m.tlbs)]
     if m.calls:
         out["calls"] = {name: {"latency": cost.latency, "recip_throughput": cost.recip_throughput,

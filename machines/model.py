@@ -75,6 +75,9 @@ class TlbLevel:
     associativity: int        # 0 = fully associative; 1 = direct-mapped
     page_bytes: int
     miss_cycles: float        # extra cycles an access pays when it misses this level (throughput)
+    # optional: extra cycles of an in-place update (a load and a store to its page) whose page misses this
+    # level, in a loop walking down a column (tlb.c); 0 = such updates cost miss_cycles like any load
+    rmw_miss_cycles: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -163,6 +163,7 @@ def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, m
     tlb = None if result.tlb_rates is None else result.tlb_rates[result.tlb_rates["machine"] == machine.name]
     return (predict_table(machine, hits, result.trace_path, tlb=tlb, store_lines=result.store_lines,
                           coherence=result.coherence, first_touches=result.first_touches.get(machine.name),
+                          tlb_updates=result.tlb_updates.get(machine.name, 0),
                           layout=layout, contention=contention, cpu_form=cpu_form)
             .assign(benchmark=bench.name))
 
@@ -193,7 +194,8 @@ def simulated_hit_rates(trace: Path, profiles_dir: Path, machine: Machine, threa
 def validate_runtimes(benches, size: str, threads: tuple[int, ...], workdir: Path, machine: Machine,
                       repeats: int = 5, progress: Progress | None = None,
                       layout: str = DEFAULT_LAYOUT, contention: str = "roofline",
-                      cpu_form: str = DEFAULT_CPU_FORM, pin: bool = True, hit_rates: str = DEFAULT_HIT_RATES) -> pd.DataFrame:
+                      cpu_form: str = DEFAULT_CPU_FORM, pin: bool = True,
+                      hit_rates: str = DEFAULT_HIT_RATES) -> pd.DataFrame:
     """Measure and predict every benchmark on `machine` (the host), one table row per (benchmark, cores).
 
     A benchmark whose prediction fails keeps its measurement, with the cause in the `error` column.

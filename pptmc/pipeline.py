@@ -6,6 +6,7 @@ through their public APIs.
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Callable
 import pandas as pd
 
 from pptmc.cache import code_digest, is_fresh, mark_done, step_key
-from pptmc.io import stdout_to_file, write_table
+from pptmc.io import stdout_to_file, write_json, write_table
 
 Progress = Callable[[str], None]
 
@@ -58,6 +59,8 @@ class PipelineResult:
     coherence: dict[int, float] = field(default_factory=dict)  # cores -> coherence-miss fraction of the profiles
     # machine name -> analysis/cold_lines.py first-touch table, for machines that price column walks
     first_touches: dict[str, pd.DataFrame] = field(default_factory=dict)
+    # machine name -> in-place updates whose page missed its first TLB level (machines that price them)
+    tlb_updates: dict[str, int] = field(default_factory=dict)
 
 
 def _noop(_: str) -> None:
@@ -207,6 +210,21 @@ def first_touch_step(cfg: PipelineConfig, trace: Path, machine, progress: Progre
     return pd.read_csv(out)
 
 
+def tlb_update_step(cfg: PipelineConfig, trace: Path, machine, progress: Progress) -> int:
+    """In-place updates whose page missed the machine's first TLB level (analysis/tlb.py, cached)."""
+    from analysis.tlb import trace_update_misses
+
+    level = machine.tlbs[0]
+    out = cfg.workdir / "tlb_updates" / f"page{level.page_bytes}_entries{level.entries}.json"
+    key = step_key([trace], {"page": level.page_bytes, "entries": level.entries, "code": code_digest("analysis")})
+    stamp = out.with_suffix(".key")
+    if not is_fresh(stamp, key, [out]):
+        progress("count in-place updates that miss the TLB")
+        write_json(out, {"updates": trace_update_misses(trace, level)})
+        mark_done(stamp, key)
+    return int(json.loads(out.read_text())["updates"])
+
+
 def tlb_rates_for(cfg: PipelineConfig, machine, trace: Path, progress: Progress) -> pd.DataFrame | None:
     """The machine's TLB miss rates per core count, or None when its file has no [[tlbs]]."""
     from analysis.profiles import ProfileSet
@@ -228,6 +246,7 @@ class Predictions:
     store_lines: pd.DataFrame | None = None   # when a machine prices stores to new lines
     coherence: dict[int, float] = field(default_factory=dict)  # cores -> coherence-miss fraction
     first_touches: dict[str, pd.DataFrame] = field(default_factory=dict)  # machines that price column walks
+    tlb_updates: dict[str, int] = field(default_factory=dict)  # machines that price TLB-missing updates
 
 
 def hit_rates_step(cfg: PipelineConfig, profiles_dir: Path) -> pd.DataFrame:
@@ -256,6 +275,8 @@ def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: P
                    else None)
     first_touches = {m.name: first_touch_step(cfg, trace, m, progress)
                      for m in machines if m.ram.strided_cold_line_ns}
+    tlb_updates = {m.name: tlb_update_step(cfg, trace, m, progress)
+                   for m in machines if m.tlbs and m.tlbs[0].rmw_miss_cycles}
     all_hits = hit_rates_step(cfg, profiles_dir)
     runtime_frames, tlb_frames = [], []
     for machine in machines:
@@ -265,11 +286,12 @@ def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: P
             tlb_frames.append(tlb.assign(machine=machine.name))
         runtimes = predict_table(machine, hits, trace, binary, tlb=tlb, store_lines=store_lines, coherence=coherence,
                                  first_touches=first_touches.get(machine.name),
+                                 tlb_updates=tlb_updates.get(machine.name, 0),
                                  layout=cfg.layout, contention=cfg.contention, cpu_form=cfg.cpu_form)
         runtime_frames.append(runtimes.assign(machine=machine.name))
     return Predictions(all_hits, pd.concat(runtime_frames, ignore_index=True),
                        pd.concat(tlb_frames, ignore_index=True) if tlb_frames else None, store_lines, coherence,
-                       first_touches)
+                       first_touches, tlb_updates)
 
 
 def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineResult:
@@ -295,4 +317,4 @@ def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineRes
 
     n_accesses = instrument.open_trace(trace).info.n_accesses
     return PipelineResult(cfg.source.stem, pred.hit_rates, pred.runtimes, trace, profiles_dir, n_accesses, timings,
-                          pred.tlb_rates, pred.store_lines, pred.coherence, pred.first_touches)
+                          pred.tlb_rates, pred.store_lines, pred.coherence, pred.first_touches, pred.tlb_updates)

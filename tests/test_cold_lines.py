@@ -184,3 +184,7 @@ def test_pipeline_prices_a_column_walk(tmp_path):
     expected = cl.strided_extra_ns(table, tuple(costs), stream) * 1e-9
     assert runtimes.loc[1, "t_strided_s"] == pytest.approx(expected)
     assert runtimes.loc[2, "t_strided_s"] == pytest.approx(expected * runtimes.loc[2, "work_share"])
+    # `pptmc predict` on the same trace prices the same walks
+    assert cli.run(["predict", str(next((out / "trace").glob("*.pptrace"))), "--machine", str(path), "--cores", "1",
+                    "--layout", "pipelined", "--cpu-form", "critical-path", "-o", str(tmp_path / "p")]) == 0
+    assert pd.read_csv(tmp_path / "p" / "predictions.csv").t_strided_s.item() == pytest.approx(expected)

@@ -284,3 +284,16 @@ def test_strided_cold_line_costs_round_trip_and_need_one_figure_per_set_count():
     data["ram"]["strided_cold_line_ns"] = [9.4, "fast", 11.2, 12.8, 13.5, 10.4, 7.6]
     with pytest.raises(InputError, match=r"ram\.strided_cold_line_ns\[1\]: must be a positive number"):
         machines.validate_machine_dict(data, "t")
+
+
+def test_tlb_update_cost_is_optional_round_trips_and_is_checked():
+    data = _base()
+    data["tlbs"] = _tlbs()
+    assert machines.validate_machine_dict(data, "t").tlbs[0].rmw_miss_cycles == 0.0
+    data["tlbs"][0]["rmw_miss_cycles"] = 1.38
+    m = machines.validate_machine_dict(data, "t")
+    assert m.tlbs[0].rmw_miss_cycles == 1.38
+    assert machines.validate_machine_dict(tomllib.loads(dumps_toml(machines.machine_to_dict(m))), "t") == m
+    data["tlbs"][0]["rmw_miss_cycles"] = -1
+    with pytest.raises(InputError, match=r"tlbs\[0\]\.rmw_miss_cycles: must not be negative"):
+        machines.validate_machine_dict(data, "t")

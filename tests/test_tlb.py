@@ -144,3 +144,88 @@ def test_pipeline_charges_a_column_walk_its_tlb_misses(tmp_path, capsys):
                     "--cores", "1", "--layout", "pipelined", "--cpu-form", "critical-path", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows[0]["t_tlb_s"] == pytest.approx(one.t_tlb_s)
+
+
+def _updates_brute(addr, is_store, block, instance, page, entries) -> int:
+    """Oracle for tlb.update_misses: an LRU TLB of `entries` pages (OrderedDict), and per block execution
+    the pages its loads missed; a store to one of them is an in-place update that missed."""
+    tlb: OrderedDict[int, None] = OrderedDict()
+    missed: dict[int, set] = {}
+    last: dict[int, int] = {}
+    count = 0
+    for a, s, b, i in zip(addr, is_store, block, instance):
+        p = a // page
+        hit = p in tlb
+        if hit:
+            tlb.move_to_end(p)
+        else:
+            tlb[p] = None
+            if len(tlb) > entries:
+                tlb.popitem(last=False)
+        if last.get(b) != i:
+            last[b], missed[b] = i, set()
+        if s:
+            count += p in missed[b]
+        elif not hit:
+            missed[b].add(p)
+    return count
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_update_misses_match_an_lru_tlb(seed):
+    """Column updates (load, store to the same address), column loads with a store elsewhere, row walks;
+    several chunks so the per-block state carries over."""
+    from analysis.tlb import update_misses
+    from tests.test_cold_lines import _chunk
+
+    rng = np.random.default_rng(seed)
+    addr, store, block, instance = [], [], [], []
+    count = {}
+    for _ in range(300):
+        b = int(rng.integers(0, 3))
+        stride = int(rng.choice([8, 4160, 8256]))
+        base = int(rng.integers(1 << 20, 1 << 26)) & ~7
+        for k in range(int(rng.integers(2, 40))):
+            a = base + k * stride
+            ops = [(a, False), (a, True)] if b == 0 else [(a, False), (base - 64, True)] if b == 1 else [(a, False)]
+            for x, s in ops:
+                addr.append(x); store.append(s); block.append(b); instance.append(count.get(b, 0))
+            count[b] = count.get(b, 0) + 1
+    chunks = [_chunk(addr[lo:lo + 2000], block[lo:lo + 2000], instance[lo:lo + 2000], store[lo:lo + 2000])
+              for lo in range(0, len(addr), 2000)]
+    got = update_misses(chunks, 3, 4096, 16)
+    assert got == _updates_brute(addr, store, block, instance, 4096, 16) and got > 0
+
+
+def test_update_misses_hand_count():
+    """A column of 40 rows, each on its own page, updated in place twice: 40 + 40 misses of an 8-entry TLB
+    (every page was touched 39 pages ago); with 64 entries only the first pass misses."""
+    from analysis.tlb import update_misses
+    from tests.test_cold_lines import _chunk
+
+    rows = [0x100000 + r * 4160 for r in range(40)] * 2
+    addr = [a for a in rows for _ in (0, 1)]
+    chunk = _chunk(addr, [0] * len(addr), [i // 2 for i in range(len(addr))], [i % 2 == 1 for i in range(len(addr))])
+    assert update_misses([chunk], 1, 4096, 8) == 80
+    assert update_misses([chunk], 1, 4096, 64) == 40
+
+
+def test_update_term_is_the_rmw_cost_beyond_the_loads_miss():
+    machine = dataclasses.replace(toy_machine(bw_one=1e6, bw_all=1e6),
+                                  tlbs=(dataclasses.replace(DTLB, rmw_miss_cycles=1.5), STLB))
+    assert rm.update_extra_cycles(machine) == pytest.approx(1.0)
+    base = rm.predict_runtime(machine, 2, HALF, OPS, 1000, 8000, work_share=0.5)
+    upd = rm.predict_runtime(machine, 2, HALF, OPS, 1000, 8000, work_share=0.5, tlb_update_misses=400)
+    assert upd.t_tlb_s - base.t_tlb_s == pytest.approx(0.5 * 400 * 1.0 / (machine.frequency_ghz * 1e9))
+    assert rm.update_extra_cycles(dataclasses.replace(machine, tlbs=(DTLB,))) == 0.0
+
+
+def test_detect_reads_the_update_cost_off_the_plateau():
+    from machines.detect import tlb_levels
+
+    extra = {16: 0.0, 32: 0.0, 64: 0.0, 96: 0.0, 128: 0.3, 192: 0.45, 256: 0.47, 384: 0.47, 512: 0.47, 768: 0.5,
+             1024: 0.5, 2048: 30.0, 4096: 30.0, 8192: 30.0}
+    rmw = {p: (1.4 if p >= 256 else 0.0) for p in extra}
+    levels = tlb_levels(extra, 4096, rmw)
+    assert levels[0]["rmw_miss_cycles"] == 1.4 and "rmw_miss_cycles" not in levels[1]
+    assert "rmw_miss_cycles" not in tlb_levels(extra, 4096)[0]
