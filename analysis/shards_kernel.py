@@ -10,7 +10,8 @@ analysis.coherence.Directory, bit for bit (rate 1 equals the exact ProfileSet: t
 * `Stacks`: n LRU stacks with the exact engine's algorithm (a hash table line -> last time, a bitmap of
   latest uses over a time axis, a Fenwick tree of the words that fell more than NEAR_WORDS behind, and
   renumbering of the live times when the axis fills) and its histogram bins. The n stacks share one
-  table size and axis length (2-D arrays, grown together), and each slot also keeps an auxiliary
+  table size and axis length (2-D arrays, grown together: n times the largest stack's memory, small for
+  a sample; at rate 1 as much as n engines with that many lines), and each slot also keeps an auxiliary
   position (the private position or turn of the line's last use, for the windows' gaps) and, for the
   shared stack, the line's sharer set (the Directory's rules: all cores until the first store, a store
   leaves only its core, a load adds its core; an access by a core not in the set is stale);
