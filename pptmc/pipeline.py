@@ -6,7 +6,6 @@ through their public APIs.
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Callable
 import pandas as pd
 
 from pptmc.cache import code_digest, is_fresh, mark_done, step_key
-from pptmc.io import stdout_to_file, write_json, write_table
+from pptmc.io import stdout_to_file, write_table
 
 Progress = Callable[[str], None]
 
@@ -181,18 +180,24 @@ def page_profile_step(cfg: PipelineConfig, trace: Path, page_bytes: int, progres
     return out
 
 
+def _trace_table(out: Path, trace: Path, params: dict, what: str, compute: Callable[[], pd.DataFrame],
+                 progress: Progress) -> pd.DataFrame:
+    """A table one pass over the trace gives, kept in `out` until the trace, `params` or the analysis code change."""
+    key = step_key([trace], {**params, "code": code_digest("analysis")})
+    stamp = out.with_suffix(".key")
+    if not is_fresh(stamp, key, [out]):
+        progress(what)
+        write_table(compute(), out)
+        mark_done(stamp, key)
+    return pd.read_csv(out)
+
+
 def store_line_step(cfg: PipelineConfig, trace: Path, progress: Progress) -> pd.DataFrame:
     """Per block, the stores that write another line than the store before them (cached)."""
     from analysis.store_lines import store_line_table
 
-    out = cfg.workdir / "store_lines" / "store_lines.csv"
-    key = step_key([trace], {"line": cfg.line_size, "code": code_digest("analysis")})
-    stamp = out.parent / ".key"
-    if not is_fresh(stamp, key, [out]):
-        progress("count stores to new lines")
-        write_table(store_line_table(trace, cfg.line_size), out)
-        mark_done(stamp, key)
-    return pd.read_csv(out)
+    return _trace_table(cfg.workdir / "store_lines" / "store_lines.csv", trace, {"line": cfg.line_size},
+                        "count stores to new lines", lambda: store_line_table(trace, cfg.line_size), progress)
 
 
 def first_touch_step(cfg: PipelineConfig, trace: Path, machine, progress: Progress) -> pd.DataFrame:
@@ -200,14 +205,9 @@ def first_touch_step(cfg: PipelineConfig, trace: Path, machine, progress: Progre
     from analysis.cold_lines import first_touch_table
 
     l1 = machine.caches[0]
-    out = cfg.workdir / "first_touches" / f"line{l1.line_bytes}_sets{l1.sets}.csv"
-    key = step_key([trace], {"line": l1.line_bytes, "sets": l1.sets, "code": code_digest("analysis")})
-    stamp = out.with_suffix(".key")
-    if not is_fresh(stamp, key, [out]):
-        progress("count first touches of cache lines (column walks)")
-        write_table(first_touch_table(trace, l1.line_bytes, l1.sets), out)
-        mark_done(stamp, key)
-    return pd.read_csv(out)
+    return _trace_table(cfg.workdir / "first_touches" / f"line{l1.line_bytes}_sets{l1.sets}.csv", trace,
+                        {"line": l1.line_bytes, "sets": l1.sets}, "count first touches of cache lines (column walks)",
+                        lambda: first_touch_table(trace, l1.line_bytes, l1.sets), progress)
 
 
 def tlb_update_step(cfg: PipelineConfig, trace: Path, machine, progress: Progress) -> int:
@@ -215,14 +215,11 @@ def tlb_update_step(cfg: PipelineConfig, trace: Path, machine, progress: Progres
     from analysis.tlb import trace_update_misses
 
     level = machine.tlbs[0]
-    out = cfg.workdir / "tlb_updates" / f"page{level.page_bytes}_entries{level.entries}.json"
-    key = step_key([trace], {"page": level.page_bytes, "entries": level.entries, "code": code_digest("analysis")})
-    stamp = out.with_suffix(".key")
-    if not is_fresh(stamp, key, [out]):
-        progress("count in-place updates that miss the TLB")
-        write_json(out, {"updates": trace_update_misses(trace, level)})
-        mark_done(stamp, key)
-    return int(json.loads(out.read_text())["updates"])
+    table = _trace_table(cfg.workdir / "tlb_updates" / f"page{level.page_bytes}_entries{level.entries}.csv", trace,
+                         {"page": level.page_bytes, "entries": level.entries},
+                         "count in-place updates that miss the TLB",
+                         lambda: pd.DataFrame({"updates": [trace_update_misses(trace, level)]}), progress)
+    return int(table["updates"].iloc[0])
 
 
 def tlb_rates_for(cfg: PipelineConfig, machine, trace: Path, progress: Progress) -> pd.DataFrame | None:
