@@ -22,13 +22,10 @@ SUPPORTED_SCHEMA_VERSIONS = (1,)
 _TOP_KEYS = {"schema_version", "name", "description", "cores", "frequency_ghz", "bus_width_bytes",
              "simd_width_bits", "source", "caches", "ram", "ops", "parallel", "calls", "core", "tlbs",
              "coherence"}
-_CACHE_KEYS = {"name", "size_bytes", "line_bytes", "associativity", "latency_cycles",
-               "recip_throughput_cycles", "shared", "source"}
 _RAM_KEYS = {"latency_ns", "bandwidth_one_core_gbs", "bandwidth_all_cores_gbs", "strided_cold_line_ns", "source"}
 _OP_KEYS = {"latency", "recip_throughput", "source"}
 _PARALLEL_KEYS = {"fork_join_ns", "barrier_ns", "cold_start_ns", "cold_start_one_ns", "source"}
 _COLD_KEYS = ("cold_start_ns", "cold_start_one_ns")
-_TLB_KEYS = {"name", "entries", "associativity", "page_bytes", "miss_cycles", "rmw_miss_cycles", "source"}
 
 
 @dataclass
@@ -93,31 +90,50 @@ def _power_of_two(chk: _Checker, path: str, value: int | None) -> int | None:
     return value
 
 
-def _check_cache(chk: _Checker, raw: Any, i: int) -> CacheLevel | None:
-    prefix = f"caches[{i}]."
-    data = chk.table(raw, f"caches[{i}]")
+# A level table's fields: TOML key (= the dataclass field) -> (kind, checks, default when optional or None).
+_Spec = dict[str, tuple[str, dict, Any]]
+_CACHE_SPEC: _Spec = {
+    "name": ("str", {}, None), "size_bytes": ("int", {"positive": True}, None),
+    "line_bytes": ("int", {"positive": True}, None), "associativity": ("int", {"non_negative": True}, None),
+    "latency_cycles": ("number", {"positive": True}, None),
+    "recip_throughput_cycles": ("number", {"positive": True}, None), "shared": ("bool", {}, None)}
+_TLB_SPEC: _Spec = {
+    "name": ("str", {}, None), "entries": ("int", {"positive": True}, None),
+    "associativity": ("int", {"non_negative": True}, None), "page_bytes": ("int", {"positive": True}, None),
+    "miss_cycles": ("number", {"non_negative": True}, None),
+    "rmw_miss_cycles": ("number", {"non_negative": True}, 0.0)}
+
+
+def _read_level(chk: _Checker, raw: Any, path: str, spec: _Spec) -> dict | None:
+    """One [[caches]] or [[tlbs]] table read field by field (every error reported); None if it is no table.
+    A bad field reads as None; an absent optional one as its default; numbers become floats."""
+    data = chk.table(raw, path)
     if data is None:
         return None
-    chk.unknown(data, _CACHE_KEYS, prefix)
-    name = chk.get(data, "name", prefix, "str")
-    size = chk.get(data, "size_bytes", prefix, "int", positive=True)
-    line = chk.get(data, "line_bytes", prefix, "int", positive=True)
-    assoc = chk.get(data, "associativity", prefix, "int", non_negative=True)
-    lat = chk.get(data, "latency_cycles", prefix, "number", positive=True)
-    thr = chk.get(data, "recip_throughput_cycles", prefix, "number", positive=True)
-    shared = chk.get(data, "shared", prefix, "bool")
+    prefix = f"{path}."
+    chk.unknown(data, {*spec, "source"}, prefix)
     chk.get(data, "source", prefix, "str")
-    line = _power_of_two(chk, f"{prefix}line_bytes", line)
+    fields = {}
+    for key, (kind, checks, default) in spec.items():
+        value = chk.get(data, key, prefix, kind, **checks) if key in data or default is None else default
+        fields[key] = float(value) if kind == "number" and value is not None else value
+    return fields
+
+
+def _check_cache(chk: _Checker, raw: Any, i: int) -> CacheLevel | None:
+    """One [[caches]] entry: geometry, latency, throughput, sharing."""
+    prefix = f"caches[{i}]."
+    f = _read_level(chk, raw, f"caches[{i}]", _CACHE_SPEC)
+    if f is None:
+        return None
+    size, line, assoc = f["size_bytes"], _power_of_two(chk, f"{prefix}line_bytes", f["line_bytes"]), f["associativity"]
+    f["line_bytes"] = line
     if size is not None and line is not None:
         if size % line:
             chk.fail(f"{prefix}size_bytes", f"{size} is not a multiple of line_bytes {line}")
         elif assoc and (size // line) % assoc:
             chk.fail(f"{prefix}associativity", f"{size // line} lines do not divide into {assoc} ways")
-    values = (name, size, line, assoc, lat, thr, shared)
-    if any(v is None for v in values):
-        return None
-    return CacheLevel(name=name, size_bytes=size, line_bytes=line, associativity=assoc,
-                      latency_cycles=float(lat), recip_throughput_cycles=float(thr), shared=shared)
+    return None if None in f.values() else CacheLevel(**f)
 
 
 def _check_caches(chk: _Checker, data: dict) -> tuple[CacheLevel, ...]:
@@ -300,25 +316,13 @@ def _check_coherence(chk: _Checker, data: dict) -> float:
 def _check_tlb(chk: _Checker, raw: Any, i: int) -> TlbLevel | None:
     """One [[tlbs]] entry: geometry and the cost of missing it."""
     prefix = f"tlbs[{i}]."
-    data = chk.table(raw, f"tlbs[{i}]")
-    if data is None:
+    f = _read_level(chk, raw, f"tlbs[{i}]", _TLB_SPEC)
+    if f is None:
         return None
-    chk.unknown(data, _TLB_KEYS, prefix)
-    name = chk.get(data, "name", prefix, "str")
-    entries = chk.get(data, "entries", prefix, "int", positive=True)
-    assoc = chk.get(data, "associativity", prefix, "int", non_negative=True)
-    page = chk.get(data, "page_bytes", prefix, "int", positive=True)
-    cost = chk.get(data, "miss_cycles", prefix, "number", non_negative=True)
-    rmw = chk.get(data, "rmw_miss_cycles", prefix, "number", non_negative=True) if "rmw_miss_cycles" in data else 0.0
-    chk.get(data, "source", prefix, "str")
-    page = _power_of_two(chk, f"{prefix}page_bytes", page)
-    if entries is not None and assoc and entries % assoc:
-        chk.fail(f"{prefix}associativity", f"{entries} entries do not divide into {assoc} ways")
-    values = (name, entries, assoc, page, cost, rmw)
-    if any(v is None for v in values):
-        return None
-    return TlbLevel(name=name, entries=entries, associativity=assoc, page_bytes=page, miss_cycles=float(cost),
-                    rmw_miss_cycles=float(rmw))
+    f["page_bytes"] = _power_of_two(chk, f"{prefix}page_bytes", f["page_bytes"])
+    if f["entries"] is not None and f["associativity"] and f["entries"] % f["associativity"]:
+        chk.fail(f"{prefix}associativity", f"{f['entries']} entries do not divide into {f['associativity']} ways")
+    return None if None in f.values() else TlbLevel(**f)
 
 
 def _check_tlbs(chk: _Checker, data: dict) -> tuple[TlbLevel, ...]:
