@@ -34,6 +34,9 @@ WALK_WINDOW = 64              # a block's recent strided first touches whose set
 _EMPTY = np.int64(-1)
 
 
+# The set of lines seen is an open-addressing array rather than numba.typed.Dict: the pass does one
+# lookup per trace row, and a typed dict's per-call overhead would dominate it (the engine in reuse.py
+# keeps its line table the same way).
 @numba.njit(cache=True, nogil=True)
 def _insert(table, key):
     """Add `key` (>= 0) to the open-addressing set; True when it was not there."""
