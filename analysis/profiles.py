@@ -603,7 +603,126 @@ _SHORTEST_COPY = 1 << 15  # references: shorter copies would split the CRD's inp
 _SHORTEST_PRIVATE_COPY = 1 << 13  # the same for a private trace (a private segment costs one engine call)
 
 
-class _Replay:
+class _Copies:
+    """The bookkeeping shared by the replays of a shared (_Replay) and a private (_PrivateReplay)
+    trace: the stream is cut into copies of `period` references from where it was armed; the
+    first copy is fed and kept, the next is fed and compared (its repeat), and each further copy
+    is compared without being fed, its counts being the repeat's (`_skip`). A copy that differs is
+    fed (`_fed`, with any part held back) and starts a new run. Copies that keep differing are
+    compared less and less often: after f such copies in a row (f >= 2) the next 2^(f-1) - 1
+    copies are fed without keeping or comparing them, so a trace whose loop table repeats but
+    whose accesses do not costs a few copies' comparisons, not one per copy."""
+
+    def __init__(self) -> None:
+        self.pos = 0      # references seen so far
+        self.period = 0   # references per copy; 0: not replaying
+        self.start = 0    # position of the current copy's first reference
+        self.copies = 0   # 0: keeping a first copy, 1: feeding its repeat, 2+: holding copies back
+        self.ref = np.zeros(0, dtype=np.uint64)  # the previous copy's line ids
+        self.before: list[np.ndarray] = []  # counters when the repeat began
+        self.delta: list[np.ndarray] = []   # counters the repeat added
+        self.skipped = 0   # copies not fed
+        self.failures = 0  # copies that differed since the last one skipped
+        self.resume = 0    # position from which copies are kept and compared again
+        self.backoff = False  # the copy being kept differed from its predecessor, again
+
+    def arm(self, period: int) -> None:
+        """Compare copies of `period` references from the current position on."""
+        if period == self.period:
+            return
+        self.flush()
+        self.period, self.start, self.copies, self.failures = period, self.pos, 0, 0
+        self.ref = np.empty(period, dtype=np.uint64)
+
+    def flush(self) -> None:
+        """Feed the part of the current copy held back, and stop replaying."""
+        if self.period and self.copies >= 2:
+            self._fed(self.ref[:self.pos - self.start], self.start)
+        self.period, self.copies = 0, 0
+
+    def _run(self, lines: np.ndarray) -> list:
+        """Take the next references; what _fed / _held return for each segment, in order."""
+        outs, i, n = [], 0, len(lines)
+        while i < n:
+            if not self.period or self.pos < self.resume:  # plain feeding
+                m = n - i if not self.period else min(n - i, self.resume - self.pos)
+                outs.append(self._fed(lines[i:i + m], self.pos))
+                i += m
+                self.pos += m
+                if self.period and self.pos == self.resume:
+                    self.start, self.copies = self.pos, 0
+                continue
+            off = self.pos - self.start
+            m = min(n - i, self.period - off)
+            outs.append(self._segment(lines[i:i + m], off))
+            i += m
+            self.pos += m
+            if off + m == self.period:
+                self._copy_end()
+        return outs
+
+    def _segment(self, seg: np.ndarray, off: int):
+        """References off.. of the current copy."""
+        m = len(seg)
+        if self.copies == 0:
+            self.ref[off:off + m] = seg
+            return self._fed(seg, self.pos)
+        if self.copies == 1:
+            out = self._fed(seg, self.pos)
+            self._repeat_part(off, out)
+            if not np.array_equal(seg, self.ref[off:off + m]):  # not a repeat: it is the first copy
+                self.ref[off:off + m] = seg
+                self._differs()
+            return out
+        if np.array_equal(seg, self.ref[off:off + m]):
+            return self._held(off, m)
+        self._fed(self.ref[:off], self.start)  # the equal part held back
+        self.ref[off:off + m] = seg
+        self._differs()
+        return self._fed(seg, self.pos)
+
+    def _differs(self) -> None:
+        """The current copy is not a repeat: it becomes the first copy of a new run."""
+        self.copies = 0
+        self.failures += 1
+        self.backoff = self.failures >= 2
+
+    def _copy_end(self) -> None:
+        """The current copy is complete: keep it, take the repeat's counts, or add them again."""
+        self.start += self.period
+        if self.copies == 0:
+            if self.backoff:  # back off: feed the next 2^(f-1) - 1 copies as they are
+                self.backoff = False
+                self.resume = self.start + self.period * ((1 << min(self.failures - 1, 30)) - 1)
+                if self.resume > self.start:
+                    return
+            self.before = self._counters()
+        elif self.copies == 1:
+            self.delta = [a - b for a, b in zip(self._counters(), self.before)]
+        else:
+            self._skip()
+            self.skipped += 1
+            self.failures = 0
+        self.copies += 1
+
+    def _fed(self, seg: np.ndarray, at: int):
+        raise NotImplementedError
+
+    def _held(self, off: int, m: int):
+        """What a held-back segment returns."""
+        return None
+
+    def _repeat_part(self, off: int, out) -> None:
+        """Keep what the repeat's segment at off returned."""
+
+    def _counters(self) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def _skip(self) -> None:
+        raise NotImplementedError
+
+
+class _Replay(_Copies):
     """Exact replay of the periodic stretches of one core count's round-robin shared trace.
 
     For an LRU stack, a window W fed right after W leaves the stack as W alone left it, so in
@@ -616,96 +735,31 @@ class _Replay:
     misses it added recorded), each further copy that compares equal to it is not fed: those
     counts are added again. Copies are compared exactly (line ids with their store tags, and
     every core taking its turns in order); the period (CoreCountTask.watch) only says where to
-    compare, and a copy that differs is fed, with the part of it that was held back.
+    compare, and a copy that differs is fed, with the part of it that was held back (_Copies).
     """
 
     def __init__(self, task: "CoreCountTask") -> None:
+        super().__init__()
         self.task = task
         p, k = task.spec.cores, task.spec.refs_per_turn
         self.pattern = np.repeat(np.arange(p, dtype=np.int64), k)  # cores of one round
         self.round = p * k
-        self.pos = 0      # references of the shared trace seen so far
-        self.period = 0   # references per copy (a multiple of a round); 0: not replaying
-        self.start = 0    # position of the current copy's first reference
-        self.copies = 0   # 0: recording a first copy, 1: feeding its repeat, 2+: holding copies back
-        self.ref = np.zeros(0, dtype=np.uint64)  # the previous copy's line ids
-        self.before: list[np.ndarray] = []  # counters when the first repeat began
-        self.delta: list[np.ndarray] = []   # counters the first repeat added
-        self.skipped = 0  # copies not fed
-
-    def arm(self, period: int) -> None:
-        """Compare copies of `period` references from the current position on."""
-        if period == self.period:
-            return
-        self.flush()
-        self.period, self.start, self.copies = period, self.pos, 0
-        self.ref = np.empty(period, dtype=np.uint64)
 
     def feed(self, batch: Batch) -> None:
         """The next Batch of the shared trace."""
-        n = len(batch.lines)
         if self.period and not self._in_turn(batch):  # a core has finished: the pattern changes
             self.flush()
         if not self.period:
             self.task.feed_batch(batch)
-            self.pos += n
+            self.pos += len(batch.lines)
             return
-        i = 0
-        while i < n:
-            off = self.pos - self.start
-            m = min(n - i, self.period - off)
-            self._segment(batch.lines[i:i + m], off)
-            i += m
-            self.pos += m
-            if off + m == self.period:
-                self._copy_end()
-
-    def flush(self) -> None:
-        """Feed the part of the current copy held back, and stop replaying."""
-        if self.period and self.copies >= 2:
-            self._feed(self.ref[:self.pos - self.start], self.start)
-        self.period, self.copies = 0, 0
+        self._run(batch.lines)
 
     def _in_turn(self, batch: Batch) -> bool:
         """Whether the Batch's references are the turns of every core in order from self.pos."""
         pat, n = batch.core_pattern, len(batch.lines)
         want = self.pattern[(self.pos + np.arange(len(pat))) % self.round]
         return np.array_equal(pat, want) and (len(pat) == n or len(pat) % self.round == 0)
-
-    def _segment(self, seg: np.ndarray, off: int) -> None:
-        """References off.. of the current copy."""
-        m = len(seg)
-        if self.copies == 0:
-            self._feed(seg, self.pos)
-            self.ref[off:off + m] = seg
-        elif self.copies == 1:
-            self._feed(seg, self.pos)
-            if not np.array_equal(seg, self.ref[off:off + m]):  # not a repeat: it is the first copy
-                self.ref[off:off + m] = seg
-                self.copies = 0
-        elif not np.array_equal(seg, self.ref[off:off + m]):
-            self._feed(self.ref[:off], self.start)  # the equal part held back
-            self._feed(seg, self.pos)
-            self.ref[off:off + m] = seg
-            self.copies = 0
-
-    def _copy_end(self) -> None:
-        """The current copy is complete: start recording, take the repeat's counts, or add them."""
-        if self.copies == 0:
-            self.before = self._counters()
-        elif self.copies == 1:
-            self.delta = [a - b for a, b in zip(self._counters(), self.before)]
-        else:
-            t = self.task
-            t.shared.add_tally(self.delta[0], self.delta[1])
-            if t.misses is not None:
-                t.misses.moved += self.delta[2]
-                t.misses.moved_sum += self.delta[3]
-                for c in range(t.spec.cores):  # the copy's private distances are not needed
-                    t.dlanes.take(c, self.period // t.spec.cores)
-            self.skipped += 1
-        self.copies += 1
-        self.start += self.period
 
     def _counters(self) -> list[np.ndarray]:
         """The CRD's histogram counters and the coherence misses found so far (copies)."""
@@ -715,7 +769,17 @@ class _Replay:
             out += [t.misses.moved.copy(), t.misses.moved_sum.copy()]
         return out
 
-    def _feed(self, seg: np.ndarray, at: int) -> None:
+    def _skip(self) -> None:
+        """Count a copy not fed: the repeat's CRD counts and coherence misses again."""
+        t = self.task
+        t.shared.add_tally(self.delta[0], self.delta[1])
+        if t.misses is not None:
+            t.misses.moved += self.delta[2]
+            t.misses.moved_sum += self.delta[3]
+            for c in range(t.spec.cores):  # the copy's private distances are not needed
+                t.dlanes.take(c, self.period // t.spec.cores)
+
+    def _fed(self, seg: np.ndarray, at: int) -> None:
         """Feed the references at positions at.. of the shared trace to the CRD engine."""
         n = len(seg)
         if not n:
@@ -736,7 +800,7 @@ class _Replay:
         return (x // self.round) * k + np.clip(x % self.round - np.arange(p) * k, 0, k)
 
 
-class _PrivateReplay:
+class _PrivateReplay(_Copies):
     """Exact replay of the periodic stretches of one private trace, for its engine: as in _Replay,
     once the repeat of a copy has been fed, each further copy that compares equal to it is not
     fed and the repeat's histogram counts are added again. The distances of a copy's part equal
@@ -745,84 +809,37 @@ class _PrivateReplay:
     its start (the held part's distances, already returned, are dropped)."""
 
     def __init__(self, engine, want: bool, tagged: bool) -> None:
+        super().__init__()
         self.engine, self.want, self.tagged = engine, want, tagged
-        self.pos = 0      # references fed through here so far
-        self.period = 0   # references per copy; 0: not replaying
-        self.start = 0    # position of the current copy's first reference
-        self.copies = 0   # 0: recording a first copy, 1: feeding its repeat, 2+: holding copies back
-        self.ref = np.zeros(0, dtype=np.uint64)   # the previous copy's line ids
-        self.dist = np.zeros(0, dtype=np.int32)   # the repeat's distances (want)
-        self.before: tuple[np.ndarray, ...] = ()  # the engine's counters when the repeat began
-        self.delta: tuple[np.ndarray, ...] = ()   # the counters the repeat added
-        self.skipped = 0  # copies not fed
+        self.dist = np.zeros(0, dtype=np.int32)  # the repeat's distances (want)
 
     def arm(self, period: int) -> None:
         """Compare copies of `period` references from the current position on."""
-        if period == self.period:
-            return
-        self.flush()
-        self.period, self.start, self.copies = period, self.pos, 0
-        self.ref = np.empty(period, dtype=np.uint64)
-        self.dist = np.empty(period if self.want else 0, dtype=np.int32)
+        if period != self.period:
+            super().arm(period)
+            self.dist = np.empty(period if self.want else 0, dtype=np.int32)
 
     def feed(self, lines: np.ndarray) -> np.ndarray | None:
         """The next accesses of the private trace; their distances (int32) when want."""
-        if not self.period:
-            self.pos += len(lines)
-            return self._feed(lines)
-        outs, i, n = [], 0, len(lines)
-        while i < n:
-            off = self.pos - self.start
-            m = min(n - i, self.period - off)
-            outs.append(self._segment(lines[i:i + m], off))
-            i += m
-            self.pos += m
-            if off + m == self.period:
-                self._copy_end()
+        outs = self._run(lines)
         if not self.want:
             return None
         return outs[0] if len(outs) == 1 else np.concatenate(outs)
 
-    def flush(self) -> None:
-        """Feed the part of the current copy held back, and stop replaying."""
-        if self.period and self.copies >= 2:
-            self._feed(self.ref[:self.pos - self.start])
-        self.period, self.copies = 0, 0
+    def _held(self, off: int, m: int) -> np.ndarray | None:
+        return self.dist[off:off + m].copy() if self.want else None  # kept by the caller: a copy
 
-    def _segment(self, seg: np.ndarray, off: int) -> np.ndarray | None:
-        """References off.. of the current copy; their distances when want."""
-        m = len(seg)
-        if self.copies == 0:
-            self.ref[off:off + m] = seg
-            return self._feed(seg)
-        if self.copies == 1:
-            d = self._feed(seg)
-            if self.want:
-                self.dist[off:off + m] = d
-            if not np.array_equal(seg, self.ref[off:off + m]):  # not a repeat: it is the first copy
-                self.ref[off:off + m] = seg
-                self.copies = 0
-            return d
-        if np.array_equal(seg, self.ref[off:off + m]):
-            return self.dist[off:off + m].copy() if self.want else None  # kept by the caller: a copy
-        self._feed(self.ref[:off])  # the equal part held back (its distances were returned)
-        self.ref[off:off + m] = seg
-        self.copies = 0
-        return self._feed(seg)
+    def _repeat_part(self, off: int, out: np.ndarray | None) -> None:
+        if self.want:
+            self.dist[off:off + len(out)] = out
 
-    def _copy_end(self) -> None:
-        """The current copy is complete: start recording, take the repeat's counts, or add them."""
-        if self.copies == 0:
-            self.before = self.engine.tally()
-        elif self.copies == 1:
-            self.delta = tuple(a - b for a, b in zip(self.engine.tally(), self.before))
-        else:
-            self.engine.add_tally(*self.delta)
-            self.skipped += 1
-        self.copies += 1
-        self.start += self.period
+    def _counters(self) -> list[np.ndarray]:
+        return list(self.engine.tally())
 
-    def _feed(self, seg: np.ndarray) -> np.ndarray | None:
+    def _skip(self) -> None:
+        self.engine.add_tally(*self.delta)
+
+    def _fed(self, seg: np.ndarray, at: int) -> np.ndarray | None:
         """Feed the engine; the distances when want."""
         if self.want:
             return self.engine.feed_distances(seg, tagged=self.tagged, dtype=np.int32)

@@ -353,7 +353,8 @@ def test_tagged_lines_is_tag_stores_of_the_shifted_addresses():
 
 def periodic_trace(seed: int, steps: int, n_iters: int, change_step: int = -1):
     """Time steps of two work-shared loops over the same addresses (as jacobi-2d's), each step the
-    same rows but its own loop instances; change_step >= 0: one access of that step differs."""
+    same rows but its own loop instances; change_step >= 0: one access of that step differs, -2: of
+    every step (each step then differs from the one before)."""
     rng = np.random.default_rng(seed)
     blocks = {0: BlockInfo(0, "OUT__1", "entry", False), 1: BlockInfo(1, "OUT__1", "shared_var_trace1", True),
               2: BlockInfo(2, "OUT__1", "for.body", False)}
@@ -369,8 +370,8 @@ def periodic_trace(seed: int, steps: int, n_iters: int, change_step: int = -1):
     rows, loops, inst = [], [], {0: -1, 1: -1, 2: -1}
     for step in range(steps):
         for j, (addr, store, b, lp, it, stack) in enumerate(body):
-            if step == change_step and j == len(body) // 2:
-                addr += 64 * 40
+            if change_step in (step, -2) and j == len(body) // 2:
+                addr += 64 * (40 + step)
             inst[b] += 1
             rows.append((addr, store, b, inst[b], NO_LOOP if it < 0 else 2 * step + lp, it, stack))
         loops += [LoopInstance(2 * step + lp, lp, n_iters, SCHED_STATIC, 0) for lp in range(2)]
@@ -382,13 +383,14 @@ def periodic_trace(seed: int, steps: int, n_iters: int, change_step: int = -1):
 
 @pytest.mark.parametrize("p,k,chunk_rows,change_step,interleave", [
     (2, 1, 29, -1, "rr"), (3, 1, 64, -1, "rr"), (4, 2, 17, -1, "rr"), (2, 3, 200, 5, "rr"), (4, 1, 41, 6, "rr"),
-    (3, 2, 1000, 2, "rr"), (3, 1, 50, -1, "random"), (2, 2, 23, 4, "random")])
+    (3, 2, 1000, 2, "rr"), (3, 1, 50, -1, "random"), (2, 2, 23, 4, "random"), (3, 1, 64, -2, "rr"),
+    (2, 1, 29, -2, "random")])
 @pytest.mark.parametrize("coherence", [True, False])
 def test_replayed_periodic_traces_match_brute_force(monkeypatch, p, k, chunk_rows, change_step, interleave, coherence):
     """Copies of a repeating window that are not fed, of the shared trace (profiles._Replay, round
     robin) and of each private trace (profiles._PrivateReplay), give the brute-force per-core
     stacks with invalidations and the brute-force shared and one-core distances; a step that
-    differs is fed whole (held-back part included)."""
+    differs is fed whole (held-back part included), and steps that all differ are all fed."""
     from analysis import profiles
     from test_reuse import brute_distances
 
@@ -405,11 +407,13 @@ def test_replayed_periodic_traces_match_brute_force(monkeypatch, p, k, chunk_row
     monkeypatch.setattr(profiles.CoreCountTask, "finish", counting_finish)
     monkeypatch.setattr(profiles, "_SHORTEST_COPY", 1)  # this trace's copies are a few dozen references
     monkeypatch.setattr(profiles, "_SHORTEST_PRIVATE_COPY", 1)
-    info, ch = periodic_trace(p + 10 * k, 10, 12, change_step)
+    info, ch = periodic_trace(p + 10 * k, 16, 12, change_step)
     ps = compute_profiles_from(info, chunker(ch, chunk_rows), [1, p], "iteration", interleave, seed=5,
                                refs_per_turn=k, coherence=coherence)
-    assert skipped[(1, "prd")] >= 3 and skipped[(p, "prd")] >= 3  # the replays did leave copies out
-    assert skipped.get((p, "crd"), 3) >= 3
+    least = 0 if change_step == -2 else 3  # the replays did leave copies out (none that differ)
+    assert skipped[(1, "prd")] >= least and skipped[(p, "prd")] >= least and skipped.get((p, "crd"), 3) >= least
+    if change_step == -2:
+        assert not any(skipped.values())
     private = private_tagged(info, ch, p, "iteration")
     shared, core = interleave_arrays(private, interleave, seed=5, refs_per_turn=k)
     assert same(ps.crd[p], profile_of(brute_distances(strip(shared))))
