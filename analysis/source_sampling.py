@@ -70,11 +70,13 @@ from typing import Callable, Iterable, Iterator
 import numba
 import numpy as np
 
+from analysis.profiles import loop_period
 from analysis.private_traces import (ALL_CORES, OFFSET_BITS, CoreMap, _iteration_core, _paper_core, line_shift,
                                      resolve_mode)
 from analysis.bitops import popcount as _popcount
 from analysis.sampling import DEFAULT_WINDOW_LENGTH, _engine_bins
 from analysis.shards_kernel import ShardsStreams
+from analysis.source_replay import CopyBuffer, ShardsReplay, advance, even_split
 from instrument.trace_types import TraceChunk, TraceInfo
 from instrument import open_trace
 from instrument.tracefile import WORD_LINE, WORD_STACK, WORD_STORE, SampledBatch
@@ -103,6 +105,10 @@ SHARED_WINDOW_SPACING = 4
 # A sample whose heaviest line takes more than this share of the sampled accesses is flagged: SHARDS weighs
 # the line 1/rate, and its reuses then stand for far more of the trace than they are (see heaviest_share).
 HEAVY_SHARE_WARN = 0.05
+
+# Replay the SHARDS samples' periodic stretches (analysis/source_replay.py) in iteration mode; False: feed every
+# copy (the same profiles, bit for bit; tests compare the two)
+REPLAY = True
 
 SOURCE_COLUMNS = {"iteration": ("addr", "is_store", "loop", "iteration", "is_stack"),
                   "paper": ("addr", "is_store", "block", "block_instance")}
@@ -749,10 +755,10 @@ class _SourceTask:
     private trace and of the shared trace."""
 
     def __init__(self, info: TraceInfo, cores: int, mode: str, shift: int, refs_per_turn: int,
-                 paper_chunk: int, coherence: bool, sampling: SourceSampling) -> None:
+                 paper_chunk: int, coherence: bool, sampling: SourceSampling, replay: int = 0) -> None:
         self.p, self.k, self.shift = cores, refs_per_turn, shift
         self.cmap = CoreMap(info, cores, mode, paper_chunk)
-        self.counters = np.zeros(cores, dtype=np.int64)
+        self.counters = np.zeros(cores, dtype=np.int64)  # private positions the rows have reached
         self.windows = sampling.rate < 1.0 and sampling.window > 0
         self.look, self.length, self.period = sampling.window, sampling.length, sampling.period
         self.next_start = sampling.window_offsets(cores)
@@ -762,6 +768,10 @@ class _SourceTask:
         self._init_shared_windows(sampling)
         self.shards = ShardsStreams(cores, refs_per_turn, coherence, self.windows, self.look, self.shared_windows,
                                     self.s_look // refs_per_turn)
+        replay = replay and even_split(self.cmap, replay)
+        # with replay (periodic traces) the SHARDS samples are fed copy by copy, behind the rows: own positions
+        self.s_counters = np.zeros(cores, dtype=np.int64) if replay else self.counters
+        self.replay = ShardsReplay(self.shards, self.s_counters, self.feed_copy) if replay else None
 
     def _init_shared_windows(self, sampling: SourceSampling) -> None:
         """Windows of the shared trace: the same private positions [s - look, s + length) in every core,
@@ -785,10 +795,19 @@ class _SourceTask:
                                       *self.cmap._tables())
         if self.windows:
             self._windows(rows, starts, run_core)
-        self.shards.feed(rows.sel, rows.lines, rows.offset, rows.store, starts, run_core, self.counters,
-                         OFFSET_BITS - self.shift)
+        if self.replay is None:
+            self.shards.feed(rows.sel, rows.lines, rows.offset, rows.store, starts, run_core, self.counters,
+                             OFFSET_BITS - self.shift)
+        else:  # the SHARDS samples come copy by copy (feed_copy)
+            advance(starts, run_core, self.counters)
         if self.shared_windows:
             self.s_pool.measure(int(self.counters.min()))
+
+    def feed_copy(self, copy) -> None:
+        """Feed one copy's SHARDS samples (source_replay.Copy: rows counted from the copy's start)."""
+        starts, run_core = _core_runs(True, copy.starts, copy.key0, copy.key1, *self.cmap._tables())
+        self.shards.feed(copy.sel, copy.lines, copy.offset, copy.store, starts, run_core, self.s_counters,
+                         OFFSET_BITS - self.shift)
 
     def _windows(self, rows: _Rows, starts: np.ndarray, run_core: np.ndarray) -> None:
         """Pool the chunk's rows that fall in each core's window segments, and in the shared trace's."""
@@ -812,6 +831,8 @@ class _SourceTask:
     def finish(self, sampling: SourceSampling) -> tuple[list, object]:
         """Every core's estimated PRD and the estimated CRD, each totalling its stream's exact length."""
         sh = self.shards
+        if self.replay is not None:
+            self.replay.unwind()
         if sh.shared is not None:
             sh.release(None)
         if self.windows:
@@ -853,9 +874,12 @@ def source_profiles(info: TraceInfo, chunks: Iterable[TraceChunk] | None, counts
         raise InputError(f"--refs-per-turn {refs_per_turn}: must be at least 1")
     resolved = resolve_mode(info, mode)
     shift = line_shift(line_size)
-    tasks = [_SourceTask(info, p, resolved, shift, refs_per_turn, paper_chunk, coherence, sampling) for p in counts]
+    period = loop_period(info) if resolved == "iteration" and REPLAY else 0
+    tasks = [_SourceTask(info, p, resolved, shift, refs_per_turn, paper_chunk, coherence, sampling, period)
+             for p in counts]
     if not tasks:
         return []
+    copies = CopyBuffer(period) if any(t.replay is not None for t in tasks) else None
     picker = _Picker(sampling, resolved, shift, tasks[0].cmap, info.path)
     if batches is not None and resolved == "iteration":
         rows = (picker.batch_rows(b) for b in batches(shift, int(sampling.salt), int(sampling.threshold)))
@@ -864,9 +888,21 @@ def source_profiles(info: TraceInfo, chunks: Iterable[TraceChunk] | None, counts
     for r in rows:
         for t in tasks:
             t.feed(r)
+        if copies is not None:
+            _feed_copies(tasks, copies.add(r))
+    if copies is not None:
+        _feed_copies(tasks, copies.finish())
     if diagnostics is not None:
         diagnostics["heaviest_line_share"] = picker.tally.heaviest_share()
     return [t.finish(sampling) for t in tasks]
+
+
+def _feed_copies(tasks: list[_SourceTask], done: list) -> None:
+    """Completed copies (source_replay.CopyBuffer) to every core count's replay."""
+    for copy, same in done:
+        for t in tasks:
+            if t.replay is not None:
+                t.replay.feed(copy, same)
 
 
 def scale_profile(raw, rate: float, total: int, adjust: bool = True):

@@ -1,0 +1,251 @@
+"""Exact replay of the periodic stretches of the SHARDS samples in source sampling (analysis/source_sampling.py).
+
+Time-stepped codes repeat: in iteration mode `analysis.profiles.loop_period` finds the smallest n such that loop
+instances i and i + n have the same loop, trip count, schedule and chunk (jacobi-2d: n = 2, one time step). The
+sequential trace is cut into copies at the starts of the loop instances that are multiples of n, and only the
+copies' SHARDS part (sampled rows, their lines and flags, and the runs of one loop iteration, with instances
+counted from the copy's first) is kept, a few percent of the rows. Two consecutive copies with the same part give
+every core the same sampled accesses at the same private positions, and every core count the same core decisions
+(the loops' signatures repeat), so the kernels of analysis/shards_kernel.py do the same work on them when they
+start from the same state.
+
+That is what `ShardsReplay` checks, per core count, instead of relying on a theorem: after a copy has been fed,
+it compares the state at the copy's end with the state at its start, relative to each core's private position
+(`_norm`: each stack's lines in LRU order, their last-use positions where a later access could still count them
+near, the sharer sets; a copy counts only when every core advanced as far, by whole turns, and no pair waits
+in the merge's queues). When they are equal, feeding the next copy, if its part is the same,
+would add the same counts and leave the same state again, shifted by the copy's length; so such copies are not
+fed: they are counted, and when a copy differs (or the trace ends) the counts of the last fed copy are added that
+many times and the state's positions are shifted (`unwind`). The profiles are bit for bit those of feeding every
+copy (tests/test_source_replay.py). The windows (source_sampling) still read every row.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from analysis.private_traces import ALL_CORES, _iteration_core
+from analysis.shards_kernel import EMPTY
+
+
+@dataclass
+class Copy:
+    """The SHARDS part of one copy, in rows counted from the copy's start."""
+
+    sel: np.ndarray     # sampled rows (int64, increasing)
+    lines: np.ndarray   # their line ids (no offset)
+    offset: np.ndarray  # bool: per-core offset
+    store: np.ndarray   # bool: store
+    starts: np.ndarray  # run starts, plus the copy's row count
+    key0: np.ndarray    # loop instance of each run (-1: outside loops)
+    key1: np.ndarray    # iteration of each run
+    inst0: int          # the copy's first loop instance (-1: the trace's head, before any cut)
+
+    def same_as(self, prev: "Copy | None", n: int) -> bool:
+        """Whether this copy repeats prev (the copy before it): same rows, runs and flags, instances n later."""
+        if prev is None or prev.inst0 < 0 or self.inst0 != prev.inst0 + n or self.starts[-1] != prev.starts[-1]:
+            return False
+        pairs = ((self.sel, prev.sel), (self.lines, prev.lines), (self.offset, prev.offset),
+                 (self.store, prev.store), (self.starts, prev.starts), (self.key1, prev.key1))
+        if not all(np.array_equal(a, b) for a, b in pairs):
+            return False
+        return np.array_equal(np.where(self.key0 >= 0, self.key0 - n, self.key0), prev.key0)
+
+
+class CopyBuffer:
+    """Cuts the batches' SHARDS parts into copies at the starts of loop instances that are multiples of n."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.parts: list[tuple] = []
+        self.rows = 0          # rows of the current copy so far
+        self.inst0 = -1        # its first loop instance
+        self.last_key = (-2, -2)  # (loop, iteration) of the last run seen
+        self.prev: Copy | None = None
+
+    def add(self, rows) -> list[tuple[Copy, bool]]:
+        """A batch (source_sampling._Rows, iteration mode): the copies it completes, each with whether it repeats
+        the copy before it."""
+        key0, key1, starts = rows.key0, rows.key1, rows.starts
+        if not key0.shape[0]:
+            return []
+        before = np.concatenate([[self.last_key[0]], key0[:-1]])
+        cut = np.flatnonzero((key0 >= 0) & (key0 % self.n == 0) & (key0 != before))
+        done = []
+        lo = 0
+        for r in cut.tolist() + [key0.shape[0]]:
+            if r > lo:
+                self._part(rows, lo, r)
+            if r < key0.shape[0]:
+                if self.rows:
+                    done.append(self._close())
+                self.inst0 = int(key0[r])
+            lo = r
+        self.last_key = (int(key0[-1]), int(key1[-1]))
+        return done
+
+    def finish(self) -> list[tuple[Copy, bool]]:
+        """The last copy, if it has rows."""
+        return [self._close()] if self.rows else []
+
+    def _part(self, rows, r0: int, r1: int) -> None:
+        """Runs r0..r1 of the batch into the current copy (a run the batch boundary split is joined again)."""
+        a, b = int(rows.starts[r0]), int(rows.starts[r1])
+        i0, i1 = np.searchsorted(rows.sel, [a, b])
+        shift = self.rows - a
+        st, k0, k1 = rows.starts[r0:r1] + shift, rows.key0[r0:r1], rows.key1[r0:r1]
+        if self.rows and r0 == 0 and (int(k0[0]), int(k1[0])) == self.last_key:
+            st, k0, k1 = st[1:], k0[1:], k1[1:]
+        self.parts.append((rows.sel[i0:i1] + shift, rows.lines[i0:i1], rows.offset[i0:i1], rows.store[i0:i1],
+                           st, k0, k1))
+        self.rows += b - a
+
+    def _close(self) -> tuple[Copy, bool]:
+        """The current copy, complete; a new one begins."""
+        cols = [np.concatenate([p[i] for p in self.parts]) for i in range(7)]
+        starts = np.append(cols[4], self.rows).astype(np.int64)
+        copy = Copy(cols[0], cols[1], cols[2], cols[3], starts, cols[5].astype(np.int64), cols[6].astype(np.int64),
+                    self.inst0)
+        same = copy.same_as(self.prev, self.n)
+        self.prev, self.parts, self.rows = copy, [], 0
+        return copy, same
+
+
+@numba.njit(cache=True, nogil=True)
+def advance(starts, run_core, counters):
+    """Each core's private position advanced over the runs (ALL_CORES: every core)."""
+    for r in range(run_core.shape[0]):
+        n = starts[r + 1] - starts[r]
+        c = run_core[r]
+        if c == ALL_CORES:
+            counters += n
+        else:
+            counters[c] += n
+
+
+@numba.njit(cache=True, nogil=True)
+def _iterations_per_core(n, trip, sched, chunk, gstarts, gptr, p):
+    """Iterations each of p cores runs in loop instances 0..n-1 (CoreMap's decisions)."""
+    out = np.zeros(p, np.int64)
+    for lp in range(min(n, trip.shape[0])):
+        for it in range(trip[lp]):
+            c = _iteration_core(lp, it, trip, sched, chunk, gstarts, gptr, p)
+            if c == ALL_CORES:
+                out += 1
+            elif 0 <= c < p:
+                out[c] += 1
+    return out
+
+
+def even_split(cmap, n: int) -> bool:
+    """Whether one period (loop instances 0..n-1) gives every core as many iterations: else the cores' private
+    traces advance by different lengths per copy, so the shared trace does not repeat (jacobi-2d MEDIUM's 248
+    rows on 16 cores) and ShardsReplay could never skip a copy; such core counts are fed batch by batch."""
+    if cmap.cores == 1:
+        return True
+    per = _iterations_per_core(n, cmap.trip, cmap.sched, cmap.chunk, cmap.gstarts, cmap.gptr, cmap.cores)
+    return bool((per == per[0]).all())
+
+
+class ShardsReplay:
+    """Feeds one core count's SHARDS streams (shards_kernel.ShardsStreams) copy by copy, skipping the copies that
+    repeat a copy whose end state equals its start state (see the module docstring)."""
+
+    def __init__(self, shards, counters: np.ndarray, feed) -> None:
+        self.shards, self.counters, self.feed_copy = shards, counters, feed
+        self.norm: list[np.ndarray] | None = None  # the state at the current copy boundary (None: not taken)
+        self.armed = False     # the state repeats: a copy equal to the last fed one need not be fed
+        self.delta: list[np.ndarray] = []
+        self.step = np.zeros_like(counters)  # each core's positions in the last fed copy
+        self.held = 0          # copies not fed since the last fed one
+        self.skipped = 0
+
+    def feed(self, copy: Copy, same: bool) -> None:
+        """The next copy; same: it repeats the previous one."""
+        if self.armed and same:
+            self.held += 1
+            self.skipped += 1
+            return
+        self.unwind()
+        norm0, start = self.norm, self.counters.copy()
+        before = [t.copy() for t in self._tallies()] if norm0 is not None else []  # only a copy that may arm
+        self.feed_copy(copy)
+        self.step = self.counters - start
+        sh = self.shards
+        # every core as many positions further, a whole number of turns, and no pair waiting to be merged (so the
+        # queues need no shifting, and every access to come follows every core's position)
+        steady = sh.p == 1 or (bool((self.step == self.step[0]).all()) and int(self.step[0]) % sh.k == 0
+                               and bool((sh.q_head == sh.q_tail).all()))
+        self.norm = self._norm() if steady and int(self.step[0]) > 0 else None
+        self.armed = norm0 is not None and self.norm is not None and _equal(norm0, self.norm)
+        if self.armed:
+            self.delta = [a - _pad(b, a) for a, b in zip(self._tallies(), before)]
+
+    def unwind(self) -> None:
+        """Add the held copies' counts and shift the state's positions past them, as if they had been fed."""
+        m = self.held
+        if not m:
+            return
+        self.held = 0
+        for t, d in zip(self._tallies(), self.delta):
+            t += m * d
+        sh, shift = self.shards, m * self.step
+        self.counters += shift
+        if sh.windows:
+            sh.private.aux += shift[:, None]
+        if sh.shared is not None and sh.s_windows:  # (the queues are empty: see feed)
+            sh.shared.aux += int(shift[0]) // sh.k
+
+    def _tallies(self) -> list[np.ndarray]:
+        """The arrays a fed copy adds counts to (the live arrays or views of them: unwind adds in place)."""
+        sh = self.shards
+        out = [sh.private.hist, sh.private.hist_sum, sh.private.state[:, 3], sh.tally, sh.tail, sh.s_tally,
+               sh.s_tail]
+        if sh.shared is not None:
+            out += [sh.shared.hist, sh.shared.hist_sum, sh.shared.state[:, 3]]
+        return out
+
+    def _norm(self) -> list[np.ndarray]:
+        """The state relative to each core's private position: what decides the counts of the accesses to come."""
+        sh = self.shards
+        out = []
+        for c in range(sh.p):
+            rel = (self.counters[c] - sh.private.aux[c]) if sh.windows else None
+            out += _stack_norm(sh.private, c, rel, sh.look + 1)
+        if sh.shared is None:
+            return out
+        rel = None
+        if sh.s_windows:  # turns: a line's last use is near only within s_look turns of an access still to come
+            t_now = int(self.counters.min()) // sh.k  # (the queues are empty: every access to come is after it)
+            rel = t_now - sh.shared.aux[0]
+        out += _stack_norm(sh.shared, 0, rel, sh.s_look + 1)
+        return out
+
+
+def _stack_norm(stacks, e: int, rel: np.ndarray | None, cap: int) -> list[np.ndarray]:
+    """Stack e's lines by id: their rank in LRU order, their sharer sets, and their last-use positions relative
+    to now (rel, capped where no access to come can be near)."""
+    live = stacks.keys[e] != EMPTY
+    keys = stacks.keys[e][live]
+    order = np.argsort(keys)
+    ranks = np.argsort(np.argsort(stacks.times[e][live]))
+    out = [keys[order], ranks[order], stacks.sharers[e][live][order].ravel()]
+    if rel is not None:
+        out.append(np.minimum(rel[live], cap)[order])
+    return out
+
+
+def _equal(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    """Element-wise equal lists of arrays."""
+    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def _pad(b: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """b with a's shape (a tail array may have grown since b was copied: zeros on the right)."""
+    if b.shape == a.shape:
+        return b
+    out = np.zeros_like(a)
+    out[tuple(slice(0, s) for s in b.shape)] = b
+    return out
