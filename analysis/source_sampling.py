@@ -77,7 +77,7 @@ from analysis.bitops import popcount as _popcount
 from analysis.sampling import DEFAULT_WINDOW_LENGTH, _engine_bins
 from analysis.shards_kernel import ShardsStreams
 from analysis.source_replay import CopyBuffer, ShardsReplay, advance, even_split
-from instrument.trace_types import TraceChunk, TraceInfo
+from instrument.trace_types import SCHED_STATIC, TraceChunk, TraceInfo
 from instrument import open_trace
 from instrument.tracefile import WORD_LINE, WORD_STACK, WORD_STORE, SampledBatch
 from pptmc.errors import InputError
@@ -208,6 +208,25 @@ def _paper_span(block, inst, count, paper_chunk, p):
 
 
 @numba.njit(cache=True, nogil=True)
+def _static_span(loop, it, trip, sched, chunk, p):
+    """The iterations [lo, hi) of loop instance `loop` that run on the same core as iteration `it` under a static
+    schedule without chunk (private_traces._static_core: the first trip % p cores one more); (0, 0) otherwise."""
+    if loop < 0 or sched[loop] != SCHED_STATIC or chunk[loop] > 0:
+        return 0, 0
+    n = trip[loop]
+    q = n // p
+    r = n % p
+    big = r * (q + 1)
+    if it < big:
+        lo = it // (q + 1) * (q + 1)
+        return lo, lo + q + 1
+    if q == 0:
+        return 0, 0
+    lo = big + (it - big) // q * q
+    return lo, lo + q
+
+
+@numba.njit(cache=True, nogil=True)
 def _core_runs(iteration_mode, starts, key0, key1, count, paper_chunk, trip, sched, chunk, gstarts, gptr, p):
     """Rows split where the core changes (CoreMap's per-run decision, private_traces._run_cores), consecutive
     pieces of one core merged, so the per-run loops downstream run once per change of core. Returns (starts +
@@ -225,6 +244,7 @@ def _core_runs(iteration_mode, starts, key0, key1, count, paper_chunk, trip, sch
     span_from = np.full(count.shape[0], np.iinfo(np.int64).max, dtype=np.int64)
     span_end = np.zeros(count.shape[0], dtype=np.int64)
     span_core = np.zeros(count.shape[0], dtype=np.int64)
+    it_loop, it_lo, it_hi, it_core = -2, 0, 0, 0  # iteration mode: the last static span's iterations and core
     m = 0
     for r in range(n):
         i = starts[r]
@@ -232,8 +252,14 @@ def _core_runs(iteration_mode, starts, key0, key1, count, paper_chunk, trip, sch
         while i < b:
             if p == 1:
                 c, nxt = 0, b
-            elif iteration_mode:
-                c, nxt = _iteration_core(key0[r], key1[r], trip, sched, chunk, gstarts, gptr, p), b
+            elif iteration_mode:  # runs of one loop mostly follow each other: one division-free test per run
+                if key0[r] == it_loop and it_lo <= key1[r] < it_hi:
+                    c = it_core
+                else:
+                    c = _iteration_core(key0[r], key1[r], trip, sched, chunk, gstarts, gptr, p)
+                    it_lo, it_hi = _static_span(key0[r], key1[r], trip, sched, chunk, p)
+                    it_loop, it_core = key0[r], c
+                nxt = b
             else:
                 blk, x = key0[i], key1[i]
                 if x < span_from[blk] or x >= span_end[blk]:

@@ -141,6 +141,26 @@ def test_paper_span_is_where_the_core_changes():
                     assert all(cores[y] == cores[x] for y in range(x, min(end, n + 5)))
 
 
+def test_static_span_is_the_core_s_block_of_iterations():
+    """_static_span(it) is the block of iterations a static schedule without chunk gives its core (the first
+    trip % p cores one more), checked against private_traces._static_core per iteration; other schedules and
+    rows outside loops get no span."""
+    from analysis.private_traces import _static_core
+
+    for trip in range(0, 41):
+        for p in (1, 2, 3, 4, 7, 16, 17):
+            t = np.array([trip, trip, trip], np.int64)
+            sched = np.array([SCHED_STATIC, SCHED_STATIC, SCHED_DYNAMIC], np.int64)
+            chunk = np.array([0, 3, 0], np.int64)
+            cores = [_static_core(it, trip, p) for it in range(trip)]
+            for it in range(trip):
+                lo, hi = SS._static_span(0, it, t, sched, chunk, p)
+                assert lo <= it < hi and [c for c in cores if c == cores[it]] == cores[lo:hi]
+                assert SS._static_span(1, it, t, sched, chunk, p) == (0, 0)
+                assert SS._static_span(2, it, t, sched, chunk, p) == (0, 0)
+            assert SS._static_span(-1, 0, t, sched, chunk, p) == (0, 0)
+
+
 def test_walk_segment_matches_brute_force():
     """In-segment distances (distinct lines since the previous use) for gaps within `look`, -1 otherwise."""
     rng = np.random.default_rng(4)
