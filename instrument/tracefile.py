@@ -231,7 +231,7 @@ def _sink_block_run(sink, k, r, sites, pred_last, pred_stride, site_store, stack
     bound), and its lines hashed once per line its addresses cross (_kept_rows), not per row; the kept rows
     are then put back in row order. Returns the sink's (kept rows, highest address)."""
     words, sel = sink[0], sink[1]
-    shift = sink[3][0]
+    shift, salt, thr = sink[3][0], sink[3][1], sink[3][2]
     n = sites.shape[0]
     ns0 = ns
     contributing = 0
@@ -255,9 +255,10 @@ def _sink_block_run(sink, k, r, sites, pred_last, pred_stride, site_store, stack
                 words[k + e] = (np.uint64(a) >> shift) | stack | flag
                 high = max(high, np.uint64(a))
         pred_last[s] = a
-        before = ns
-        ns = _kept_rows(sink, first - st, st, r, k + j, n, ns)
-        contributing += ns > before
+        if not _none_kept(first - st, st, r, shift, salt, thr):
+            before = ns
+            ns = _kept_rows(sink, first - st, st, r, k + j, n, ns)
+            contributing += ns > before
     if contributing > 1:
         _sort_rows(sel, ns0, ns)
     return ns, high
@@ -285,6 +286,26 @@ def _line_kept(line, salt, threshold):
     m32 = np.uint64(0xFFFFFFFF)
     x = (line ^ (line >> np.uint64(32)) ^ salt) & m32
     return ((x * np.uint64(0x9E3779B1)) & m32) < threshold
+
+
+@numba.njit(cache=True, inline="always")
+def _none_kept(a0, st, r, shift, salt, threshold):
+    """Whether surely none of one site's accesses a0 + (e + 1) * st, e < r, has a line that passes the filter:
+    for strides shorter than a line (and 0), no line they cross passes (scalars only: a cheap test before
+    _kept_rows, whose array arguments cost reference counting per call; most sites' lines in a run are not
+    kept). False when it cannot tell (other strides, addresses that wrap)."""
+    size = np.int64(1) << np.int64(shift)
+    last = a0 + r * st
+    if not (-size < st < size) or a0 < 0 or last < 0 or a0 + st < 0:
+        return False
+    lo = np.uint64(min(a0 + st, last)) >> shift
+    hi = np.uint64(max(a0 + st, last)) >> shift
+    line = lo
+    while line <= hi:
+        if _line_kept(line, salt, threshold):
+            return False
+        line += np.uint64(1)
+    return True
 
 
 @numba.njit(cache=True)
