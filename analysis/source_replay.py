@@ -29,6 +29,11 @@ import numpy as np
 from analysis.private_traces import ALL_CORES, _iteration_core
 from analysis.shards_kernel import EMPTY
 
+# Rows a copy has at least: periods shorter than this are taken several at a time (a copy per period would cost
+# a feed call per core count each, and the state comparison after each fed copy); about half a decode batch, so
+# copies that never repeat cost at most twice the feed calls of batches. jacobi-2d MEDIUM's period: 370K rows.
+MIN_COPY_ROWS = 1 << 18
+
 
 @dataclass
 class Copy:
@@ -42,23 +47,29 @@ class Copy:
     key0: np.ndarray    # loop instance of each run (-1: outside loops)
     key1: np.ndarray    # iteration of each run
     inst0: int          # the copy's first loop instance (-1: the trace's head, before any cut)
+    inst1: int          # the next copy's first loop instance (-1: none, the trace ends)
 
-    def same_as(self, prev: "Copy | None", n: int) -> bool:
-        """Whether this copy repeats prev (the copy before it): same rows, runs and flags, instances n later."""
-        if prev is None or prev.inst0 < 0 or self.inst0 != prev.inst0 + n or self.starts[-1] != prev.starts[-1]:
+    def same_as(self, prev: "Copy | None") -> bool:
+        """Whether this copy repeats prev (the copy before it): as many loop instances (a multiple of the period,
+        so the same loops and schedules), the same rows, runs and flags."""
+        if prev is None or prev.inst0 < 0 or self.inst1 < 0 or self.inst0 != prev.inst1 \
+                or self.inst1 - self.inst0 != prev.inst1 - prev.inst0 or self.starts[-1] != prev.starts[-1]:
             return False
         pairs = ((self.sel, prev.sel), (self.lines, prev.lines), (self.offset, prev.offset),
                  (self.store, prev.store), (self.starts, prev.starts), (self.key1, prev.key1))
         if not all(np.array_equal(a, b) for a, b in pairs):
             return False
+        n = self.inst0 - prev.inst0
         return np.array_equal(np.where(self.key0 >= 0, self.key0 - n, self.key0), prev.key0)
 
 
 class CopyBuffer:
-    """Cuts the batches' SHARDS parts into copies at the starts of loop instances that are multiples of n."""
+    """Cuts the batches' SHARDS parts into copies at the starts of loop instances that are multiples of n, once a
+    copy has min_rows rows (default MIN_COPY_ROWS)."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, min_rows: int | None = None) -> None:
         self.n = n
+        self.min_rows = MIN_COPY_ROWS if min_rows is None else min_rows
         self.parts: list[tuple] = []
         self.rows = 0          # rows of the current copy so far
         self.inst0 = -1        # its first loop instance
@@ -76,11 +87,14 @@ class CopyBuffer:
         done = []
         lo = 0
         for r in cut.tolist() + [key0.shape[0]]:
+            size = self.rows + int(starts[r]) - int(starts[lo]) if r < key0.shape[0] else 0
+            if 0 < size < self.min_rows:
+                continue  # too short yet: the copy goes on to a later cut
             if r > lo:
                 self._part(rows, lo, r)
             if r < key0.shape[0]:
                 if self.rows:
-                    done.append(self._close())
+                    done.append(self._close(int(key0[r])))
                 self.inst0 = int(key0[r])
             lo = r
         self.last_key = (int(key0[-1]), int(key1[-1]))
@@ -88,7 +102,7 @@ class CopyBuffer:
 
     def finish(self) -> list[tuple[Copy, bool]]:
         """The last copy, if it has rows."""
-        return [self._close()] if self.rows else []
+        return [self._close(-1)] if self.rows else []
 
     def _part(self, rows, r0: int, r1: int) -> None:
         """Runs r0..r1 of the batch into the current copy (a run the batch boundary split is joined again)."""
@@ -102,13 +116,13 @@ class CopyBuffer:
                            st, k0, k1))
         self.rows += b - a
 
-    def _close(self) -> tuple[Copy, bool]:
-        """The current copy, complete; a new one begins."""
+    def _close(self, inst1: int) -> tuple[Copy, bool]:
+        """The current copy, complete (the next one begins at loop instance inst1)."""
         cols = [np.concatenate([p[i] for p in self.parts]) for i in range(7)]
         starts = np.append(cols[4], self.rows).astype(np.int64)
         copy = Copy(cols[0], cols[1], cols[2], cols[3], starts, cols[5].astype(np.int64), cols[6].astype(np.int64),
-                    self.inst0)
-        same = copy.same_as(self.prev, self.n)
+                    self.inst0, inst1)
+        same = copy.same_as(self.prev)
         self.prev, self.parts, self.rows = copy, [], 0
         return copy, same
 
@@ -178,7 +192,8 @@ class ShardsReplay:
         # queues need no shifting, and every access to come follows every core's position)
         steady = sh.p == 1 or (bool((self.step == self.step[0]).all()) and int(self.step[0]) % sh.k == 0
                                and bool((sh.q_head == sh.q_tail).all()))
-        self.norm = self._norm() if steady and int(self.step[0]) > 0 else None
+        # only a copy that repeats the one before it can be followed by more: no state comparisons otherwise
+        self.norm = self._norm() if same and steady and int(self.step[0]) > 0 else None
         self.armed = norm0 is not None and self.norm is not None and _equal(norm0, self.norm)
         if self.armed:
             self.delta = [a - _pad(b, a) for a, b in zip(self._tallies(), before)]

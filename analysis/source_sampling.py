@@ -46,6 +46,11 @@ touches a few percent of the accesses:
   that are coherence misses is taken from the SHARDS sample (the windows' lines are not all
   tracked by the Directory).
 
+Periodic traces (iteration mode, analysis.profiles.loop_period): the SHARDS samples are cut into copies at the
+loop instances that start a period and fed copy by copy; a copy whose sampled part repeats the previous one is
+not fed once a fed copy left the kernels' state as it found it (relative to every core's position): its counts
+are added again (analysis/source_replay.py; bit for bit the same profiles). The windows still read every row.
+
 At rate 1 no window is used and the result equals the exact ProfileSet bit for bit
 (tests/test_source_sampling.py). Without windows (window=0) each histogram is the scaled
 SHARDS one (`scale_profile`); `adjust` is SHARDS-adj: the gap between the expected (rate *

@@ -50,7 +50,8 @@ def periodic_trace(seed: int, steps: int, n_iters: int, schedule: int, chunk: in
 
 @pytest.fixture
 def replays(monkeypatch):
-    """Every ShardsReplay made while the test runs."""
+    """Every ShardsReplay made while the test runs (copies of one period each, however short)."""
+    monkeypatch.setattr(R, "MIN_COPY_ROWS", 1)
     made = []
     init = R.ShardsReplay.__init__
 
@@ -100,7 +101,7 @@ def test_copies_repeat_whatever_the_batches():
     picker = SS._Picker(SS.SourceSampling(0.4, 1), "iteration", 6, CoreMap(info, 1, "iteration", 0), info.path)
     found = []
     for rows in (7, 100, 1 << 16):
-        buf = R.CopyBuffer(2)
+        buf = R.CopyBuffer(2, min_rows=1)
         done = [c for part in chunker(ch, rows)() for c in buf.add(picker.rows(part))] + buf.finish()
         found.append([(c.inst0, int(c.starts[-1]), len(c.sel), len(c.key0), s) for c, s in done])
     assert found[0] == found[1] == found[2]
@@ -116,3 +117,21 @@ def test_even_split():
         loops = [LoopInstance(i, 0, trip, SCHED_STATIC, 0) for i in range(6)]
         info = TraceInfo("t", 1, "prog", [], True, 0, {}, {}, loops=loops)
         assert R.even_split(CoreMap(info, p, "iteration", 0), 1) is want
+
+
+def test_short_periods_are_taken_several_at_a_time(replays, monkeypatch):
+    """Copies of at least MIN_COPY_ROWS rows: several periods each, still repeating (rate 1: the exact profiles,
+    copies skipped), and the buffer's copies hold whole periods."""
+    info, ch = periodic_trace(6, 30, 12, SCHED_STATIC, 0)
+    period_rows = len(ch) // 30
+    monkeypatch.setattr(R, "MIN_COPY_ROWS", 3 * period_rows)
+    factory = chunker(ch, 1000)
+    got = source_set(info, factory, [1, 2, 4], "iteration", 1, True, SS.SourceSampling(1.0, seed=3))
+    want = exact_set(info, factory, [1, 2, 4], "iteration", 1, True)
+    assert [key for key in want if not same(got[key], want[key])] == []
+    assert replays and all(r.skipped >= 3 for r in replays)
+    picker = SS._Picker(SS.SourceSampling(1.0, 1), "iteration", 6, CoreMap(info, 1, "iteration", 0), info.path)
+    buf = R.CopyBuffer(2)
+    done = [c for part in factory() for c in buf.add(picker.rows(part))] + buf.finish()
+    # a copy ends at the first period start where it has MIN_COPY_ROWS rows: 3 periods of 2 instances each
+    assert [c.inst1 - c.inst0 for c, _ in done[1:-1]] == [6] * (len(done) - 2)
