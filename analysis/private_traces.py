@@ -219,15 +219,9 @@ def _gather_core(lines, offrows, starts, runs, n, core, shift):
         b = starts[r + 1]
         out[f:f + b - a] = lines[a:b]
         if j < n_off and offrows[j] < a:  # skip the other cores' offset rows by bisection: in paper
-            lo = j                         # mode nearly every row has an offset, and stepping over
-            hi = n_off                     # them one by one cost every core a pass over all of them
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if offrows[mid] < a:
-                    lo = mid + 1
-                else:
-                    hi = mid
-            j = lo
+            # mode nearly every row has an offset, and stepping over them one by one cost every core a
+            # pass over all of them
+            j += np.searchsorted(offrows[j:n_off], a)
         while j < n_off and offrows[j] < b:
             out[f + offrows[j] - a] += coff
             j += 1

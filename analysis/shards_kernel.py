@@ -179,18 +179,6 @@ def _rr_key(pos, core, p, k):
     return ((pos // k) * p + core) * k + pos % k
 
 
-@numba.njit(cache=True, nogil=True)
-def _first_at(sel, a):
-    """The first index of the increasing sel whose value is >= a (bisection)."""
-    lo, hi = 0, sel.shape[0]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if sel[mid] < a:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
 
 @numba.njit(cache=True, nogil=True)
 def _drop_heads(q_pos, q_line, q_dist, q_gap, q_head, q_tail, c):
@@ -234,7 +222,7 @@ def _feed_pairs(sel, lines, offset, store, starts, run_core, counters, p, step, 
             a = starts[r]
             b = starts[r + 1]
             if j < 0:
-                j = _first_at(sel, a)
+                j = np.searchsorted(sel, a)  # the first selected row at or after a
             while j < m and sel[j] < b:
                 status = _room(now, live, limit, t_len)
                 if status == DONE and queued and q_tail[c] >= q_pos.shape[1]:
