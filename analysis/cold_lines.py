@@ -76,7 +76,7 @@ def _distinct_sets(ring, filled, present):
 def _first_touches(addr, is_store, block, instance, shift, n_sets, seen, prev_addr, last_instance, position,
                    ring, ring_next, present, out):
     """Classify the loads in this chunk that touch a line first: out[n] = sets their walk reaches, 0 if
-    not strided; returns n.
+    not strided; returns n and how many lines (loads' and stores') the set gained.
 
     prev_addr[b, p]: the previous address of access p of block b (-1 before its first execution);
     last_instance[b] and position[b] number the accesses within the current execution of block b;
@@ -84,6 +84,7 @@ def _first_touches(addr, is_store, block, instance, shift, n_sets, seen, prev_ad
     whose load has no previous address is not strided; a line a store touches first is no load's first
     touch (the store brought it in)."""
     n = 0
+    added = 0
     window = ring.shape[1]
     for r in range(addr.shape[0]):
         b = block[r]
@@ -95,7 +96,10 @@ def _first_touches(addr, is_store, block, instance, shift, n_sets, seen, prev_ad
         a = np.int64(addr[r])
         before = prev_addr[b, p]
         prev_addr[b, p] = a
-        if not _insert(seen, a >> shift) or is_store[r]:
+        if not _insert(seen, a >> shift):
+            continue
+        added += 1
+        if is_store[r]:
             continue
         if before < 0 or abs(a - before) < STRIDED_MIN_BYTES:
             out[n] = 0
@@ -104,7 +108,7 @@ def _first_touches(addr, is_store, block, instance, shift, n_sets, seen, prev_ad
             ring_next[b] += 1
             out[n] = _distinct_sets(ring[b], min(ring_next[b], window), present)
         n += 1
-    return n
+    return n, added
 
 
 class FirstTouchCounter:
@@ -147,10 +151,10 @@ class FirstTouchCounter:
                              f"({self.n_blocks} blocks); the trace is corrupt")
         self._room_for(len(chunk))
         out = np.empty(len(chunk), dtype=np.int64)
-        n = _first_touches(chunk.addr, chunk.is_store, chunk.block.astype(np.int64), chunk.block_instance,
+        n, added = _first_touches(chunk.addr, chunk.is_store, chunk.block.astype(np.int64), chunk.block_instance,
                            self.shift, self.sets, self.seen, self.prev_addr, self.last_instance, self.position,
                            self.ring, self.ring_next, self.present, out)
-        self.lines += len(chunk)  # an upper bound on the lines added (stores' lines are not counted in n)
+        self.lines += added
         classes, counts = np.unique(out[:n], return_counts=True)
         for s, c in zip(classes.tolist(), counts.tolist()):
             self.counts[s] = self.counts.get(s, 0) + c

@@ -109,6 +109,16 @@ def test_random_walks_match_brute_force_across_chunks(seed):
     assert _table_dict(counter) == _brute(addr, block, instance, store)
 
 
+def test_line_set_grows_with_distinct_lines_not_trace_length():
+    """50 chunks of 1000 accesses over the same 100 lines: the set stays sized for 100 lines plus one chunk."""
+    counter = cl.FirstTouchCounter(1, initial_slots=1024)
+    addr = [0x500000 + 64 * (i % 100) for i in range(1000)]
+    for k in range(50):
+        counter.add(_chunk(addr, [0] * 1000, [k * 1000 + i for i in range(1000)]))
+    assert counter.lines == 100
+    assert counter.seen.shape[0] <= 4096
+
+
 def test_extra_cost_interpolates_between_set_counts():
     """costs over 1, 2, 4 sets = 20, 14, 10 ns; a stream line costs 5: 10 lines over 4 sets cost
     10 x 5 extra, 4 lines over 3 sets interpolate at log2 3, the stream's first touches nothing."""
