@@ -3,7 +3,8 @@ joined with the runtime model's prediction for the same size and machine (issue 
 
 Native times are the original OpenMP program (not the translated one) with a cold-cache start and
 the region boundaries the harness uses for the trace (pbench_region_begin/end). Measurements run
-one after another, never in parallel, so they do not disturb each other.
+one after another, never in parallel, so they do not disturb each other, in rounds over the benchmarks
+(`measure_suite`) so that the host's drift spreads over all of them.
 """
 from __future__ import annotations
 
@@ -68,25 +69,40 @@ def pinned_environment(base: Mapping[str, str]) -> dict[str, str]:
 
 def measure_benchmark(bench, cfg: MeasureConfig) -> list[dict]:
     """Rows (benchmark, threads, median/min/max region seconds) for one benchmark."""
+    return measure_suite([bench], cfg).to_dict("records")
+
+
+def measure_suite(benches, cfg: MeasureConfig, progress: Progress | None = None) -> pd.DataFrame:
+    """Median/min/max region seconds per (benchmark, threads), measured in interleaved rounds.
+
+    Each round runs every benchmark once per thread count, one run at a time (never in parallel). On a
+    shared host the speed of memory and of the SMT sibling drifts over seconds to minutes (a serial atax
+    varied 0.30-0.55 ms between two minutes); back-to-back repeats of one benchmark would all land in
+    one such state, rounds spread every benchmark's samples over the whole measurement.
+    """
     from benchmarks.polybench.build import build_native, run_native
 
     if cfg.repeats < 1:
         raise InputError(f"repeats {cfg.repeats}: give at least 1")
+    say = progress or (lambda _msg: None)
+    exes = {bench.name: _native_binary(bench, cfg, build_native) for bench in benches}
+    env = pinned_environment(os.environ) if cfg.pin else None
+    samples: dict[tuple[str, int], list[float]] = {(name, t): [] for name in exes for t in cfg.threads}
+    for round_no in range(cfg.repeats):
+        say(f"round {round_no + 1} of {cfg.repeats}: {len(exes)} benchmarks on {','.join(map(str, cfg.threads))} threads")
+        for (name, threads), times in samples.items():
+            times.append(run_native(exes[name], threads, cold=cfg.cold, env=env).region_seconds)
+    return pd.DataFrame([{"benchmark": name, "cores": threads, "measured_s": statistics.median(times),
+                          "measured_min_s": min(times), "measured_max_s": max(times), "repeats": cfg.repeats}
+                         for (name, threads), times in samples.items()])
+
+
+def _native_binary(bench, cfg: MeasureConfig, build_native) -> Path:
+    """Build the original OpenMP program of `bench` into the work directory."""
     exe = cfg.workdir / "native" / f"{bench.name}-{cfg.size}"
     exe.parent.mkdir(parents=True, exist_ok=True)
     build_native(bench, cfg.size, exe)
-    rows = []
-    for threads in cfg.threads:
-        env = pinned_environment(os.environ) if cfg.pin else None
-        samples = [run_native(exe, threads, cold=cfg.cold, env=env).region_seconds for _ in range(cfg.repeats)]
-        rows.append({"benchmark": bench.name, "cores": threads, "measured_s": statistics.median(samples),
-                     "measured_min_s": min(samples), "measured_max_s": max(samples), "repeats": cfg.repeats})
-    return rows
-
-
-def measure_suite(benches, cfg: MeasureConfig) -> pd.DataFrame:
-    """Measured region times for every benchmark, run one after another so they do not disturb each other."""
-    return pd.DataFrame([row for bench in benches for row in measure_benchmark(bench, cfg)])
+    return exe
 
 
 def runtime_errors(predicted: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:
@@ -207,10 +223,12 @@ def validate_runtimes(benches, size: str, threads: tuple[int, ...], workdir: Pat
         raise InputError(f"threads {','.join(map(str, too_many))}: machine {machine.name} has only "
                          f"{machine.cores} cores; measure at most that many")
     cfg = MeasureConfig(workdir=workdir, size=size, threads=tuple(threads), repeats=repeats, pin=pin)
+    say(f"measuring {len(benches)} benchmarks at {size} on {','.join(map(str, threads))} threads, "
+        f"{repeats} interleaved rounds")
+    measured_all = measure_suite(benches, cfg, progress=say)
     frames = []
     for bench in benches:
-        say(f"{bench.name}: measuring {size} on {','.join(map(str, threads))} threads x {repeats}")
-        measured = pd.DataFrame(measure_benchmark(bench, cfg))
+        measured = measured_all[measured_all.benchmark == bench.name].reset_index(drop=True)
         say(f"{bench.name}: predicting")
         try:
             predicted = predict_benchmark(bench, size, threads, workdir, machine, layout, contention=contention,

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
+
 import pytest
 
 from benchmarks.polybench.catalog import by_name
@@ -114,6 +116,31 @@ def test_measure_runs_pinned_by_default_and_not_with_pin_off(tmp_path, monkeypat
     seen.clear()
     measure_benchmark(by_name("atax"), MeasureConfig(workdir=tmp_path, threads=(2,), repeats=1, pin=False))
     assert seen == [None]
+
+
+def test_measure_suite_interleaves_rounds_and_takes_each_pairs_median(tmp_path, monkeypatch):
+    """Every round runs each (benchmark, threads) once before any runs again, and each row's median,
+    min and max come from that pair's own samples only."""
+    import benchmarks.polybench.build as build
+    from pptmc.measure import MeasureConfig, measure_suite
+
+    order = []
+
+    def fake_run(exe, threads, cold=False, dump=False, env=None, timeout=600.0):
+        order.append((Path(exe).name, threads))
+        base = {"atax-MINI": 1.0, "bicg-MINI": 10.0}[Path(exe).name]
+        round_no = sum(1 for o in order if o == order[-1])
+        return build.NativeRun(checksums={}, arrays={}, region_seconds=base * threads * [3, 1, 2][round_no - 1])
+
+    monkeypatch.setattr(build, "build_native", lambda bench, size, exe: exe)
+    monkeypatch.setattr(build, "run_native", fake_run)
+    df = measure_suite([by_name("atax"), by_name("bicg")],
+                       MeasureConfig(workdir=tmp_path, size="MINI", threads=(1, 2), repeats=3))
+    pairs = [("atax-MINI", 1), ("atax-MINI", 2), ("bicg-MINI", 1), ("bicg-MINI", 2)]
+    assert order == pairs * 3
+    got = {(r.benchmark, r.cores): (r.measured_s, r.measured_min_s, r.measured_max_s) for r in df.itertuples()}
+    assert got == {("atax", 1): (2.0, 1.0, 3.0), ("atax", 2): (4.0, 2.0, 6.0),
+                   ("bicg", 1): (20.0, 10.0, 30.0), ("bicg", 2): (40.0, 20.0, 60.0)}
 
 
 def test_simulated_hit_rates_equal_sdcm_for_fully_associative_caches(validated):
