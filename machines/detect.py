@@ -418,8 +418,9 @@ def measure_transfer(workdir: Path, ghz: float, caches: list[SysCache], cores: i
     res = _run(_compile("transfer.c", workdir / "transfer", [], openmp=True), caches[0].line_bytes, lines,
                TRANSFER_PHASES, env=env)
     return {"transfer_cycles": round(res["other_ns"] * ghz, 2),
-            "source": f"transfer.c on this host, 2 threads on 2 cores: {lines} lines updated in turns "
-                      f"({res['other_ns']:.3f} ns per line; {res['same_ns']:.3f} ns when one core does every turn)"}
+            "source": f"transfer.c on this host, 2 threads on 2 cores at once: {lines} lines in rows of one page "
+                      f"that change owner every phase ({res['other_ns']:.3f} ns per line per core; "
+                      f"{res['same_ns']:.3f} ns when every row keeps its owner)"}
 
 
 def core_table(window: dict, stores: dict, mcpu: dict | None = None) -> dict:
