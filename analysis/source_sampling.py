@@ -81,7 +81,7 @@ from analysis.private_traces import (ALL_CORES, OFFSET_BITS, CoreMap, _iteration
 from analysis.bitops import popcount as _popcount
 from analysis.sampling import DEFAULT_WINDOW_LENGTH, _engine_bins
 from analysis.shards_kernel import ShardsStreams
-from analysis.source_replay import CopyBuffer, ShardsReplay, advance, even_split
+from analysis.source_replay import MIN_COPY_ROWS, CopyBuffer, ShardsReplay, advance, even_split
 from instrument.trace_types import SCHED_STATIC, TraceChunk, TraceInfo
 from instrument import open_trace
 from instrument.tracefile import WORD_LINE, WORD_STACK, WORD_STORE, SampledBatch
@@ -996,8 +996,10 @@ def sampled_profile_set(trace_path: str, cores: list[int], sampling: SourceSampl
     found: dict = {}
     if sampled is not None and resolved == "iteration":
         rows = max_rows or SAMPLED_ROWS
+        # periodic traces: the decoder does not decode the copies that repeat (instrument.tracefile.DecodeReplay)
+        replay = {"period": loop_period(info), "min_rows": MIN_COPY_ROWS} if REPLAY and loop_period(info) else {}
         results = source_profiles(info, None, counts, sampling, resolved, refs_per_turn, line_size, paper_chunk,
-                                  coherence, lambda *hash_args: sampled(rows, *hash_args), found)
+                                  coherence, lambda *hash_args: sampled(rows, *hash_args, **replay), found)
     else:
         results = source_profiles(info, chunks(max_rows or SOURCE_ROWS, SOURCE_COLUMNS[resolved]), counts,
                                   sampling, resolved, refs_per_turn, line_size, paper_chunk, coherence,

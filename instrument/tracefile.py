@@ -354,13 +354,236 @@ def _kept_rows(sink, a0, st, r, row, n, ns):
     return ns
 
 
+# DecodeReplay.ri: the replay's counters (per-row entries: one per byte buffer row 0-2)
+(R_ON, R_N, R_MIN, R_G, R_CUR, R_G0, R_B0, R_NL, R_PREV, R_REF, R_CUR_ROW, R_PREV_ROW, R_REF_ROW, R_REC_K0,
+ R_REC_NS0, R_REC_NR0, R_REC_N, R_REC_NS, R_REC_NR, R_REF_N, R_REF_NS, R_REF_NR, R_DELTA, R_SKIPS, R_LP1, R_IT1,
+ R_D, R_REG, R_TOP, R_LP, R_IT) = range(31)
+R_NB, R_NLR, R_ROWS = 31, 34, 37  # + row: a copy's bytes, loop begins, rows
+R_SIZE = 40
+
+
+@numba.njit(cache=True)
+def _rep_snap(v, pred_last, pred_stride, enc_last, fb, fc, d, reg, top, stack_lo, stack_hi):
+    """The decoder state a copy's rows depend on, as one vector (frames above the depth, never read before they
+    are set again, as zeros; the loop keys aside: a copy starts with a loop begin, which sets them)."""
+    n, m = pred_last.shape[0], fb.shape[0]
+    v[0:n] = pred_last
+    v[n:2 * n] = pred_stride
+    v[2 * n:3 * n] = enc_last
+    j = 3 * n
+    v[j:j + 2 * m] = 0
+    v[j:j + d + 1] = fb[:d + 1]
+    v[j + m:j + m + d + 1] = fc[:d + 1]
+    j += 2 * m
+    v[j], v[j + 1], v[j + 2], v[j + 3], v[j + 4] = d, reg, top, stack_lo, stack_hi
+
+
+@numba.njit(cache=True)
+def _rep_same(a, b):
+    """Element-wise equal vectors."""
+    for i in range(a.shape[0]):
+        if a[i] != b[i]:
+            return False
+    return True
+
+
+@numba.njit(cache=True)
+def _rep_match(buf, ev, ref, nb, loops, nl):
+    """Whether buf from byte ev holds the nb bytes of a recorded copy (ref) but for the instance numbers of its
+    nl loop begins (loops[m] = [first, end byte of the instance's varint, instance]), all shifted alike.
+    Returns the shift, or -1 when they differ (or the bytes end first)."""
+    if ev + nb > buf.shape[0]:
+        return -1
+    q, delta = 0, 0
+    for m in range(nl):
+        a, b = loops[m, 0], loops[m, 1]
+        for x in range(q, a):
+            if buf[ev + x] != ref[x]:
+                return -1
+        v, shift = np.int64(0), np.int64(0)
+        for x in range(a, b):  # a varint of exactly the recorded length
+            byte = np.int64(buf[ev + x])
+            if (byte >= 128) != (x < b - 1):
+                return -1
+            v |= (byte & 127) << shift
+            shift += 7
+        if m == 0:
+            delta = v - loops[m, 2]
+            if delta < 0:
+                return -1
+        elif v - loops[m, 2] != delta:
+            return -1
+        q = b
+    for x in range(q, nb):
+        if buf[ev + x] != ref[x]:
+            return -1
+    return delta
+
+
+@numba.njit(cache=True)
+def _rep_flush(rep, sink, k, ns, nr, both):
+    """The current batch's rows of the copy being recorded (from row ri[R_REC_K0] to k) appended to the
+    recording: words, kept rows, runs (a run the batch boundary split joined again). Too many rows: the copy
+    is not recorded."""
+    ri, rw, rsel, rruns, rh = rep[0], rep[8], rep[9], rep[10], rep[11]
+    if ri[R_CUR] != 1:
+        return
+    k0, base = ri[R_REC_K0], ri[R_REC_N]
+    n = k - k0
+    if base + n > rw.shape[0]:
+        ri[R_CUR] = 0
+        return
+    words, sel, runs = sink[0], sink[1], sink[2]
+    rw[base:base + n] = words[k0:k]
+    j = ri[R_REC_NS]
+    for i in range(ri[R_REC_NS0], ns):
+        rsel[j] = sel[i] - k0 + base
+        j += 1
+    m = ri[R_REC_NR]
+    for r in range(ri[R_REC_NR0], nr):
+        if runs[r, 0] >= k:
+            break
+        if m > 0 and rruns[m - 1, 1] == runs[r, 1] and rruns[m - 1, 2] == runs[r, 2]:
+            continue
+        rruns[m, 0], rruns[m, 1], rruns[m, 2] = runs[r, 0] - k0 + base, runs[r, 1], runs[r, 2]
+        m += 1
+    ri[R_REC_NS], ri[R_REC_NR], ri[R_REC_N] = j, m, base + n
+    ri[R_REC_K0], ri[R_REC_NS0], ri[R_REC_NR0] = 0, 0, 0  # the next batch's rows count from 0
+    rh[0] = max(rh[0], both)
+
+
+@numba.njit(cache=True)
+def _rep_return(rep, sink, k, ns, nr, both, chunk_end):
+    """Before the kernel returns k rows: the recording takes them; at a chunk's end the current copy is dropped
+    (a copy is only recorded or matched within one chunk's bytes)."""
+    ri = rep[0]
+    if not ri[R_ON]:
+        return
+    _rep_flush(rep, sink, k, ns, nr, both)
+    if chunk_end and ri[R_CUR] >= 0:
+        ri[R_CUR] = -1
+    ri[R_G] += k
+
+
+@numba.njit(cache=True)
+def _rep_close(rep, sink, buf, ev, k, ns, nr, both, lp0, it0, counts):
+    """The current copy ends at byte ev (row k): it becomes the previous copy, and the recorded one when it was
+    being recorded (its end state is rep[5], taken by the caller)."""
+    ri, rb, rs1, now, rcnt0, rdelta, rh = rep[0], rep[1], rep[4], rep[5], rep[6], rep[7], rep[11]
+    cur = ri[R_CUR]
+    if cur < 0:
+        return
+    ri[R_CUR] = -1
+    row, b0 = ri[R_CUR_ROW], ri[R_B0]
+    nb = ev - b0
+    if nb > rb.shape[1]:
+        return
+    rb[row, :nb] = buf[b0:ev]
+    ri[R_NB + row], ri[R_NLR + row], ri[R_ROWS + row] = nb, ri[R_NL], ri[R_G] + k - ri[R_G0]
+    ri[R_PREV], ri[R_PREV_ROW] = 1, row
+    if cur == 1:
+        ri[R_CUR] = 1
+        _rep_flush(rep, sink, k, ns, nr, both)
+        if ri[R_CUR] == 1:
+            rs1[:] = now
+            rdelta[:] = counts - rcnt0
+            ri[R_LP1], ri[R_IT1] = lp0, it0
+            ri[R_REF_N], ri[R_REF_NS], ri[R_REF_NR] = ri[R_REC_N], ri[R_REC_NS], ri[R_REC_NR]
+            rh[1] = rh[0]
+            ri[R_REF], ri[R_REF_ROW] = 1, row
+        ri[R_CUR] = -1
+
+
+@numba.njit(cache=True)
+def _rep_start(rep, buf, ev, k, ns, nr, counts, runs):
+    """A copy begins at byte ev (row k): its start state and bytes are kept; it is recorded (its rows kept for
+    the copies that repeat it) when it starts as the previous copy did and holds the same bytes."""
+    ri, rb, rl, rs0, now, rcnt0, rh = rep[0], rep[1], rep[2], rep[3], rep[5], rep[6], rep[11]
+    row = 0
+    while (ri[R_PREV] and row == ri[R_PREV_ROW]) or (ri[R_REF] and row == ri[R_REF_ROW]):
+        row += 1
+    ri[R_CUR], ri[R_CUR_ROW], ri[R_B0], ri[R_G0], ri[R_NL] = 0, row, ev, ri[R_G] + k, 0
+    rs0[row, :] = now
+    prev = ri[R_PREV_ROW]
+    if ri[R_PREV] and ri[R_ROWS + prev] <= rep[8].shape[0] and runs[nr - 1, 0] == k and _rep_same(now, rs0[prev]) \
+            and _rep_match(buf, ev, rb[prev], ri[R_NB + prev], rl[prev], ri[R_NLR + prev]) >= 0:
+        ri[R_CUR], ri[R_REF] = 1, 0
+        ri[R_REC_N], ri[R_REC_NS], ri[R_REC_NR] = 0, 0, 0
+        ri[R_REC_K0], ri[R_REC_NS0], ri[R_REC_NR0] = k, ns, nr - 1
+        rcnt0[:] = counts
+        rh[0] = 0
+
+
+@numba.njit(cache=True)
+def _rep_loop(rep, sink, buf, ev, i0, i1, inst, loops_out, n_loops, k, ns, nr, both, lp0, it0, pred_last,
+              pred_stride, enc_last, fb, fc, d, reg, top, stack_lo, stack_hi, counts):
+    """A loop begin at byte ev (its instance's varint at bytes i0..i1, its loops_out row n_loops - 1), after
+    the kernel applied it. At an instance that is a multiple of the period, once the current copy has min rows:
+    the copy ends, and the next one either repeats the recorded copy (returns its byte length: the caller skips
+    it) or begins. Returns 0 otherwise."""
+    ri, rb, rl, rs0, now = rep[0], rep[1], rep[2], rep[3], rep[5]
+    if inst % ri[R_N] == 0 and (ri[R_CUR] == -2 or ri[R_G] + k - ri[R_G0] >= ri[R_MIN]):
+        _rep_snap(now, pred_last, pred_stride, enc_last, fb, fc, d, reg, top, stack_lo, stack_hi)
+        _rep_close(rep, sink, buf, ev, k, ns, nr, both, lp0, it0, counts)
+        ref = ri[R_REF_ROW]
+        if ri[R_REF] and n_loops - 1 + ri[R_NLR + ref] <= loops_out.shape[0] and _rep_same(now, rs0[ref]):
+            delta = _rep_match(buf, ev, rb[ref], ri[R_NB + ref], rl[ref], ri[R_NLR + ref])
+            if delta >= 0:
+                ri[R_DELTA] = delta
+                return ri[R_NB + ref]
+        _rep_start(rep, buf, ev, k, ns, nr, counts, sink[2])
+    if ri[R_CUR] >= 0:
+        m, row = ri[R_NL], ri[R_CUR_ROW]
+        if m >= rl.shape[1]:
+            ri[R_CUR] = -1
+            return 0
+        b0 = ri[R_B0]
+        rl[row, m, 0], rl[row, m, 1], rl[row, m, 2] = i0 - b0, i1 - b0, inst
+        rl[row, m, 3:8] = loops_out[n_loops - 1]
+        ri[R_NL] = m + 1
+    return 0
+
+
+@numba.njit(cache=True)
+def _rep_skip(rep, pred_last, pred_stride, enc_last, fb, fc, counts, last_inst, loops_out, n_loops):
+    """Apply a repeat of the recorded copy without decoding it: its later loop begins (instances shifted), its
+    block counts, and its end state (returned in ri[R_D..R_IT]). Returns the loop begins now in loops_out."""
+    ri, rl, rs1, rdelta = rep[0], rep[2], rep[4], rep[7]
+    ref, delta = ri[R_REF_ROW], ri[R_DELTA]
+    for m in range(1, ri[R_NLR + ref]):
+        loops_out[n_loops, :] = rl[ref, m, 3:8]
+        loops_out[n_loops, 0] += delta
+        n_loops += 1
+    n, w = pred_last.shape[0], fb.shape[0]
+    pred_last[:] = rs1[0:n]
+    pred_stride[:] = rs1[n:2 * n]
+    enc_last[:] = rs1[2 * n:3 * n]
+    j = 3 * n + 2 * w
+    d = rs1[j]
+    fb[:d + 1] = rs1[3 * n:3 * n + d + 1]
+    fc[:d + 1] = rs1[3 * n + w:3 * n + w + d + 1]
+    for b in range(counts.shape[0]):
+        if rdelta[b] > 0:
+            counts[b] += rdelta[b]
+            last_inst[b] = counts[b] - 1
+    lp = ri[R_LP1]
+    ri[R_D], ri[R_REG], ri[R_TOP], ri[R_LP], ri[R_IT] = d, rs1[j + 1], rs1[j + 2], lp + delta if lp >= 0 else lp, \
+        ri[R_IT1]
+    ri[R_G] += ri[R_REF_N]
+    ri[R_CUR] = -2
+    ri[R_SKIPS] += 1
+    return n_loops
+
+
 @numba.njit(cache=True)
 def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off, bs, virt_of, counts,
-            last_inst, enc_last, pred_last, pred_stride, fb, fc, st, loops_out, stack_lo, stack_hi, out, sink):
+            last_inst, enc_last, pred_last, pred_stride, fb, fc, st, loops_out, stack_lo, stack_hi, out, sink, rep):
     """Replay a chunk's events from byte `start`; returns (status, rows, loop begins, next byte).
 
     status 0 = chunk done, 1 = paused because the output (or loops_out) is full: call again
-    from the returned byte, -1 = invalid events. `st` = [depth, region, loop, iteration,
+    from the returned byte, 2 = the events from the last loop begin on repeat the copy `rep` recorded
+    (DecodeReplay; sampling decode only): its rows follow, not decoded, then call again from the returned
+    byte, -1 = invalid events. `st` = [depth, region, loop, iteration,
     region_top] and the frame arrays fb (block) / fc (site cursor) carry the thread's state.
     A block entry implies that each of its sites ran once: sites without an explicit event
     take their predictor's address (last + stride), as the runtime did when it wrote nothing.
@@ -436,6 +659,7 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
                         fc[d] = c
                         st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
                         _sink_save(sink, ns, nr, both, k)
+                        _rep_return(rep, sink, k, ns, nr, both, False)
                         return 1, k, n_loops, ev
                     ns, both = _emit_predicted(out, k, s, pred_last, pred_stride, site_size, site_block,
                                                site_store, last_inst, reg, lp, it, top, stack_lo, stack_hi,
@@ -460,6 +684,7 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
             if k >= cap:
                 st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
                 _sink_save(sink, ns, nr, both, k)
+                _rep_return(rep, sink, k, ns, nr, both, False)
                 return 1, k, n_loops, ev
             dv, pos = _varint(buf, pos)
             s = stop_site
@@ -494,9 +719,13 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
                 if n_loops >= loops_out.shape[0]:
                     st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
                     _sink_save(sink, ns, nr, both, k)
+                    _rep_return(rep, sink, k, ns, nr, both, False)
                     return 1, k, n_loops, ev
+                lp0, it0 = lp, it
                 lid, pos = _varint(buf, pos)
+                i0 = pos
                 inst, pos = _varint(buf, pos)
+                i1 = pos
                 trip, pos = _varint(buf, pos)
                 sched, pos = _varint(buf, pos)
                 chunk, pos = _varint(buf, pos)
@@ -509,6 +738,18 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
                 lp = np.int64(inst)
                 it = -1
                 nr = _sink_cut(sink, nr, k, lp, it)
+                if rep[0][R_ON]:
+                    nb = _rep_loop(rep, sink, buf, ev, i0, i1, lp, loops_out, n_loops, k, ns, nr, both, lp0, it0,
+                                   pred_last, pred_stride, enc_last, fb, fc, d, reg, top, stack_lo, stack_hi, counts)
+                    if nb > 0:  # a repeat of the recorded copy: its state at the end, not its rows
+                        n_loops = _rep_skip(rep, pred_last, pred_stride, enc_last, fb, fc, counts, last_inst,
+                                            loops_out, n_loops)
+                        ri = rep[0]
+                        d, reg, top, lp, it = ri[R_D], ri[R_REG], ri[R_TOP], ri[R_LP], ri[R_IT]
+                        st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
+                        _sink_save(sink, ns, nr, both, k)
+                        _rep_return(rep, sink, k, ns, nr, both, False)
+                        return 2, k, n_loops, ev + nb
             elif val == 3:
                 dv, pos = _varint(buf, pos)
                 it = it + 1 + _unzig(dv)
@@ -536,6 +777,7 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
         return -1, k, n_loops, pos
     st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
     _sink_save(sink, ns, nr, both, k)
+    _rep_return(rep, sink, k, ns, nr, both, True)
     return 0, k, n_loops, pos
 
 
@@ -702,13 +944,22 @@ class TraceReader:
         for hdr, payload in self.disk_chunks():
             yield from decoder.decode(hdr, payload, max_rows)
 
-    def sampled_batches(self, max_rows: int, shift: int, salt: int, threshold: int) -> Iterator[SampledBatch]:
+    def sampled_batches(self, max_rows: int, shift: int, salt: int, threshold: int, period: int = 0,
+                        min_rows: int = 1) -> Iterator[SampledBatch]:
         """Stream every access from the start as SampledBatch views (see SampleSink; each batch is valid until
-        the next is read): the batches `chunks(max_rows)` would give, without their columns."""
+        the next is read): the batches `chunks(max_rows)` would give, without their columns. period > 0: loop
+        instances i and i + period repeat (analysis.profiles.loop_period); copies of the events that repeat
+        the previous one are not decoded (DecodeReplay, copies of at least min_rows rows): their rows come as
+        batches of their own, so the rows are the same but the batches are cut differently."""
         sink = SampleSink(max_rows, shift, salt, threshold)
         decoder = ChunkDecoder(self.tables, self.path, ())
+        replays: dict[int, DecodeReplay] = {}
         for hdr, payload in self.disk_chunks():
-            yield from decoder.sampled(hdr, payload, sink)
+            replay = None
+            if period > 0:
+                replay = replays.get(hdr.thread) or replays.setdefault(hdr.thread, DecodeReplay(
+                    period, min_rows, max_rows, len(self.tables.site_block), self.tables.n_blocks))
+            yield from decoder.sampled(hdr, payload, sink, replay)
 
 
 class _ThreadState:
@@ -774,9 +1025,64 @@ class SampleSink:
                             int(self.state[2]))
 
 
+class DecodeReplay:
+    """Replay of periodic stretches in the sampling decode (TraceReader.sampled_batches with a period n > 0).
+
+    The events are cut into copies at the loop begins whose instance is a multiple of n, once a copy holds
+    `min_rows` rows. A copy's rows depend only on its bytes and on the decoder's state at its start (each
+    site's last address and stride, the frames, the region's stack bounds); the loop begins' instance numbers
+    only label the runs. So when a copy starts in the state the previous one started in and holds the same
+    bytes (instance numbers aside), its rows are kept (words, kept rows, runs: at most `max_rows`), with its
+    end state; every later copy that starts in that state with those bytes is not decoded: the kernel applies
+    the end state and the batch of its rows is the kept one, instances shifted (`batch`). A copy is only kept
+    or matched within one chunk's bytes (one thread's replay; chunks of other threads have their own)."""
+
+    ROWS, LOOPS = 3, 1024  # byte buffers (current, previous, recorded copy), loop begins a copy may hold
+
+    def __init__(self, period: int, min_rows: int, max_rows: int, n_sites: int, n_blocks: int) -> None:
+        width = 3 * n_sites + 2 * MAX_DEPTH + 5
+        self.ri = np.zeros(R_SIZE, np.int64)
+        self.ri[R_ON], self.ri[R_N], self.ri[R_MIN], self.ri[R_CUR] = int(period > 0), max(period, 1), min_rows, -1
+        self.bytes = np.empty((self.ROWS, max(4 * max_rows, 1 << 16)), np.uint8)
+        self.loops = np.zeros((self.ROWS, self.LOOPS, 8), np.int64)
+        self.start = np.zeros((self.ROWS, width), np.int64)
+        self.end, self.now = np.zeros(width, np.int64), np.zeros(width, np.int64)
+        self.counts0, self.delta = np.zeros(n_blocks, np.int64), np.zeros(n_blocks, np.int64)
+        self.words, self.sel = np.empty(max_rows, np.uint64), np.empty(max_rows, np.int64)
+        self.runs = np.empty((max_rows + 2, 3), np.int64)
+        self.high = np.zeros(2, np.uint64)
+
+    def arrays(self) -> tuple:
+        """The kernel's replay tuple."""
+        return (self.ri, self.bytes, self.loops, self.start, self.end, self.now, self.counts0, self.delta,
+                self.words, self.sel, self.runs, self.high)
+
+    @property
+    def skipped(self) -> int:
+        """Copies not decoded."""
+        return int(self.ri[R_SKIPS])
+
+    def batch(self) -> SampledBatch:
+        """The rows of the copy the kernel just skipped: the recorded copy's, loop instances shifted (views, valid
+        until the next batch). addr_max is the highest address of the batches the copy was recorded in."""
+        ri = self.ri
+        n, nr = int(ri[R_REF_N]), int(ri[R_REF_NR])
+        runs = self.runs[:nr]
+        starts = np.append(runs[:, 0], n)
+        loop = np.where(runs[:, 1] >= 0, runs[:, 1] + ri[R_DELTA], runs[:, 1])
+        return SampledBatch(self.words[:n], self.sel[:int(ri[R_REF_NS])], starts, loop, runs[:, 2],
+                            int(self.high[1]))
+
+
+def _no_replay() -> tuple:
+    """The replay argument of a decode without replay (the kernel reads only its switch, off)."""
+    return DecodeReplay(0, 1, 1, 1, 1).arrays()
+
+
 # the sink argument of a plain decode: placeholders (only the first one's ndim is looked at)
 _NO_SINK = (np.empty((1, 1), np.uint64), np.empty(1, np.int64), np.empty((1, 3), np.int64),
             np.zeros(3, np.uint64), np.zeros(3, np.uint64))
+_NO_REPLAY = _no_replay()
 
 
 # the columns _decode writes, in the order of its `out` tuple (`thread` is set per batch)
@@ -811,37 +1117,45 @@ class ChunkDecoder:
             return TraceChunk(*(np.empty(max_rows if c in self.wanted else (1, 1), dtype=dt)
                                 for c, dt in CHUNK_DTYPES.items()))
 
-        for out, k in self._calls(hdr, payload, fresh, _NO_SINK):
+        for out, k, _ in self._calls(hdr, payload, fresh, _NO_SINK, _NO_REPLAY):
             yield self._rows(out, k, hdr.thread)
 
-    def sampled(self, hdr: ChunkHeader, payload: bytes, sink: "SampleSink") -> Iterator["SampledBatch"]:
-        """The accesses one disk chunk completes as SampledBatch views into `sink` (each valid until the next)."""
+    def sampled(self, hdr: ChunkHeader, payload: bytes, sink: "SampleSink",
+                replay: DecodeReplay | None = None) -> Iterator["SampledBatch"]:
+        """The accesses one disk chunk completes as SampledBatch views into `sink` (each valid until the next);
+        with `replay` (this chunk's thread's), a repeated copy comes as replay.batch(), not decoded."""
         out = TraceChunk(*(np.empty((1, 1), dtype=dt) for dt in CHUNK_DTYPES.values()))
         arrays = sink.arrays()
-        for _, k in self._calls(hdr, payload, lambda: out, arrays):
-            yield sink.batch(k)
+        rep = _NO_REPLAY if replay is None else replay.arrays()
+        for _, k, status in self._calls(hdr, payload, lambda: out, arrays, rep):
+            if k:
+                yield sink.batch(k)
+            if status == 2 and replay.ri[R_REF_N]:
+                yield replay.batch()
 
-    def _calls(self, hdr: ChunkHeader, payload: bytes, fresh, sink: tuple) -> Iterator[tuple[TraceChunk, int]]:
-        """Run the kernel over one disk chunk: (output, rows) of every call that produced rows."""
+    def _calls(self, hdr: ChunkHeader, payload: bytes, fresh, sink: tuple,
+               rep: tuple) -> Iterator[tuple[TraceChunk, int, int]]:
+        """Run the kernel over one disk chunk: (output, rows, status) of every call that produced rows or
+        skipped a repeated copy (status 2)."""
         buf = np.frombuffer(self._decompress(hdr, payload), np.uint8)
         th = self.threads.setdefault(hdr.thread, _ThreadState(len(self.t.site_block), hdr))
         enc_last = np.zeros(len(self.t.site_block), np.int64)
         loops_out = np.zeros((4096, 5), np.int64)
         pos, status = 0, 1
-        while status == 1:
+        while status >= 1:
             out = fresh()
             status, k, n_loops, pos = _decode(
                 buf, pos, self.t.site_block, self.t.site_size, self.t.site_store, self.t.site_explicit,
                 self.t.bs_off, self.t.bs, self.t.virt_of, self.counts, self.last_inst, enc_last, th.pred_last,
                 th.pred_stride, th.fb, th.fc, th.st, loops_out, np.int64(hdr.stack_lo), np.int64(hdr.stack_hi),
-                tuple(getattr(out, c) for c in _DECODED), sink)
+                tuple(getattr(out, c) for c in _DECODED), sink, rep)
             if status < 0:
                 raise InputError(f"{self.path}: chunk {self.index} at byte {hdr.offset} holds invalid events "
                                  f"(an id out of range or an access outside its block, event at byte {pos} of "
                                  f"the decompressed payload); the trace is corrupt, re-record it")
             self.loops.extend(tuple(int(x) for x in row) for row in loops_out[:n_loops])
-            if k:
-                yield out, k
+            if k or status == 2:
+                yield out, k, status
         self.index += 1
 
     def _rows(self, out: TraceChunk, k: int, thread: int) -> TraceChunk:

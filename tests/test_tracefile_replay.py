@@ -1,0 +1,144 @@
+"""The sampling decode's replay of periodic stretches (instrument.tracefile.DecodeReplay): a copy of the events
+that repeats the recorded one is not decoded, and the rows, runs, loops, block counts and decoder state are
+those of decoding every event (the sampling decode without replay, itself tested against the plain decode in
+tests/test_sampled_decode.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from instrument import tracefile as TF
+from test_sampled_decode import STACK_HI, _chunks, _event, _tables, _zig
+
+SITES = {0: [0, 1, 2], 1: [3, 4]}
+
+
+class _Predictors:
+    """The runtime's per-site predictors: a miss carries address - (last + stride)."""
+
+    def __init__(self) -> None:
+        self.last, self.stride = [0] * 5, [0] * 5
+
+    def miss(self, site: int, address: int) -> bytes:
+        """The miss event of `site` at `address` (the predictor moves on)."""
+        ev = _event(0, site, _zig(address - self.last[site] - self.stride[site]))
+        self.stride[site], self.last[site] = address - self.last[site], address
+        return ev
+
+
+def _iteration(rng, pred: _Predictors) -> list[bytes]:
+    """One loop iteration: a block whose sites miss twice (address, then stride), then many entries of it."""
+    block = int(rng.integers(0, 2))
+    steps = rng.choice([0, 8, 16, -8, 40, 64, 200], len(SITES[block])).tolist()
+    bases = [int(rng.choice([STACK_HI - 64 * int(rng.integers(1, 40)), 1 << 30, 1 << 40])) for _ in SITES[block]]
+    out = [_event(3, 3, _zig(0))]
+    for again in (0, 1):
+        out.append(_event(1, block))
+        out += [pred.miss(s, b + again * st) for s, b, st in zip(SITES[block], bases, steps)]
+    entries = int(rng.integers(1, 200))
+    out += [_event(1, block)] * entries
+    for s in SITES[block]:  # every entry but the last moved the predictors on; the sync runs the last one's sites
+        pred.last[s] += pred.stride[s] * entries
+    out.append(_event(3, 5, len(SITES[block])))
+    return out
+
+
+def steps_events(steps: int, differ: tuple[int, ...] = (), trips: tuple[int, ...] = (5,)) -> list[bytes]:
+    """A region, a prelude, then time steps of two loops (instances 2t and 2t + 1) whose iterations draw the
+    same blocks and addresses every step (step t in `differ` draws others; step t's loops have trips[t] or the
+    last trip count): the same bytes from the second step on, but for the loops' instance numbers."""
+    pred = _Predictors()
+    rng = np.random.default_rng(99)
+    out = [_event(3, 0, 0, 0, STACK_HI)] + _iteration(rng, pred)
+    for t in range(steps):
+        rng = np.random.default_rng(1000 + t if t in differ else 7)
+        trip = trips[min(t, len(trips) - 1)]
+        for half in (0, 1):
+            out.append(_event(3, 2, half, 2 * t + half, _zig(trip), 0, _zig(0)))
+            for _ in range(trip):
+                out += _iteration(rng, pred)
+            out.append(_event(3, 4, half))
+    return out
+
+
+def _split(events: list[bytes], pieces: int) -> list[bytes]:
+    """The events as `pieces` chunk payloads, cut at events."""
+    cuts = np.linspace(0, len(events), pieces + 1).astype(int)
+    return [b"".join(events[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def _decode(payloads: list[bytes], max_rows: int, period: int, min_rows: int, salt: int = 0x5EED,
+            threshold: int = 1 << 30):
+    """(batches as copies, decoder, replay) of the sampling decode of the payloads."""
+    chunks = _chunks(payloads)
+    decoder = TF.ChunkDecoder(_tables(), "mem.trace", ())
+    sink = TF.SampleSink(max_rows, 6, salt, threshold)
+    replay = TF.DecodeReplay(period, min_rows, max_rows, 5, 2) if period else None
+    batches = [(b.words.copy(), b.sel.copy(), b.starts.copy(), b.loop.copy(), b.iteration.copy(), b.addr_max)
+               for h, p in chunks for b in decoder.sampled(h, p, sink, replay)]
+    return batches, decoder, replay
+
+
+def _joined(batches: list) -> tuple:
+    """Words, kept rows and runs of all the batches as one stream (runs a batch boundary split joined)."""
+    words, sel, runs, n = [], [], [], 0
+    for w, s, starts, lp, it, _ in batches:
+        assert starts[0] == 0 and starts[-1] == len(w) and (np.diff(starts) > 0).all()
+        assert ((lp[1:] != lp[:-1]) | (it[1:] != it[:-1])).all()  # cut exactly where the keys change
+        words.append(w)
+        sel.append(s + n)
+        for a, x, y in zip(starts[:-1].tolist(), lp.tolist(), it.tolist()):
+            if not runs or runs[-1][1:] != (x, y):
+                runs.append((a + n, x, y))
+        n += len(w)
+    return np.concatenate(words), np.concatenate(sel), runs
+
+
+def _same_decode(events: list[bytes], pieces: int, max_rows: int, min_rows: int) -> TF.DecodeReplay:
+    """Replay on (period 2) and off decode the same rows, runs, loops, counts and end state; returns the replay."""
+    payloads = _split(events, pieces)
+    want, plain, _ = _decode(payloads, max_rows, 0, min_rows)
+    got, fast, replay = _decode(payloads, max_rows, 2, min_rows)
+    w, g = _joined(want), _joined(got)
+    assert np.array_equal(w[0], g[0]) and np.array_equal(w[1], g[1]) and w[2] == g[2]
+    assert max(b[5] for b in want) == max(b[5] for b in got)
+    assert fast.loops == plain.loops
+    assert np.array_equal(fast.counts, plain.counts) and np.array_equal(fast.last_inst, plain.last_inst)
+    a, b = plain.threads[0], fast.threads[0]
+    assert np.array_equal(a.pred_last, b.pred_last) and np.array_equal(a.pred_stride, b.pred_stride)
+    assert np.array_equal(a.st, b.st)
+    return replay
+
+
+@pytest.mark.parametrize("pieces", [1, 3, 7])
+@pytest.mark.parametrize("max_rows", [7, 500, 1 << 16])
+@pytest.mark.parametrize("min_rows", [1, 3000, 20000])
+def test_replayed_decode_equals_the_full_decode(pieces, max_rows, min_rows):
+    """Equal time steps: the same stream with replay as without, whatever the chunks, batch size and copy size;
+    copies are skipped when a chunk holds several and a copy fits in a batch."""
+    events = steps_events(40)
+    replay = _same_decode(events, pieces, max_rows, min_rows)
+    if pieces == 1 and max_rows == 1 << 16:  # steps of about 2500 rows: copies of 1, 2 or 8 steps
+        assert replay.skipped >= {1: 36, 3000: 16, 20000: 2}[min_rows]
+    if max_rows == 7:
+        assert replay.skipped == 0  # no copy fits in 7 rows: none recorded
+
+
+@pytest.mark.parametrize("differ", [(5,), (3, 20, 21), tuple(range(0, 40, 2))])
+def test_steps_that_differ_are_decoded(differ):
+    """Steps whose bytes differ break the repeats: they are decoded, and the replay resumes after them."""
+    replay = _same_decode(steps_events(40, differ), 1, 1 << 16, 1)
+    assert replay.skipped > 0 or len(differ) > 10
+
+
+def test_trips_that_change_are_not_replayed_across():
+    """Loops whose trip count changes halfway give other bytes: the same stream; the replay resumes on the new
+    steps."""
+    replay = _same_decode(steps_events(40, trips=(5,) * 20 + (6,)), 1, 1 << 16, 1)
+    assert 30 <= replay.skipped <= 36
+
+
+def test_replay_off_is_the_plain_sampling_decode():
+    """period 0: DecodeReplay is off, nothing skipped."""
+    replay = TF.DecodeReplay(0, 1, 64, 5, 2)
+    assert replay.ri[TF.R_ON] == 0 and replay.skipped == 0
