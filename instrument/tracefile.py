@@ -359,7 +359,8 @@ def _kept_rows(sink, a0, st, r, row, n, ns):
  R_REC_NS0, R_REC_NR0, R_REC_N, R_REC_NS, R_REC_NR, R_REF_N, R_REF_NS, R_REF_NR, R_DELTA, R_SKIPS, R_LP1, R_IT1,
  R_D, R_REG, R_TOP, R_LP, R_IT) = range(31)
 R_NB, R_NLR, R_ROWS = 31, 34, 37  # + row: a copy's bytes, loop begins, rows
-R_SIZE = 40
+R_SPAN, R_NCOP, R_TILED = 40, 41, 42  # the recorded copy's loop instances; copies last skipped; copies laid out
+R_SIZE = 44
 
 
 @numba.njit(cache=True)
@@ -466,7 +467,7 @@ def _rep_return(rep, sink, k, ns, nr, both, chunk_end):
 
 
 @numba.njit(cache=True)
-def _rep_close(rep, sink, buf, ev, k, ns, nr, both, lp0, it0, counts):
+def _rep_close(rep, sink, buf, ev, k, ns, nr, both, lp0, it0, inst, counts):
     """The current copy ends at byte ev (row k): it becomes the previous copy, and the recorded one when it was
     being recorded (its end state is rep[5], taken by the caller)."""
     ri, rb, rs1, now, rcnt0, rdelta, rh = rep[0], rep[1], rep[4], rep[5], rep[6], rep[7], rep[11]
@@ -490,7 +491,8 @@ def _rep_close(rep, sink, buf, ev, k, ns, nr, both, lp0, it0, counts):
             ri[R_LP1], ri[R_IT1] = lp0, it0
             ri[R_REF_N], ri[R_REF_NS], ri[R_REF_NR] = ri[R_REC_N], ri[R_REC_NS], ri[R_REC_NR]
             rh[1] = rh[0]
-            ri[R_REF], ri[R_REF_ROW] = 1, row
+            ri[R_REF], ri[R_REF_ROW], ri[R_TILED] = 1, row, 1
+            ri[R_SPAN] = inst - rep[2][row, 0, 2]
         ri[R_CUR] = -1
 
 
@@ -519,18 +521,26 @@ def _rep_loop(rep, sink, buf, ev, i0, i1, inst, loops_out, n_loops, k, ns, nr, b
               pred_stride, enc_last, fb, fc, d, reg, top, stack_lo, stack_hi, counts):
     """A loop begin at byte ev (its instance's varint at bytes i0..i1, its loops_out row n_loops - 1), after
     the kernel applied it. At an instance that is a multiple of the period, once the current copy has min rows:
-    the copy ends, and the next one either repeats the recorded copy (returns its byte length: the caller skips
-    it) or begins. Returns 0 otherwise."""
+    the copy ends, and the next ones either repeat the recorded copy (returns their byte length: the caller
+    skips them; as many as the recording's rows hold, ri[R_NCOP]) or one begins. Returns 0 otherwise."""
     ri, rb, rl, rs0, now = rep[0], rep[1], rep[2], rep[3], rep[5]
     if inst % ri[R_N] == 0 and (ri[R_CUR] == -2 or ri[R_G] + k - ri[R_G0] >= ri[R_MIN]):
         _rep_snap(now, pred_last, pred_stride, enc_last, fb, fc, d, reg, top, stack_lo, stack_hi)
-        _rep_close(rep, sink, buf, ev, k, ns, nr, both, lp0, it0, counts)
+        _rep_close(rep, sink, buf, ev, k, ns, nr, both, lp0, it0, inst, counts)
         ref = ri[R_REF_ROW]
-        if ri[R_REF] and n_loops - 1 + ri[R_NLR + ref] <= loops_out.shape[0] and _rep_same(now, rs0[ref]):
-            delta = _rep_match(buf, ev, rb[ref], ri[R_NB + ref], rl[ref], ri[R_NLR + ref])
+        nb, nl = ri[R_NB + ref], ri[R_NLR + ref]
+        if ri[R_REF] and n_loops - 1 + nl <= loops_out.shape[0] and _rep_same(now, rs0[ref]):
+            delta = _rep_match(buf, ev, rb[ref], nb, rl[ref], nl)
             if delta >= 0:
-                ri[R_DELTA] = delta
-                return ri[R_NB + ref]
+                # the copies right after it repeat it too when it ends in the state it starts in
+                most = rep[8].shape[0] // max(ri[R_REF_N], 1)
+                n = 1
+                if most > 1 and _rep_same(rep[4], rs0[ref]):
+                    while n < most and n_loops - 1 + (n + 1) * nl <= loops_out.shape[0] and \
+                            _rep_match(buf, ev + n * nb, rb[ref], nb, rl[ref], nl) == delta + n * ri[R_SPAN]:
+                        n += 1
+                ri[R_DELTA], ri[R_NCOP] = delta, n
+                return n * nb
         _rep_start(rep, buf, ev, k, ns, nr, counts, sink[2])
     if ri[R_CUR] >= 0:
         m, row = ri[R_NL], ri[R_CUR_ROW]
@@ -545,15 +555,32 @@ def _rep_loop(rep, sink, buf, ev, i0, i1, inst, loops_out, n_loops, k, ns, nr, b
 
 
 @numba.njit(cache=True)
+def _rep_tile(rep, copies):
+    """The recorded copy's rows, kept rows and runs laid out `copies` times one after the other (rows shifted;
+    the loop instances are shifted by DecodeReplay.batch)."""
+    ri, rw, rsel, rruns = rep[0], rep[8], rep[9], rep[10]
+    n, ns, nr = ri[R_REF_N], ri[R_REF_NS], ri[R_REF_NR]
+    for t in range(ri[R_TILED], copies):
+        rw[t * n:(t + 1) * n] = rw[:n]
+        rsel[t * ns:(t + 1) * ns] = rsel[:ns] + t * n
+        rruns[t * nr:(t + 1) * nr] = rruns[:nr]
+        rruns[t * nr:(t + 1) * nr, 0] += t * n
+    ri[R_TILED] = max(ri[R_TILED], copies)
+
+
+@numba.njit(cache=True)
 def _rep_skip(rep, pred_last, pred_stride, enc_last, fb, fc, counts, last_inst, loops_out, n_loops):
-    """Apply a repeat of the recorded copy without decoding it: its later loop begins (instances shifted), its
-    block counts, and its end state (returned in ri[R_D..R_IT]). Returns the loop begins now in loops_out."""
+    """Apply ri[R_NCOP] repeats of the recorded copy without decoding them: their loop begins (instances shifted;
+    the first one's the kernel applied), their block counts, their end state (returned in ri[R_D..R_IT]), and
+    the recording laid out that many times. Returns the loop begins now in loops_out."""
     ri, rl, rs1, rdelta = rep[0], rep[2], rep[4], rep[7]
-    ref, delta = ri[R_REF_ROW], ri[R_DELTA]
-    for m in range(1, ri[R_NLR + ref]):
-        loops_out[n_loops, :] = rl[ref, m, 3:8]
-        loops_out[n_loops, 0] += delta
-        n_loops += 1
+    ref, delta, copies, span = ri[R_REF_ROW], ri[R_DELTA], ri[R_NCOP], ri[R_SPAN]
+    for j in range(copies):
+        for m in range(1 if j == 0 else 0, ri[R_NLR + ref]):
+            loops_out[n_loops, :] = rl[ref, m, 3:8]
+            loops_out[n_loops, 0] += delta + j * span
+            n_loops += 1
+    _rep_tile(rep, copies)
     n, w = pred_last.shape[0], fb.shape[0]
     pred_last[:] = rs1[0:n]
     pred_stride[:] = rs1[n:2 * n]
@@ -564,14 +591,14 @@ def _rep_skip(rep, pred_last, pred_stride, enc_last, fb, fc, counts, last_inst, 
     fc[:d + 1] = rs1[3 * n + w:3 * n + w + d + 1]
     for b in range(counts.shape[0]):
         if rdelta[b] > 0:
-            counts[b] += rdelta[b]
+            counts[b] += copies * rdelta[b]
             last_inst[b] = counts[b] - 1
     lp = ri[R_LP1]
-    ri[R_D], ri[R_REG], ri[R_TOP], ri[R_LP], ri[R_IT] = d, rs1[j + 1], rs1[j + 2], lp + delta if lp >= 0 else lp, \
-        ri[R_IT1]
-    ri[R_G] += ri[R_REF_N]
+    lp = lp + delta + (copies - 1) * span if lp >= 0 else lp
+    ri[R_D], ri[R_REG], ri[R_TOP], ri[R_LP], ri[R_IT] = d, rs1[j + 1], rs1[j + 2], lp, ri[R_IT1]
+    ri[R_G] += copies * ri[R_REF_N]
     ri[R_CUR] = -2
-    ri[R_SKIPS] += 1
+    ri[R_SKIPS] += copies
     return n_loops
 
 
@@ -958,7 +985,7 @@ class TraceReader:
             replay = None
             if period > 0:
                 replay = replays.get(hdr.thread) or replays.setdefault(hdr.thread, DecodeReplay(
-                    period, min_rows, max_rows, len(self.tables.site_block), self.tables.n_blocks))
+                    period, min_rows, REPLAY_BATCHES * max_rows, len(self.tables.site_block), self.tables.n_blocks))
             yield from decoder.sampled(hdr, payload, sink, replay)
 
 
@@ -1025,6 +1052,11 @@ class SampleSink:
                             int(self.state[2]))
 
 
+# The rows a batch of skipped copies may hold, in batches of the sampling decode (more repeats per batch: fewer
+# batches for the sampler to take; jacobi-2d MEDIUM's 370K-row copies, 5 per batch of 2^21 rows)
+REPLAY_BATCHES = 4
+
+
 class DecodeReplay:
     """Replay of periodic stretches in the sampling decode (TraceReader.sampled_batches with a period n > 0).
 
@@ -1040,6 +1072,7 @@ class DecodeReplay:
     ROWS, LOOPS = 3, 1024  # byte buffers (current, previous, recorded copy), loop begins a copy may hold
 
     def __init__(self, period: int, min_rows: int, max_rows: int, n_sites: int, n_blocks: int) -> None:
+        """max_rows: the rows a recording holds (a copy, or several repeats of it laid out for one batch)."""
         width = 3 * n_sites + 2 * MAX_DEPTH + 5
         self.ri = np.zeros(R_SIZE, np.int64)
         self.ri[R_ON], self.ri[R_N], self.ri[R_MIN], self.ri[R_CUR] = int(period > 0), max(period, 1), min_rows, -1
@@ -1063,15 +1096,17 @@ class DecodeReplay:
         return int(self.ri[R_SKIPS])
 
     def batch(self) -> SampledBatch:
-        """The rows of the copy the kernel just skipped: the recorded copy's, loop instances shifted (views, valid
-        until the next batch). addr_max is the highest address of the batches the copy was recorded in."""
+        """The rows of the copies the kernel just skipped: the recorded copy's, laid out once per copy, loop
+        instances shifted (views, valid until the next batch). addr_max is the highest address of the batches the
+        copy was recorded in."""
         ri = self.ri
-        n, nr = int(ri[R_REF_N]), int(ri[R_REF_NR])
+        copies = int(ri[R_NCOP])
+        n, ns, nr = (copies * int(ri[x]) for x in (R_REF_N, R_REF_NS, R_REF_NR))
         runs = self.runs[:nr]
         starts = np.append(runs[:, 0], n)
-        loop = np.where(runs[:, 1] >= 0, runs[:, 1] + ri[R_DELTA], runs[:, 1])
-        return SampledBatch(self.words[:n], self.sel[:int(ri[R_REF_NS])], starts, loop, runs[:, 2],
-                            int(self.high[1]))
+        shift = ri[R_DELTA] + np.arange(nr, dtype=np.int64) // int(ri[R_REF_NR]) * ri[R_SPAN]
+        loop = np.where(runs[:, 1] >= 0, runs[:, 1] + shift, runs[:, 1])
+        return SampledBatch(self.words[:n], self.sel[:ns], starts, loop, runs[:, 2], int(self.high[1]))
 
 
 def _no_replay() -> tuple:
