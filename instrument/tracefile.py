@@ -360,7 +360,8 @@ def _kept_rows(sink, a0, st, r, row, n, ns):
  R_D, R_REG, R_TOP, R_LP, R_IT) = range(31)
 R_NB, R_NLR, R_ROWS = 31, 34, 37  # + row: a copy's bytes, loop begins, rows
 R_SPAN, R_NCOP, R_TILED = 40, 41, 42  # the recorded copy's loop instances; copies last skipped; copies laid out
-R_SIZE = 44
+R_SIZED, R_REF_SIZED, R_CARRY = 43, 44, 45  # sized events in the recording, in the recorded copy; next chunk goes on
+R_SIZE = 48
 
 
 @numba.njit(cache=True)
@@ -391,13 +392,15 @@ def _rep_same(a, b):
 @numba.njit(cache=True)
 def _rep_match(buf, ev, ref, nb, loops, nl):
     """Whether buf from byte ev holds the nb bytes of a recorded copy (ref) but for the instance numbers of its
-    nl loop begins (loops[m] = [first, end byte of the instance's varint, instance]), all shifted alike.
-    Returns the shift, or -1 when they differ (or the bytes end first)."""
-    if ev + nb > buf.shape[0]:
-        return -1
+    nl loop begins (loops[m] = [first, end byte of the instance's varint, instance]), all shifted alike, as far
+    as buf goes (the caller checks that it holds them all when it must). Returns the shift, or -1 when they
+    differ."""
+    nb = min(nb, buf.shape[0] - ev)
     q, delta = 0, 0
     for m in range(nl):
         a, b = loops[m, 0], loops[m, 1]
+        if b > nb:
+            break
         for x in range(q, a):
             if buf[ev + x] != ref[x]:
                 return -1
@@ -418,7 +421,7 @@ def _rep_match(buf, ev, ref, nb, loops, nl):
     for x in range(q, nb):
         if buf[ev + x] != ref[x]:
             return -1
-    return delta
+    return delta if nl > 0 and loops[0, 1] <= nb else -1
 
 
 @numba.njit(cache=True)
@@ -491,7 +494,7 @@ def _rep_close(rep, sink, buf, ev, k, ns, nr, both, lp0, it0, inst, counts):
             ri[R_LP1], ri[R_IT1] = lp0, it0
             ri[R_REF_N], ri[R_REF_NS], ri[R_REF_NR] = ri[R_REC_N], ri[R_REC_NS], ri[R_REC_NR]
             rh[1] = rh[0]
-            ri[R_REF], ri[R_REF_ROW], ri[R_TILED] = 1, row, 1
+            ri[R_REF], ri[R_REF_ROW], ri[R_TILED], ri[R_REF_SIZED] = 1, row, 1, ri[R_SIZED]
             ri[R_SPAN] = inst - rep[2][row, 0, 2]
         ri[R_CUR] = -1
 
@@ -507,9 +510,10 @@ def _rep_start(rep, buf, ev, k, ns, nr, counts, runs):
     ri[R_CUR], ri[R_CUR_ROW], ri[R_B0], ri[R_G0], ri[R_NL] = 0, row, ev, ri[R_G] + k, 0
     rs0[row, :] = now
     prev = ri[R_PREV_ROW]
-    if ri[R_PREV] and ri[R_ROWS + prev] <= rep[8].shape[0] and runs[nr - 1, 0] == k and _rep_same(now, rs0[prev]) \
-            and _rep_match(buf, ev, rb[prev], ri[R_NB + prev], rl[prev], ri[R_NLR + prev]) >= 0:
-        ri[R_CUR], ri[R_REF] = 1, 0
+    if ri[R_PREV] and ri[R_ROWS + prev] <= rep[8].shape[0] and runs[nr - 1, 0] == k and \
+            ev + ri[R_NB + prev] <= buf.shape[0] and _rep_same(now, rs0[prev]) and \
+            _rep_match(buf, ev, rb[prev], ri[R_NB + prev], rl[prev], ri[R_NLR + prev]) >= 0:
+        ri[R_CUR], ri[R_REF], ri[R_SIZED] = 1, 0, 0
         ri[R_REC_N], ri[R_REC_NS], ri[R_REC_NR] = 0, 0, 0
         ri[R_REC_K0], ri[R_REC_NS0], ri[R_REC_NR0] = k, ns, nr - 1
         rcnt0[:] = counts
@@ -522,7 +526,12 @@ def _rep_loop(rep, sink, buf, ev, i0, i1, inst, loops_out, n_loops, k, ns, nr, b
     """A loop begin at byte ev (its instance's varint at bytes i0..i1, its loops_out row n_loops - 1), after
     the kernel applied it. At an instance that is a multiple of the period, once the current copy has min rows:
     the copy ends, and the next ones either repeat the recorded copy (returns their byte length: the caller
-    skips them; as many as the recording's rows hold, ri[R_NCOP]) or one begins. Returns 0 otherwise."""
+    skips them; as many as the recording's rows hold, ri[R_NCOP]) or one begins. Returns -1 when the chunk ends
+    inside what may be a repeat and the next chunk goes on (ri[R_CARRY]): the caller decodes this chunk's
+    bytes from ev again in front of the next one's (so a copy that spans two chunks can be skipped too). Only
+    when the recorded copy has no sized events: the bytes carried, a prefix of it, have none either, so they
+    decode alike before the next chunk's bytes, where enc_last starts again from zeros; and only when enc_last
+    is zeros here, else the copy could not start as the recorded one did there. Returns 0 otherwise."""
     ri, rb, rl, rs0, now = rep[0], rep[1], rep[2], rep[3], rep[5]
     if inst % ri[R_N] == 0 and (ri[R_CUR] == -2 or ri[R_G] + k - ri[R_G0] >= ri[R_MIN]):
         _rep_snap(now, pred_last, pred_stride, enc_last, fb, fc, d, reg, top, stack_lo, stack_hi)
@@ -531,12 +540,18 @@ def _rep_loop(rep, sink, buf, ev, i0, i1, inst, loops_out, n_loops, k, ns, nr, b
         nb, nl = ri[R_NB + ref], ri[R_NLR + ref]
         if ri[R_REF] and n_loops - 1 + nl <= loops_out.shape[0] and _rep_same(now, rs0[ref]):
             delta = _rep_match(buf, ev, rb[ref], nb, rl[ref], nl)
+            if delta >= 0 and ev + nb > buf.shape[0]:
+                n = pred_last.shape[0]
+                if ri[R_CARRY] and not ri[R_REF_SIZED] and not now[2 * n:3 * n].any():
+                    return -1
+                delta = -1
             if delta >= 0:
                 # the copies right after it repeat it too when it ends in the state it starts in
                 most = rep[8].shape[0] // max(ri[R_REF_N], 1)
                 n = 1
                 if most > 1 and _rep_same(rep[4], rs0[ref]):
                     while n < most and n_loops - 1 + (n + 1) * nl <= loops_out.shape[0] and \
+                            ev + (n + 1) * nb <= buf.shape[0] and \
                             _rep_match(buf, ev + n * nb, rb[ref], nb, rl[ref], nl) == delta + n * ri[R_SPAN]:
                         n += 1
                 ri[R_DELTA], ri[R_NCOP] = delta, n
@@ -723,6 +738,8 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
             else:
                 a = enc_last[s] + _unzig(dv)
                 enc_last[s] = a
+                if rep[0][R_CUR] == 1:  # a recording with sized events cannot go on in the next chunk (see _rep_loop)
+                    rep[0][R_SIZED] = 1
                 nb, pos = _varint(buf, pos)
                 sz = np.uint32(nb)
             ns, both = _emit(out, k, s, a, sz, site_block, site_store, last_inst, reg, lp, it, top, stack_lo,
@@ -766,9 +783,16 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
                 it = -1
                 nr = _sink_cut(sink, nr, k, lp, it)
                 if rep[0][R_ON]:
-                    nb = _rep_loop(rep, sink, buf, ev, i0, i1, lp, loops_out, n_loops, k, ns, nr, both, lp0, it0,
-                                   pred_last, pred_stride, enc_last, fb, fc, d, reg, top, stack_lo, stack_hi, counts)
-                    if nb > 0:  # a repeat of the recorded copy: its state at the end, not its rows
+                    skip = _rep_loop(rep, sink, buf, ev, i0, i1, lp, loops_out, n_loops, k, ns, nr, both, lp0, it0,
+                                     pred_last, pred_stride, enc_last, fb, fc, d, reg, top, stack_lo, stack_hi, counts)
+                    if skip < 0:  # a repeat may go on in the next chunk: this loop begin again there
+                        n_loops -= 1
+                        lp, it = lp0, it0
+                        st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
+                        _sink_save(sink, ns, nr, both, k)
+                        _rep_return(rep, sink, k, ns, nr, both, False)
+                        return 3, k, n_loops, ev
+                    if skip > 0:  # repeats of the recorded copy: their state at the end, not their rows
                         n_loops = _rep_skip(rep, pred_last, pred_stride, enc_last, fb, fc, counts, last_inst,
                                             loops_out, n_loops)
                         ri = rep[0]
@@ -776,7 +800,7 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
                         st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
                         _sink_save(sink, ns, nr, both, k)
                         _rep_return(rep, sink, k, ns, nr, both, False)
-                        return 2, k, n_loops, ev + nb
+                        return 2, k, n_loops, ev + skip
             elif val == 3:
                 dv, pos = _varint(buf, pos)
                 it = it + 1 + _unzig(dv)
@@ -981,12 +1005,17 @@ class TraceReader:
         sink = SampleSink(max_rows, shift, salt, threshold)
         decoder = ChunkDecoder(self.tables, self.path, ())
         replays: dict[int, DecodeReplay] = {}
-        for hdr, payload in self.disk_chunks():
+        chunks = self.disk_chunks()
+        nxt = next(chunks, None)
+        while nxt is not None:
+            (hdr, payload), nxt = nxt, next(chunks, None)
             replay = None
             if period > 0:
                 replay = replays.get(hdr.thread) or replays.setdefault(hdr.thread, DecodeReplay(
                     period, min_rows, REPLAY_BATCHES * max_rows, len(self.tables.site_block), self.tables.n_blocks))
-            yield from decoder.sampled(hdr, payload, sink, replay)
+            carry = nxt is not None and (nxt[0].thread, nxt[0].stack_lo, nxt[0].stack_hi) == \
+                (hdr.thread, hdr.stack_lo, hdr.stack_hi)
+            yield from decoder.sampled(hdr, payload, sink, replay, carry)
 
 
 class _ThreadState:
@@ -1140,6 +1169,7 @@ class ChunkDecoder:
         self.threads: dict[int, _ThreadState] = {}
         self.dctx = zstandard.ZstdDecompressor()
         self.loops: list[tuple[int, int, int, int, int]] = []
+        self.carry: dict[int, np.ndarray] = {}
         self.index = 0
 
     def decode(self, hdr: ChunkHeader, payload: bytes, max_rows: int = 1 << 20) -> Iterator[TraceChunk]:
@@ -1155,13 +1185,17 @@ class ChunkDecoder:
         for out, k, _ in self._calls(hdr, payload, fresh, _NO_SINK, _NO_REPLAY):
             yield self._rows(out, k, hdr.thread)
 
-    def sampled(self, hdr: ChunkHeader, payload: bytes, sink: "SampleSink",
-                replay: DecodeReplay | None = None) -> Iterator["SampledBatch"]:
+    def sampled(self, hdr: ChunkHeader, payload: bytes, sink: "SampleSink", replay: DecodeReplay | None = None,
+                carry: bool = False) -> Iterator["SampledBatch"]:
         """The accesses one disk chunk completes as SampledBatch views into `sink` (each valid until the next);
-        with `replay` (this chunk's thread's), a repeated copy comes as replay.batch(), not decoded."""
+        with `replay` (this chunk's thread's), repeated copies come as replay.batch(), not decoded. carry: the
+        thread's next chunk follows with the same stack bounds, so a copy that goes on in it may be decoded
+        there (this chunk's last bytes in front of it)."""
         out = TraceChunk(*(np.empty((1, 1), dtype=dt) for dt in CHUNK_DTYPES.values()))
         arrays = sink.arrays()
         rep = _NO_REPLAY if replay is None else replay.arrays()
+        if replay is not None:
+            replay.ri[R_CARRY] = int(carry)
         for _, k, status in self._calls(hdr, payload, lambda: out, arrays, rep):
             if k:
                 yield sink.batch(k)
@@ -1173,11 +1207,14 @@ class ChunkDecoder:
         """Run the kernel over one disk chunk: (output, rows, status) of every call that produced rows or
         skipped a repeated copy (status 2)."""
         buf = np.frombuffer(self._decompress(hdr, payload), np.uint8)
+        carried = self.carry.pop(hdr.thread, None)  # the previous chunk's last bytes (status 3)
+        if carried is not None:
+            buf = np.concatenate([carried, buf])
         th = self.threads.setdefault(hdr.thread, _ThreadState(len(self.t.site_block), hdr))
         enc_last = np.zeros(len(self.t.site_block), np.int64)
         loops_out = np.zeros((4096, 5), np.int64)
         pos, status = 0, 1
-        while status >= 1:
+        while status == 1 or status == 2:
             out = fresh()
             status, k, n_loops, pos = _decode(
                 buf, pos, self.t.site_block, self.t.site_size, self.t.site_store, self.t.site_explicit,
@@ -1185,12 +1222,15 @@ class ChunkDecoder:
                 th.pred_stride, th.fb, th.fc, th.st, loops_out, np.int64(hdr.stack_lo), np.int64(hdr.stack_hi),
                 tuple(getattr(out, c) for c in _DECODED), sink, rep)
             if status < 0:
+                at = pos - (0 if carried is None else carried.shape[0])
                 raise InputError(f"{self.path}: chunk {self.index} at byte {hdr.offset} holds invalid events "
-                                 f"(an id out of range or an access outside its block, event at byte {pos} of "
+                                 f"(an id out of range or an access outside its block, event at byte {at} of "
                                  f"the decompressed payload); the trace is corrupt, re-record it")
             self.loops.extend(tuple(int(x) for x in row) for row in loops_out[:n_loops])
             if k or status == 2:
                 yield out, k, status
+        if status == 3:  # the bytes from pos on are decoded in front of the thread's next chunk
+            self.carry[hdr.thread] = buf[pos:].copy()
         self.index += 1
 
     def _rows(self, out: TraceChunk, k: int, thread: int) -> TraceChunk:
