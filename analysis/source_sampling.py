@@ -81,7 +81,8 @@ from analysis.private_traces import (ALL_CORES, OFFSET_BITS, CoreMap, _iteration
 from analysis.bitops import popcount as _popcount
 from analysis.sampling import DEFAULT_WINDOW_LENGTH, _engine_bins
 from analysis.shards_kernel import ShardsStreams
-from analysis.source_replay import MIN_COPY_ROWS, CopyBuffer, ShardsReplay, advance, even_split
+from analysis import source_replay
+from analysis.source_replay import CopyBuffer, ShardsReplay, advance, even_split
 from instrument.trace_types import SCHED_STATIC, TraceChunk, TraceInfo
 from instrument import open_trace
 from instrument.tracefile import WORD_LINE, WORD_STACK, WORD_STORE, SampledBatch
@@ -734,6 +735,7 @@ class _Picker:
         self.n_loops = cmap.trip.shape[0]
         self.sel = np.zeros(0, dtype=np.int64)
         self.starts = np.zeros(0, dtype=np.int64)
+        self.recorded: tuple = (-1, None)  # (recording, its one copy's lines, stack and store flags)
 
     def rows(self, ch: TraceChunk) -> _Rows:
         """Sampled rows, their line ids and flags, and the chunk's runs."""
@@ -774,10 +776,23 @@ class _Picker:
             raise InputError(f"{self.path}: access in loop instance {int(b.loop.max())} missing from the trace's "
                              f"loop table; the trace is corrupt, re-record it")
         sel = b.sel.copy()
-        lines, stack, store = _word_columns(b.words, sel)
-        self.tally.add(lines)
+        if b.copies:  # repeats of one recorded copy: its kept rows' columns taken once, laid out as the rows are
+            lines, stack, store = (np.tile(x, b.copies) for x in self._recorded(b))
+        else:
+            lines, stack, store = _word_columns(b.words, sel)
+            self.tally.add(lines)
         return _Rows(sel, lines, stack, store, b.starts.copy(), b.loop.copy(), b.iteration.copy(), None, self.mode,
                      self.shift, self.shared_block, b.words)
+
+
+    def _recorded(self, b: SampledBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The columns of one copy of a batch of repeats (computed once per recording), tallied for all of them."""
+        if self.recorded[0] != b.recording:
+            one = b.sel[:b.sel.shape[0] // b.copies]
+            self.recorded = (b.recording, _word_columns(b.words, one))
+        cols = self.recorded[1]
+        self.tally.add(cols[0], np.full(cols[0].shape[0], b.copies, np.int64))
+        return cols
 
 
 class _SourceTask:
@@ -997,7 +1012,8 @@ def sampled_profile_set(trace_path: str, cores: list[int], sampling: SourceSampl
     if sampled is not None and resolved == "iteration":
         rows = max_rows or SAMPLED_ROWS
         # periodic traces: the decoder does not decode the copies that repeat (instrument.tracefile.DecodeReplay)
-        replay = {"period": loop_period(info), "min_rows": MIN_COPY_ROWS} if REPLAY and loop_period(info) else {}
+        period = loop_period(info) if REPLAY else 0  # (copies as long as the sampler's: see source_replay)
+        replay = {"period": period, "min_rows": source_replay.MIN_COPY_ROWS} if period else {}
         results = source_profiles(info, None, counts, sampling, resolved, refs_per_turn, line_size, paper_chunk,
                                   coherence, lambda *hash_args: sampled(rows, *hash_args, **replay), found)
     else:

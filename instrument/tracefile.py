@@ -361,6 +361,7 @@ def _kept_rows(sink, a0, st, r, row, n, ns):
 R_NB, R_NLR, R_ROWS = 31, 34, 37  # + row: a copy's bytes, loop begins, rows
 R_SPAN, R_NCOP, R_TILED = 40, 41, 42  # the recorded copy's loop instances; copies last skipped; copies laid out
 R_SIZED, R_REF_SIZED, R_CARRY = 43, 44, 45  # sized events in the recording, in the recorded copy; next chunk goes on
+R_RECORDED = 46  # copies recorded so far (the recorded copy's number is this minus 1)
 R_SIZE = 48
 
 
@@ -390,6 +391,26 @@ def _rep_same(a, b):
 
 
 @numba.njit(cache=True)
+def _same_bytes(buf, i, ref, j, n):
+    """Whether buf[i:i + n] equals ref[j:j + n]: 64 bytes at a time without an exit inside, on slices with
+    unsigned indices (no wraparound test: LLVM vectorises it; a byte loop with an exit per byte and signed
+    indices took 1.2 ns a byte, this 0.06)."""
+    a, b = buf[i:i + n], ref[j:j + n]
+    x, m, w = np.uint64(0), np.uint64(n), np.uint64(64)
+    while x + w <= m:
+        acc = np.uint8(0)
+        for y in range(w):
+            acc |= a[x + y] ^ b[x + y]
+        if acc:
+            return False
+        x += w
+    for y in range(x, m):
+        if a[y] != b[y]:
+            return False
+    return True
+
+
+@numba.njit(cache=True)
 def _rep_match(buf, ev, ref, nb, loops, nl):
     """Whether buf from byte ev holds the nb bytes of a recorded copy (ref) but for the instance numbers of its
     nl loop begins (loops[m] = [first, end byte of the instance's varint, instance]), all shifted alike, as far
@@ -401,9 +422,8 @@ def _rep_match(buf, ev, ref, nb, loops, nl):
         a, b = loops[m, 0], loops[m, 1]
         if b > nb:
             break
-        for x in range(q, a):
-            if buf[ev + x] != ref[x]:
-                return -1
+        if not _same_bytes(buf, ev + q, ref, q, a - q):
+            return -1
         v, shift = np.int64(0), np.int64(0)
         for x in range(a, b):  # a varint of exactly the recorded length
             byte = np.int64(buf[ev + x])
@@ -418,9 +438,8 @@ def _rep_match(buf, ev, ref, nb, loops, nl):
         elif v - loops[m, 2] != delta:
             return -1
         q = b
-    for x in range(q, nb):
-        if buf[ev + x] != ref[x]:
-            return -1
+    if not _same_bytes(buf, ev + q, ref, q, nb - q):
+        return -1
     return delta if nl > 0 and loops[0, 1] <= nb else -1
 
 
@@ -495,6 +514,7 @@ def _rep_close(rep, sink, buf, ev, k, ns, nr, both, lp0, it0, inst, counts):
             ri[R_REF_N], ri[R_REF_NS], ri[R_REF_NR] = ri[R_REC_N], ri[R_REC_NS], ri[R_REC_NR]
             rh[1] = rh[0]
             ri[R_REF], ri[R_REF_ROW], ri[R_TILED], ri[R_REF_SIZED] = 1, row, 1, ri[R_SIZED]
+            ri[R_RECORDED] += 1
             ri[R_SPAN] = inst - rep[2][row, 0, 2]
         ri[R_CUR] = -1
 
@@ -1046,6 +1066,8 @@ class SampledBatch:
     loop: np.ndarray       # int64 loop instance of each run (-1: none)
     iteration: np.ndarray  # int64 iteration of each run (-1: none)
     addr_max: int          # the highest address of any row, as uint64 (range checks)
+    copies: int = 0        # > 0: the batch is that many repeats of one recorded copy (DecodeReplay.batch), ...
+    recording: int = -1    # ... recording number `recording` of its reader (words, flags and kept rows alike)
 
     def __len__(self) -> int:
         return self.words.shape[0]
@@ -1135,7 +1157,8 @@ class DecodeReplay:
         starts = np.append(runs[:, 0], n)
         shift = ri[R_DELTA] + np.arange(nr, dtype=np.int64) // int(ri[R_REF_NR]) * ri[R_SPAN]
         loop = np.where(runs[:, 1] >= 0, runs[:, 1] + shift, runs[:, 1])
-        return SampledBatch(self.words[:n], self.sel[:ns], starts, loop, runs[:, 2], int(self.high[1]))
+        return SampledBatch(self.words[:n], self.sel[:ns], starts, loop, runs[:, 2], int(self.high[1]), copies,
+                            int(ri[R_RECORDED]) - 1)
 
 
 def _no_replay() -> tuple:

@@ -189,3 +189,60 @@ def test_replay_off_is_the_plain_sampling_decode():
     """period 0: DecodeReplay is off, nothing skipped."""
     replay = TF.DecodeReplay(0, 1, 64, 5, 2)
     assert replay.ri[TF.R_ON] == 0 and replay.skipped == 0
+
+
+class _Reader:
+    """A trace reader over in-memory chunks (TraceReader.sampled_batches reads tables, path and disk_chunks)."""
+
+    sampled_batches = TF.TraceReader.sampled_batches
+
+    def __init__(self, payloads: list[bytes]) -> None:
+        self.tables, self.path, self.payloads = _tables(), "mem.trace", payloads
+
+    def disk_chunks(self):
+        return iter(_chunks(self.payloads))
+
+
+def _trace_info(payloads: list[bytes]):
+    """The TraceInfo of the payloads (loops and block counts as the plain decode finds them)."""
+    from instrument.trace_types import BlockInfo, LoopInstance, TraceInfo
+
+    decoder = TF.ChunkDecoder(_tables(), "mem.trace")
+    n = sum(len(c) for h, p in _chunks(payloads) for c in decoder.decode(h, p))
+    blocks = {b: BlockInfo(b, "OUT__1", f"b{b}", False) for b in range(2)}
+    loops = [LoopInstance(*row) for row in sorted(decoder.loops)]
+    return TraceInfo("mem.trace", 1, "prog", [], True, n, blocks, dict(enumerate(decoder.counts.tolist())),
+                     loops=loops)
+
+
+@pytest.mark.parametrize("rate,rows", [(1.0, 1 << 15), (0.3, 1 << 15), (0.3, 3000)])
+def test_sampler_takes_repeats_as_decoded_rows(monkeypatch, rate, rows):
+    """sampled_profile_set on batches of repeats (the sampler's columns of one copy laid out, its lines tallied
+    with a weight) gives the profiles and metadata of the same rows decoded in full."""
+    from analysis import source_replay, source_sampling as SS
+
+    monkeypatch.setattr(source_replay, "MIN_COPY_ROWS", 3000)
+    payloads = _split(steps_events(40), 3)
+    info, reader = _trace_info(payloads), _Reader(payloads)
+    seen = []
+
+    def replayed(*args, **kwargs):
+        for b in reader.sampled_batches(*args, **kwargs):
+            seen.append(b.copies)
+            yield b
+
+    def full(*args, **kwargs):
+        return reader.sampled_batches(*args)
+
+    sampling = SS.SourceSampling(rate, 3, window=64, length=32)
+    out = {}
+    for name, fn in (("replayed", replayed), ("full", full)):
+        monkeypatch.setattr(SS, "source_trace", lambda path, fn=fn: (info, None, fn))
+        out[name] = SS.sampled_profile_set("mem.trace", [1, 2, 3, 4], sampling, max_rows=rows)
+    (a, meta_a), (b, meta_b) = out["replayed"], out["full"]
+    assert sum(seen) >= 10 and meta_a == meta_b
+    assert sorted(a.prd) == sorted(b.prd) and sorted(a.crd) == sorted(b.crd)
+    fields = ("lower", "upper", "count", "dist_sum")
+    for x, y in [(a.prd[k], b.prd[k]) for k in b.prd] + [(a.crd[k], b.crd[k]) for k in b.crd]:
+        assert all(np.array_equal(getattr(x, f), getattr(y, f)) for f in fields)
+        assert (x.cold, x.total, x.coherence) == (y.cold, y.total, y.coherence)
