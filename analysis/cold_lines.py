@@ -34,6 +34,28 @@ WALK_WINDOW = 64              # a block's recent strided first touches whose set
 _EMPTY = np.int64(-1)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def site_previous(b, inst, a, prev_addr, last_instance, position):
+    """The previous address of this access's load or store (a block and its position in the block's
+    execution; -1 before its first), recording `a` as the new one. prev_addr[b, p]: access p of block b
+    (the last slot shared by later ones); last_instance[b] and position[b] number the accesses within the
+    current execution of block b."""
+    if inst != last_instance[b]:
+        last_instance[b] = inst
+        position[b] = 0
+    p = min(position[b], prev_addr.shape[1] - 1)
+    position[b] += 1
+    before = prev_addr[b, p]
+    prev_addr[b, p] = a
+    return before
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def is_strided(before, a):
+    """A walk down a column: the same load's previous address half a page or more away."""
+    return before >= 0 and abs(a - before) >= STRIDED_MIN_BYTES
+
+
 # The set of lines seen is an open-addressing array rather than numba.typed.Dict: the pass does one
 # lookup per trace row, and a typed dict's per-call overhead would dominate it (the engine in reuse.py
 # keeps its line table the same way).
@@ -78,8 +100,7 @@ def _first_touches(addr, is_store, block, instance, shift, n_sets, seen, prev_ad
     """Classify the loads in this chunk that touch a line first: out[n] = sets their walk reaches, 0 if
     not strided; returns n and how many lines (loads' and stores') the set gained.
 
-    prev_addr[b, p]: the previous address of access p of block b (-1 before its first execution);
-    last_instance[b] and position[b] number the accesses within the current execution of block b;
+    prev_addr, last_instance, position: the loads' previous addresses (site_previous);
     ring[b] / ring_next[b]: the sets of block b's last WALK_WINDOW strided first touches. A first touch
     whose load has no previous address is not strided; a line a store touches first is no load's first
     touch (the store brought it in)."""
@@ -88,20 +109,14 @@ def _first_touches(addr, is_store, block, instance, shift, n_sets, seen, prev_ad
     window = ring.shape[1]
     for r in range(addr.shape[0]):
         b = block[r]
-        if instance[r] != last_instance[b]:
-            last_instance[b] = instance[r]
-            position[b] = 0
-        p = min(position[b], prev_addr.shape[1] - 1)
-        position[b] += 1
         a = np.int64(addr[r])
-        before = prev_addr[b, p]
-        prev_addr[b, p] = a
+        before = site_previous(b, instance[r], a, prev_addr, last_instance, position)
         if not _insert(seen, a >> shift):
             continue
         added += 1
         if is_store[r]:
             continue
-        if before < 0 or abs(a - before) < STRIDED_MIN_BYTES:
+        if not is_strided(before, a):
             out[n] = 0
         else:
             ring[b, ring_next[b] % window] = (a >> shift) % n_sets
@@ -111,50 +126,60 @@ def _first_touches(addr, is_store, block, instance, shift, n_sets, seen, prev_ad
     return n, added
 
 
-class FirstTouchCounter:
-    """Streams chunks of one sequential trace and tallies the strides of first-touching loads."""
+class TraceWalk:
+    """What a streaming pass over a sequential trace keeps between chunks: the lines seen so far (a line's
+    first access is its first touch) and every load's previous address (a column walk or a row)."""
 
-    def __init__(self, n_blocks: int, line_bytes: int = 64, sets: int = 64, initial_slots: int = 1 << 16):
+    def __init__(self, n_blocks: int, line_bytes: int = 64, initial_slots: int = 1 << 16):
         if line_bytes <= 0 or line_bytes & (line_bytes - 1):
             raise InputError(f"line size {line_bytes}: must be a power of two")
-        if sets <= 0:
-            raise InputError(f"{sets} cache sets: must be positive")
         self.shift = np.int64(line_bytes.bit_length() - 1)
-        self.sets = np.int64(sets)
         self.n_blocks = n_blocks
-        self.ring = np.zeros((n_blocks, WALK_WINDOW), dtype=np.int64)
-        self.ring_next = np.zeros(n_blocks, dtype=np.int64)
-        self.present = np.zeros(sets, dtype=np.int8)
         self.seen = np.full(max(2, 1 << (initial_slots - 1).bit_length()), _EMPTY, dtype=np.int64)
         self.lines = 0
         self.prev_addr = np.full((n_blocks, SITES_PER_BLOCK), _EMPTY, dtype=np.int64)
         self.last_instance = np.full(n_blocks, -1, dtype=np.int64)
         self.position = np.zeros(n_blocks, dtype=np.int64)
-        self.counts: dict[int, int] = {}
 
-    def _room_for(self, rows: int) -> None:
-        """Grow the line set so that it stays at most half full after `rows` more insertions."""
+    def prepare(self, chunk) -> None:
+        """Check the chunk's block ids and grow the line set so that it stays at most half full after
+        the chunk's rows (a pass adds to `lines` what its kernel reports it added)."""
+        if int(chunk.block.max()) >= self.n_blocks:
+            raise InputError(f"block id {int(chunk.block.max())} in the trace is not in its block table "
+                             f"({self.n_blocks} blocks); the trace is corrupt")
         size = self.seen.shape[0]
-        while 2 * (self.lines + rows) > size:
+        while 2 * (self.lines + len(chunk)) > size:
             size *= 2
         if size != self.seen.shape[0]:
             bigger = np.full(size, _EMPTY, dtype=np.int64)
             _rehash(self.seen, bigger)
             self.seen = bigger
 
+
+class FirstTouchCounter:
+    """Streams chunks of one sequential trace and tallies the strides of first-touching loads."""
+
+    def __init__(self, n_blocks: int, line_bytes: int = 64, sets: int = 64, initial_slots: int = 1 << 16):
+        if sets <= 0:
+            raise InputError(f"{sets} cache sets: must be positive")
+        self.walk = TraceWalk(n_blocks, line_bytes, initial_slots)
+        self.sets = np.int64(sets)
+        self.ring = np.zeros((n_blocks, WALK_WINDOW), dtype=np.int64)
+        self.ring_next = np.zeros(n_blocks, dtype=np.int64)
+        self.present = np.zeros(sets, dtype=np.int8)
+        self.counts: dict[int, int] = {}
+
     def add(self, chunk) -> None:
         """Tally one TraceChunk."""
         if not len(chunk):
             return
-        if int(chunk.block.max()) >= self.n_blocks:
-            raise InputError(f"block id {int(chunk.block.max())} in the trace is not in its block table "
-                             f"({self.n_blocks} blocks); the trace is corrupt")
-        self._room_for(len(chunk))
+        w = self.walk
+        w.prepare(chunk)
         out = np.empty(len(chunk), dtype=np.int64)
         n, added = _first_touches(chunk.addr, chunk.is_store, chunk.block.astype(np.int64), chunk.block_instance,
-                           self.shift, self.sets, self.seen, self.prev_addr, self.last_instance, self.position,
-                           self.ring, self.ring_next, self.present, out)
-        self.lines += added
+                                  w.shift, self.sets, w.seen, w.prev_addr, w.last_instance, w.position,
+                                  self.ring, self.ring_next, self.present, out)
+        w.lines += added
         classes, counts = np.unique(out[:n], return_counts=True)
         for s, c in zip(classes.tolist(), counts.tolist()):
             self.counts[s] = self.counts.get(s, 0) + c

@@ -60,6 +60,15 @@ def new_line_stores_for(args: argparse.Namespace, machine: Machine) -> dict[int,
     return new_line_by_block(store_line_table(Path(args.trace), machine.line_bytes))
 
 
+def streamed_fills_for(args: argparse.Namespace, machine: Machine) -> dict[int, int] | None:
+    """Per block, L1 refills along rows through the machine's L1, for the critical-path form."""
+    if args.cpu_form != "critical-path" or len(machine.caches) < 2:
+        return None
+    from analysis.l1_fills import fills_by_block, streamed_fill_table
+
+    return fills_by_block(streamed_fill_table(Path(args.trace), machine.caches[0]))
+
+
 def trace_terms_for(args: argparse.Namespace, machine: Machine) -> dict:
     """The column-walk and TLB-update terms' trace counts, for a machine that prices them."""
     from analysis.cold_lines import first_touch_table
@@ -97,7 +106,7 @@ def run_predict(args: argparse.Namespace) -> int:
     hits, coherence = hit_rates_for(args, machine, cores)
     rates = local_rates_by_cores(hits)
     facts = region_facts(Path(args.trace), Path(args.binary) if args.binary else None,
-                         new_line_stores_for(args, machine))
+                         new_line_stores_for(args, machine), streamed_fills_for(args, machine))
     bounds = (in_core_bounds(machine, Path(args.trace), Path(args.binary) if args.binary else None)
               if args.cpu_form == "critical-path" else ())
     preds = predict_many(machine, cores, rates, facts, tlb_rates_for(args, machine, cores), coherence,

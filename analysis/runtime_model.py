@@ -87,6 +87,8 @@ class BlockWork:
     # stores per execution that write another cache line than the store before them in program order
     # (store_lines.py); they cannot pair with it when the L1 commits stores; 0 = unknown, all pair
     new_line_stores: float = 0.0
+    # L1 refills per execution along a row, not a line's first touch (l1_fills.py); 0 = unknown, none
+    streamed_fills: float = 0.0
     block_id: int = -1  # the trace's block id (matches analysis.incore.LoopBound.blocks); -1 = unknown
 
     @property
@@ -163,6 +165,7 @@ class RuntimePrediction:
     uncosted_calls: float = 0.0      # library calls executed (whole region) that the machine file does not price
     t_incore_s: float = 0.0          # part of t_cpu_s: llvm-mca's loop bodies beyond the per-block model
     t_strided_s: float = 0.0         # column walks' cold lines beyond a stream's cost (analysis/cold_lines.py)
+    t_fill_overlap_s: float = 0.0    # taken off t_cpu_s: streamed L2 fills hidden under core time (l1_fills.py)
 
     def as_row(self) -> dict:
         """Flat dict for a table: hit rates become one column per level."""
@@ -266,12 +269,34 @@ def block_core_cycles(blk: BlockWork, machine: Machine) -> float:
 
 def block_issue_cycles(blk: BlockWork, machine: Machine) -> float:
     """block_core_cycles without the library calls: the part llvm-mca's loop bound is compared with."""
+    return max(_block_resources(blk, machine))
+
+
+def _block_resources(blk: BlockWork, machine: Machine) -> tuple[float, float, float, float]:
+    """Cycles of one execution on each resource: the overlapped chain, FP pipes, integer ALUs, load/store ports."""
     mix = op_counts_from_blocks({0: blk.ops}, {0: 1})
     fp = sum(getattr(mix, c) * machine.ops[c].recip_throughput for c in _FP_CLASSES)
     integer = sum(getattr(mix, c) * machine.ops[c].recip_throughput for c in _INT_CLASSES)
     ports = mix.load * machine.ops["load"].recip_throughput + store_cycles(mix.store, blk.new_line_stores, machine)
     chain = sum(n * _op_latency(machine, cls) for cls, n in blk.chain.items()) / chain_overlap(blk, machine)
-    return max(chain, fp, integer, ports)
+    return chain, fp, integer, ports
+
+
+def fill_overlap_cycles(blk: BlockWork, machine: Machine) -> float:
+    """Cycles per execution by which the block's streamed L1 refills hide under its core time.
+
+    T_mem charges each refill from L2 the L2's reciprocal throughput on top of the core time. Along a row
+    the prefetchers bring the lines ahead of the loads, and the fills take L1 port cycles that the loads
+    and stores need, but not the floating-point pipes or a chain's stalls: a block bound by its loads and
+    stores pays them in full (lu's row update: 1.2 cycles per line, as the L2's figure), one bound
+    elsewhere hides them up to its slack (jacobi-2d's stencil runs as fast from L2 as from L1). So the
+    block takes max(chain, FP, integer, ports + fills) instead of max(...) + fills; the difference is
+    returned (0 without streamed refills or without a second cache level)."""
+    if blk.streamed_fills <= 0 or len(machine.caches) < 2:
+        return 0.0
+    fills = blk.streamed_fills * machine.caches[1].recip_throughput_cycles
+    chain, fp, integer, ports = _block_resources(blk, machine)
+    return max(chain, fp, integer, ports) + fills - max(chain, fp, integer, ports + fills)
 
 
 def in_core_extra_cycles(blocks: Sequence[BlockWork], machine: Machine, bounds: Sequence[Any]) -> float:
@@ -348,7 +373,12 @@ def critical_path_cpu_cycles(blocks: Sequence[BlockWork], machine: Machine, shar
     in-core loop bound adds), less the L1 load/store issue that T_mem already charges (so
     T_mem + T_CPU = core time + transfers beyond L1)."""
     core = sum(blk.count * share * block_core_cycles(blk, machine) for blk in blocks)
-    return max(0.0, core + in_core_extra - l1_issue_cycles)
+    return max(0.0, core + in_core_extra - l1_issue_cycles - fill_overlap_total(blocks, machine, share))
+
+
+def fill_overlap_total(blocks: Sequence[BlockWork], machine: Machine, share: float) -> float:
+    """The busiest core's cycles of streamed L2 fills hidden under core time (fill_overlap_cycles)."""
+    return sum(blk.count * share * fill_overlap_cycles(blk, machine) for blk in blocks)
 
 
 def _op_latency(machine: Machine, cls: str) -> float:
@@ -522,8 +552,11 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     t_strided = share * strided_extra_ns * machine.frequency_ghz
     pred = _assemble(machine, cores, share, rates, delta, beta, contiguous, noncontiguous, t_mem, t_cpu,
                      layout, cpu_form, dram_bytes, overhead, contention, t_tlb, t_coherence, t_strided)
+    critical = cpu_form == "critical-path"
     return replace(pred, uncosted_calls=uncosted_calls(blocks, machine),
-                   t_incore_s=machine.cycles_to_seconds(incore) if cpu_form == "critical-path" else 0.0)
+                   t_incore_s=machine.cycles_to_seconds(incore) if critical else 0.0,
+                   t_fill_overlap_s=machine.cycles_to_seconds(fill_overlap_total(blocks, machine, share))
+                   if critical else 0.0)
 
 
 def transfer_extra_cycles(machine: Machine) -> float:
@@ -659,9 +692,10 @@ def _block_ops(table: Any) -> dict[int, Mapping[str, float]]:
 
 
 def region_facts(trace: Path, binary: Path | None = None,
-                 new_line_stores: Mapping[int, float] | None = None) -> RegionFacts:
+                 new_line_stores: Mapping[int, float] | None = None,
+                 streamed_fills: Mapping[int, int] | None = None) -> RegionFacts:
     """Operation counts, access counts and loop schedules of the traced regions (with the blocks'
-    unpaired stores when given, analysis/store_lines.py)."""
+    unpaired stores, analysis/store_lines.py, and streamed L1 refills, analysis/l1_fills.py, when given)."""
     import instrument  # lazy: the formulas above need no tracer
 
     info = instrument.open_trace(trace).info
@@ -674,7 +708,7 @@ def region_facts(trace: Path, binary: Path | None = None,
     return RegionFacts(ops=ops, mem_accesses=float(info.n_accesses), mem_bytes=float(mem_bytes),
                        loops=tuple(info.loops), regions=region_count(getattr(info, "blocks", {}), info.block_counts),
                        blocks=block_work(table, info.block_counts, getattr(info, "edge_counts", {}),
-                                         _enclosing_loops(binary), new_line_stores),
+                                         _enclosing_loops(binary), new_line_stores, streamed_fills),
                        explicit_barriers=_executed(table, info.block_counts, "barriers"),
                        nowait=_executed(table, info.block_counts, "nowait"))
 
@@ -709,17 +743,20 @@ def _enclosing_loops(binary: Path) -> dict[int, frozenset[int]]:
 def block_work(table: Any, block_counts: Mapping[int, int],
                edge_counts: Mapping[tuple[int, int], int] | None = None,
                loops: Mapping[int, frozenset[int]] | None = None,
-               new_line_stores: Mapping[int, float] | None = None) -> tuple[BlockWork, ...]:
+               new_line_stores: Mapping[int, float] | None = None,
+               streamed_fills: Mapping[int, int] | None = None) -> tuple[BlockWork, ...]:
     """The executed blocks of a block table with their mixes, loop-carried chains and, from the
     edge counts, the mean executions per entry of self-looping blocks; with `loops` (block ->
     innermost enclosing loop body, bbcounts.enclosing_loops) also their span_ops; with
-    `new_line_stores` (block -> per execution, store_lines.py) their unpaired stores."""
+    `new_line_stores` (block -> per execution, store_lines.py) their unpaired stores; with
+    `streamed_fills` (block -> over the region, l1_fills.py) their streamed L1 refills."""
     entries = getattr(table, "blocks", table)
     edges = edge_counts or {}
     unpaired = new_line_stores or {}
+    fills = streamed_fills or {}
     work = {b: BlockWork(float(block_counts[b]), entry.ops, getattr(entry, "chain", {}), getattr(entry, "calls", {}),
                          _trip(block_counts[b], edges.get((b, b), 0)), new_line_stores=unpaired.get(b, 0.0),
-                         block_id=b)
+                         streamed_fills=fills.get(b, 0) / block_counts[b], block_id=b)
             for b, entry in sorted(entries.items()) if block_counts.get(b)}
     for b, blk in work.items():
         body = (loops or {}).get(b)
@@ -780,7 +817,7 @@ def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Map
 
 def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = None, tlb=None, store_lines=None,
                   coherence: Mapping[int, float] | None = None, first_touches=None, tlb_updates: int = 0,
-                  **model_args: Any):
+                  l1_fills=None, **model_args: Any):
     """DataFrame of RuntimePrediction rows for every core count in `hits` up to the machine's cores.
 
     Core counts above `machine.cores` are left out (a multi-machine run asks for 16 cores on an
@@ -789,17 +826,19 @@ def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = Non
     (analysis/store_lines.py) or None, every store then pairing; `coherence`: cores -> coherence-miss
     fraction (hitrates.coherence_miss_rates) or None; `first_touches`: a first-touch table for this
     machine's L1 (analysis/cold_lines.py) or None for no column-walk term; `tlb_updates`: in-place
-    updates whose page missed the machine's first TLB level (analysis/tlb.py update_misses).
+    updates whose page missed the machine's first TLB level (analysis/tlb.py update_misses); `l1_fills`:
+    a streamed-fill table for this machine's L1 (analysis/l1_fills.py) or None, no fill hides.
     """
     import pandas as pd
 
+    from analysis.l1_fills import fills_by_block
     from analysis.store_lines import new_line_by_block
     from analysis.tlb import miss_rates_by_cores
 
     rates = local_rates_by_cores(hits)
     cores = [c for c in sorted(rates) if c <= machine.cores]
     tlb_rates = miss_rates_by_cores(tlb) if tlb is not None and machine.tlbs else None
-    facts = region_facts(Path(trace), binary, new_line_by_block(store_lines))
+    facts = region_facts(Path(trace), binary, new_line_by_block(store_lines), fills_by_block(l1_fills))
     bounds = in_core_bounds(machine, Path(trace), binary) if model_args.get("cpu_form") == "critical-path" else ()
     preds = predict_many(machine, cores, rates, facts, tlb_rates, coherence, loop_bounds=bounds,
                          strided_extra_ns=strided_cold_extra_ns(machine, first_touches),

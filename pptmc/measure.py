@@ -39,8 +39,8 @@ DEFAULT_CPU_FORM = "critical-path"
 # (physically indexed: pages land on random frames, SDCM's assumption); hitrates.with_first_level.
 HIT_RATE_SOURCES = ("hybrid", "sdcm", "simulated")
 DEFAULT_HIT_RATES = "hybrid"
-MODEL_COLUMNS = ("t_mem_s", "t_cpu_s", "t_incore_s", "t_tlb_s", "t_coherence_s", "t_strided_s", "t_overhead_s",
-                 "contention_s", "t_dram_s", "dram_bytes")
+MODEL_COLUMNS = ("t_mem_s", "t_cpu_s", "t_incore_s", "t_fill_overlap_s", "t_tlb_s", "t_coherence_s", "t_strided_s",
+                 "t_overhead_s", "contention_s", "t_dram_s", "dram_bytes")
 COLUMNS = ("benchmark", "cores", "measured_s", "measured_min_s", "measured_max_s", "repeats", "predicted_s",
            *MODEL_COLUMNS, "rel_error", "rel_error_min")
 
@@ -180,6 +180,7 @@ def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, m
     return (predict_table(machine, hits, result.trace_path, tlb=tlb, store_lines=result.store_lines,
                           coherence=result.coherence, first_touches=result.first_touches.get(machine.name),
                           tlb_updates=result.tlb_updates.get(machine.name, 0),
+                          l1_fills=result.l1_fills.get(machine.name),
                           layout=layout, contention=contention, cpu_form=cpu_form)
             .assign(benchmark=bench.name))
 

@@ -60,6 +60,8 @@ class PipelineResult:
     first_touches: dict[str, pd.DataFrame] = field(default_factory=dict)
     # machine name -> in-place updates whose page missed its first TLB level (machines that price them)
     tlb_updates: dict[str, int] = field(default_factory=dict)
+    # machine name -> analysis/l1_fills.py streamed-refill table (critical-path CPU form)
+    l1_fills: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
 def _noop(_: str) -> None:
@@ -210,6 +212,16 @@ def first_touch_step(cfg: PipelineConfig, trace: Path, machine, progress: Progre
                         lambda: first_touch_table(trace, l1.line_bytes, l1.sets), progress)
 
 
+def l1_fill_step(cfg: PipelineConfig, trace: Path, machine, progress: Progress) -> pd.DataFrame:
+    """Each block's L1 refills along rows, through this machine's L1 (cached per L1 geometry)."""
+    from analysis.l1_fills import streamed_fill_table
+
+    l1 = machine.caches[0]
+    return _trace_table(cfg.workdir / "l1_fills" / f"line{l1.line_bytes}_sets{l1.sets}_ways{l1.associativity}.csv",
+                        trace, {"line": l1.line_bytes, "sets": l1.sets, "ways": l1.associativity},
+                        "count L1 refills along rows", lambda: streamed_fill_table(trace, l1), progress)
+
+
 def tlb_update_step(cfg: PipelineConfig, trace: Path, machine, progress: Progress) -> int:
     """In-place updates whose page missed the machine's first TLB level (analysis/tlb.py, cached)."""
     from analysis.tlb import trace_update_misses
@@ -244,6 +256,7 @@ class Predictions:
     coherence: dict[int, float] = field(default_factory=dict)  # cores -> coherence-miss fraction
     first_touches: dict[str, pd.DataFrame] = field(default_factory=dict)  # machines that price column walks
     tlb_updates: dict[str, int] = field(default_factory=dict)  # machines that price TLB-missing updates
+    l1_fills: dict[str, pd.DataFrame] = field(default_factory=dict)  # critical-path CPU form only
 
 
 def hit_rates_step(cfg: PipelineConfig, profiles_dir: Path) -> pd.DataFrame:
@@ -274,6 +287,8 @@ def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: P
                      for m in machines if m.ram.strided_cold_line_ns}
     tlb_updates = {m.name: tlb_update_step(cfg, trace, m, progress)
                    for m in machines if m.tlbs and m.tlbs[0].rmw_miss_cycles}
+    l1_fills = ({m.name: l1_fill_step(cfg, trace, m, progress) for m in machines if len(m.caches) > 1}
+                if cfg.cpu_form == "critical-path" else {})
     all_hits = hit_rates_step(cfg, profiles_dir)
     runtime_frames, tlb_frames = [], []
     for machine in machines:
@@ -283,12 +298,12 @@ def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: P
             tlb_frames.append(tlb.assign(machine=machine.name))
         runtimes = predict_table(machine, hits, trace, binary, tlb=tlb, store_lines=store_lines, coherence=coherence,
                                  first_touches=first_touches.get(machine.name),
-                                 tlb_updates=tlb_updates.get(machine.name, 0),
+                                 tlb_updates=tlb_updates.get(machine.name, 0), l1_fills=l1_fills.get(machine.name),
                                  layout=cfg.layout, contention=cfg.contention, cpu_form=cfg.cpu_form)
         runtime_frames.append(runtimes.assign(machine=machine.name))
     return Predictions(all_hits, pd.concat(runtime_frames, ignore_index=True),
                        pd.concat(tlb_frames, ignore_index=True) if tlb_frames else None, store_lines, coherence,
-                       first_touches, tlb_updates)
+                       first_touches, tlb_updates, l1_fills)
 
 
 def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineResult:
@@ -314,4 +329,5 @@ def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineRes
 
     n_accesses = instrument.open_trace(trace).info.n_accesses
     return PipelineResult(cfg.source.stem, pred.hit_rates, pred.runtimes, trace, profiles_dir, n_accesses, timings,
-                          pred.tlb_rates, pred.store_lines, pred.coherence, pred.first_touches, pred.tlb_updates)
+                          pred.tlb_rates, pred.store_lines, pred.coherence, pred.first_touches, pred.tlb_updates,
+                          pred.l1_fills)

@@ -105,7 +105,7 @@ def test_random_walks_match_brute_force_across_chunks(seed):
     for lo in range(0, len(addr), 3000):
         hi = lo + 3000
         counter.add(_chunk(addr[lo:hi], block[lo:hi], instance[lo:hi], store[lo:hi]))
-    assert counter.seen.shape[0] >= 8 * 1024  # the set grew
+    assert counter.walk.seen.shape[0] >= 8 * 1024  # the set grew
     assert _table_dict(counter) == _brute(addr, block, instance, store)
 
 
@@ -115,8 +115,8 @@ def test_line_set_grows_with_distinct_lines_not_trace_length():
     addr = [0x500000 + 64 * (i % 100) for i in range(1000)]
     for k in range(50):
         counter.add(_chunk(addr, [0] * 1000, [k * 1000 + i for i in range(1000)]))
-    assert counter.lines == 100
-    assert counter.seen.shape[0] <= 4096
+    assert counter.walk.lines == 100
+    assert counter.walk.seen.shape[0] <= 4096
 
 
 def test_extra_cost_interpolates_between_set_counts():

@@ -1,0 +1,135 @@
+"""Streamed L1 refills per block (analysis/l1_fills.py) against a brute force, and what the model does with them."""
+from collections import OrderedDict
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import l1_fills as lf
+from analysis import runtime_model as rm
+from analysis.cold_lines import SITES_PER_BLOCK, STRIDED_MIN_BYTES
+from machines import load_machine
+from machines.model import CacheLevel
+from pptmc.errors import InputError
+from tests.test_cold_lines import _chunk
+
+SMALL_L1 = CacheLevel(name="L1", size_bytes=4 * 2 * 64, line_bytes=64, associativity=2, latency_cycles=4,
+                      recip_throughput_cycles=0.5, shared=False)
+
+
+def _brute(addr, block, instance, line=64, sets=4, ways=2) -> dict[int, int]:
+    """The module's definition with Python containers: an LRU set of OrderedDicts, the site rule, a seen set."""
+    cache = [OrderedDict() for _ in range(sets)]
+    seen, prev, pos, last, fills = set(), {}, {}, {}, {}
+    for a, b, i in zip(addr, block, instance):
+        if last.get(b) != i:
+            last[b], pos[b] = i, 0
+        p = min(pos[b], SITES_PER_BLOCK - 1)
+        pos[b] += 1
+        before = prev.get((b, p))
+        prev[(b, p)] = a
+        ln = a // line
+        way = cache[ln % sets]
+        hit = ln in way
+        if hit:
+            way.move_to_end(ln)
+        else:
+            if len(way) == ways:
+                way.popitem(last=False)
+            way[ln] = True
+        first = ln not in seen
+        seen.add(ln)
+        if not first and not hit and before is not None and abs(a - before) < STRIDED_MIN_BYTES:
+            fills[b] = fills.get(b, 0) + 1
+    return fills
+
+
+def _random_walks(seed: int, n: int = 6000):
+    """Rows (8-byte steps), column walks down 16 rows of 4 KiB, and random jumps over 64 KiB, in three
+    blocks, each going round its area again and again so that lines come back after the L1 lost them."""
+    rng = np.random.default_rng(seed)
+    addr, block, instance, steps = [], [], [], [0, 0, 0]
+    for k in range(n):
+        b = int(rng.integers(0, 3))
+        t = steps[b]
+        steps[b] += 1
+        if b == 0:
+            a = 0x10000 + (8 * t) % 4096
+        elif b == 1:
+            a = 0x40000 + (t % 16) * 4096 + (8 * (t // 16)) % 512
+        else:
+            a = 0x80000 + int(rng.integers(0, 64 * 1024))
+        addr.append(a)
+        block.append(b)
+        instance.append(k // 3)
+    return addr, block, instance
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("chunk", [97, 1000, 6000])
+def test_streamed_fills_match_brute_force(seed, chunk):
+    """Per block, over several chunk sizes: the same L1 misses, first touches and strides as a brute force."""
+    addr, block, instance = _random_walks(seed)
+    counter = lf.StreamedFillCounter(3, SMALL_L1, initial_slots=4)
+    for s in range(0, len(addr), chunk):
+        counter.add(_chunk(addr[s:s + chunk], block[s:s + chunk], instance[s:s + chunk]))
+    got = dict(zip(counter.table().block.tolist(), counter.table().streamed_fills.tolist()))
+    assert got == _brute(addr, block, instance)
+    assert got.get(0, 0) > 20 * got.get(1, 0)  # rows refill along the row; column walks (almost) never count
+
+
+def test_second_pass_over_a_row_larger_than_l1_refills_it_along_the_row():
+    """Hand count: a 64-line row read twice through an 8-line L1 by one load: the first pass is first
+    touches (cold, not counted); the second misses every line, and the 63 reached by an 8-byte step are
+    refills along the row, while its first load jumped back 4088 bytes (a column walk's step)."""
+    row = [0x20000 + 8 * k for k in range(64 * 8)]
+    counter = lf.StreamedFillCounter(1, SMALL_L1)
+    counter.add(_chunk(row, [0] * len(row), range(len(row))))
+    assert counter.table().empty
+    counter.add(_chunk(row, [0] * len(row), range(len(row), 2 * len(row))))
+    assert counter.table().to_dict("records") == [{"block": 0, "streamed_fills": 63}]
+
+
+def test_fills_by_block_needs_its_columns():
+    assert lf.fills_by_block(None) == {}
+    assert lf.fills_by_block(pd.DataFrame({"block": [3], "streamed_fills": [7]})) == {3: 7}
+    with pytest.raises(InputError, match="streamed_fills"):
+        lf.fills_by_block(pd.DataFrame({"block": [3]}))
+
+
+def _block(fills: float, **ops) -> rm.BlockWork:
+    return rm.BlockWork(count=1000.0, ops=ops, chain={}, streamed_fills=fills, block_id=0)
+
+
+def test_fill_overlap_hand_cases():
+    """jacobi-like (FP-bound, port slack): fills hide up to the slack; lu-like (port-bound): none hide;
+    a block with no fills or a one-level machine: nothing."""
+    m = load_machine("haswell-i7-5960x")
+    l2 = m.caches[1].recip_throughput_cycles
+    fp_bound = _block(0.5, fp_add=8, fp_mul=2, load=2)
+    chain, fp, integer, ports = rm._block_resources(fp_bound, m)
+    assert fp > ports + 0.5 * l2  # all the fills fit in the port slack
+    assert rm.fill_overlap_cycles(fp_bound, m) == pytest.approx(0.5 * l2)
+    squeezed = _block(0.5, fp_add=8, fp_mul=2, load=2 + 2 * int(fp / m.ops["load"].recip_throughput))
+    assert rm.fill_overlap_cycles(squeezed, m) == 0.0  # bound by its ports: the fills add in full
+    partial = _block(4.0, fp_add=8, fp_mul=2, load=2)
+    assert rm.fill_overlap_cycles(partial, m) == pytest.approx(fp - ports)
+    assert rm.fill_overlap_cycles(_block(0.0, fp_add=8), m) == 0.0
+    assert rm.fill_overlap_cycles(fp_bound, replace(m, caches=m.caches[:1])) == 0.0
+
+
+def test_prediction_takes_the_hidden_fills_off_t_cpu():
+    """The critical-path T_CPU drops by share x count x the block's overlap, which is reported."""
+    m = load_machine("haswell-i7-5960x")
+    blocks = [_block(0.5, fp_add=8, fp_mul=2, load=2)]
+    args = dict(mem_accesses=2000.0, mem_bytes=16000.0, layout="pipelined", cpu_form="critical-path")
+    rates = {c.name: 0.9 for c in m.caches}
+    ops = rm.op_counts_from_blocks({0: blocks[0].ops}, {0: 1000})
+    with_fills = rm.predict_runtime(m, 2, rates, ops, blocks=blocks, work_share=0.5, **args)
+    without = rm.predict_runtime(m, 2, rates, ops, blocks=[replace(blocks[0], streamed_fills=0.0)], work_share=0.5,
+                                 **args)
+    hidden = 0.5 * 1000 * rm.fill_overlap_cycles(blocks[0], m) / (m.frequency_ghz * 1e9)
+    assert hidden > 0
+    assert without.t_cpu_s - with_fills.t_cpu_s == pytest.approx(hidden)
+    assert with_fills.t_fill_overlap_s == pytest.approx(hidden) and without.t_fill_overlap_s == 0.0
