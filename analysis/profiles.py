@@ -240,6 +240,7 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
     for t in tasks:
         t.tagged = tag
     by_cores = sorted(range(len(tasks)), key=lambda j: tasks[j].spec.cores)
+    suffixes = _Suffixes(tasks, by_cores, memory_budget // 8)
     watching = [t for t in tasks if t.loop_period]
     seen = -1  # the highest loop instance started so far
     bar = _progress(progress, info, len(counts))
@@ -257,8 +258,10 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
                     if t.loop_period:  # before the chunk is fed: positions count what came before
                         t.watch(started, rows_before(prep, splits[j][1], marks, t.spec.cores))
         mirrors.update([run_core for _, run_core in splits])  # forks before the leaders take this chunk
-        leader_of = mirrors.leader_of if tag else {}
+        leader_of = mirrors.leader_of
+        follow = suffixes.update(prep, splits, mirrors)
         lenders = {leader[0] for follower, leader in leader_of.items() if tasks[follower[0]].coherent}
+        lenders |= suffixes.lenders(follow, leader_of)
         for j, t in enumerate(tasks):  # a one-core task may lead the engines of coherent tasks' cores 0
             t.distances = t.coherent or j in lenders
         for j in by_cores:  # class leaders (fewest cores first, then lower cores) are fed before their followers
@@ -267,7 +270,7 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
                 return tasks[lj].last_distances[lc]
 
             tasks[j].feed(splits[j][0], skip=mirrors.following(j), lend=lend if tag else None,
-                          shared=mirrors.members(j))
+                          shared=mirrors.members(j), follow=suffixes.providers(follow.get(j, {}), leader_of))
         if bar is not None:
             bar.update(len(ch) * len(tasks))
     if bar is not None:
@@ -437,6 +440,242 @@ class _Mirrors:
         self.classes, self._followers = [], set()
 
 
+_SUFFIX_BASE_LINES = 1 << 16  # lines an engine may hold when it starts following (a copy is made of it)
+
+
+class _Suffixes:
+    """Private traces that repeat another's accesses from some point on take their distances
+    from it (_Suffix) instead of an engine pass.
+
+    With a static schedule core 2c+1 of 2p runs the second half of core c of p's block, so from
+    where its block starts its trace repeats core c's (core 2c of 2p, a prefix, is _Mirrors'):
+    on a single work-shared loop that is half of every p > 1's private accesses. A core (its
+    engine fed here, not a _Mirrors follower, not replaying, holding at most _SUFFIX_BASE_LINES
+    lines, and never made to stop following before) starts following in a chunk where it has
+    rows of its own that are a run of the rows of a core of a task with fewer cores (fed earlier
+    in the chunk, so its distances are known), and follows it while each chunk gives it the rows
+    its lead takes next: when it has rows again after its lead took rows without it, or rows
+    that are not its lead's next, or more than `limit` references are kept, it stops (its engine
+    is made from the kept references when next fed). Lines must correspond one to one between
+    the two: both cores 0 or both not (the per-core offsets map lines one to one, as for
+    _Mirrors), or no offset row among the rows."""
+
+    def __init__(self, tasks: list["CoreCountTask"], by_cores: list[int], limit: int) -> None:
+        self.tasks, self.by_cores, self.limit = tasks, by_cores, limit
+        self.stopped: set[tuple[int, int]] = set()  # made to stop following: never again
+        self.had = [np.zeros(t.spec.cores, dtype=bool) for t in tasks]  # cores with rows of their own, last chunk
+
+    def update(self, prep: PreparedChunk, splits: list[tuple[list[np.ndarray], np.ndarray]],
+               mirrors: "_Mirrors") -> dict[int, dict[int, tuple[tuple[int, int], int]]]:
+        """Stop or start following for this chunk's rows; {task: {core: (lead, first row in the
+        lead's part)}} of the cores that follow in this chunk. Copies of a following engine that
+        _Mirrors gave to other cores follow the same lead."""
+        masks: dict[tuple[int, int], np.ndarray] = {}
+        lengths = np.diff(prep.starts)
+
+        def at(m: tuple[int, int], lead: tuple[int, int]) -> tuple[int, int] | None:
+            for x in (m, lead):
+                if x not in masks:
+                    rc = splits[x[0]][1]
+                    masks[x] = (rc == x[1]) | (rc == ALL_CORES)
+            return _run_within(masks[m], masks[lead], lengths)
+
+        rows = [[len(a) for a in parts] for parts, _ in splits]
+        offset_runs = _offset_runs(prep)
+        out: dict[int, dict[int, tuple[tuple[int, int], int]]] = {}
+        for j in self.by_cores:
+            for c, engine in enumerate(self.tasks[j].private):
+                if not isinstance(engine, _Suffix) or engine.lead is None or not rows[j][c]:
+                    if isinstance(engine, _Suffix) and engine.lead is not None and rows[engine.lead[0]][engine.lead[1]]:
+                        engine.behind = True  # its lead took rows without it
+                    continue
+                where = None if engine.behind else at((j, c), engine.lead)
+                if where is None or where[0] or not self._lines_match(offset_runs, masks, (j, c), engine.lead) \
+                        or engine.kept > self.limit:
+                    engine.stop()
+                    self.stopped.add((j, c))
+                else:
+                    self._note(out, (j, c), engine, where)
+        own = [np.bincount(rc[rc >= 0], minlength=self.tasks[j].spec.cores) > 0 for j, (_, rc) in enumerate(splits)]
+        for j in self.by_cores:  # a core tries when rows of its own begin (after a chunk without any)
+            for c in np.flatnonzero(own[j] & ~self.had[j]).tolist():
+                if self._may_follow(j, c, mirrors):
+                    self._start(j, c, offset_runs, masks, rows, at, out)
+        self.had = own
+        return out
+
+    @staticmethod
+    def _note(out: dict, m: tuple[int, int], engine: "_Suffix", where: tuple[int, int]) -> None:
+        """m follows its lead in this chunk from the lead's row where[0]; behind when rows of the
+        lead's remain after its own."""
+        out.setdefault(m[0], {})[m[1]] = (engine.lead, where[0])
+        if where[1]:
+            engine.behind = True
+
+    def _may_follow(self, j: int, c: int, mirrors: "_Mirrors") -> bool:
+        """Whether core c of task j could start following: fed here, a plain small engine, not
+        replaying, never stopped."""
+        t = self.tasks[j]
+        engine = t.private[c]
+        return (t.spec.cores > 1 and (j, c) not in self.stopped and c not in mirrors.following(j)
+                and not t.private_period[c] and t.own_replay[c] is None and not isinstance(engine, _Suffix)
+                and engine.distinct_lines <= _SUFFIX_BASE_LINES)
+
+    def _start(self, j: int, c: int, offset_runs: np.ndarray | None, masks: dict, rows: list, at: Callable,
+               out: dict) -> None:
+        """Follow the first core of a task with fewer cores whose rows hold this core's as a run."""
+        p = self.tasks[j].spec.cores
+        for j2 in self.by_cores:
+            if self.tasks[j2].spec.cores >= p:
+                return
+            for c2 in range(self.tasks[j2].spec.cores):
+                if rows[j2][c2] < rows[j][c]:
+                    continue
+                where = at((j, c), (j2, c2))
+                if where is not None and self._lines_match(offset_runs, masks, (j, c), (j2, c2)):
+                    t = self.tasks[j]
+                    t.private[c] = _Suffix(t.private[c], t.tagged, (j2, c2))
+                    self._note(out, (j, c), t.private[c], where)
+                    return
+
+    @staticmethod
+    def _lines_match(offset_runs: np.ndarray | None, masks: dict, m: tuple[int, int], lead: tuple[int, int]) -> bool:
+        """Whether the two cores' line ids of their common rows correspond one to one (masks[m]:
+        m's runs, made by `at`)."""
+        return (m[1] == 0) == (lead[1] == 0) or offset_runs is None or not (offset_runs & masks[m]).any()
+
+    @staticmethod
+    def lenders(follow: dict, leader_of: dict[tuple[int, int], tuple[int, int]]) -> set[int]:
+        """Tasks whose engines must return distances this chunk (those the followers' leads take)."""
+        return {leader_of.get(lead, lead)[0] for cores in follow.values() for lead, _ in cores.values()}
+
+    def providers(self, follow: dict[int, tuple[tuple[int, int], int]],
+                  leader_of: dict[tuple[int, int], tuple[int, int]]) -> dict[int, Callable[[int], np.ndarray | None]]:
+        """For each following core, a function of its row count giving its lead's distances of those
+        rows (None if the lead's engine returned none, e.g. a replay that keeps no distances)."""
+        def provider(lead: tuple[int, int], first: int) -> Callable[[int], np.ndarray | None]:
+            j, c = leader_of.get(lead, lead)
+
+            def distances(n: int) -> np.ndarray | None:
+                d = self.tasks[j].last_distances.get(c)
+                return None if d is None else d[first:first + n]
+            return distances
+
+        return {c: provider(lead, first) for c, (lead, first) in follow.items()}
+
+
+def _offset_runs(prep: PreparedChunk) -> np.ndarray | None:
+    """Which runs of a prepared chunk hold offset rows (None: no row has an offset)."""
+    if not prep.offsets:
+        return None
+    if prep.offmask is not None:  # dense (paper mode): one pass over the mask
+        return np.add.reduceat(prep.offmask, prep.starts[:-1]) > 0 if len(prep.starts) > 1 else np.zeros(0, bool)
+    out = np.zeros(len(prep.starts) - 1, dtype=bool)
+    out[np.searchsorted(prep.starts, prep.offrows, side="right") - 1] = True
+    return out
+
+
+def _run_within(inner: np.ndarray, outer: np.ndarray, lengths: np.ndarray) -> tuple[int, int] | None:
+    """Where the rows of the runs in `inner` lie among those of `outer` (bool masks over the runs
+    of `lengths` rows each): (rows of outer before them, rows of outer after them) when they are
+    a non-empty unbroken stretch of outer's rows, else None."""
+    if (inner & ~outer).any():
+        return None
+    sub = np.flatnonzero(inner[outer])
+    if not len(sub) or sub[-1] - sub[0] + 1 != len(sub):
+        return None
+    lens = lengths[outer]
+    return int(lens[:sub[0]].sum()), int(lens[sub[-1] + 1:].sum())
+
+
+class _Suffix:
+    """The engine of a private trace that follows another (_Suffixes): its accesses since it
+    began are the lead's since then, so its distances come from the lead's (reuse._suffix_scan).
+    An access whose lead distance d is below the number of lines touched since then reused one
+    of them: nothing before counts, so its distance is d in both traces (every line between the
+    two uses was touched since then). The others are the first touches since then: cold unless
+    the engine as it was (`origin`, never fed while following) held the line; then the lines
+    touched since, plus the held lines above it not touched since, which `ahead` (a copy of it
+    fed only the held first touches) counts. The accesses are kept (`parts`): the engine's state
+    is made from them only when it is needed (`materialise`: its trace stopped following, or a
+    copy that _Mirrors gave another core is fed something else); at the end only the counts
+    are. Copies share `origin` and the parts so far; one relabelled for another core
+    (`relabel`) relabels its small `base` and `ahead` at once, and its engine when it is made,
+    after the parts that came before."""
+
+    def __init__(self, origin, tagged: bool, lead: tuple[int, int]) -> None:
+        from analysis.reuse import N_BINS
+
+        self.origin, self.base, self.tagged = origin, origin, tagged  # base: origin in this core's lines
+        self.ahead = origin.copy()
+        self.lead: tuple[int, int] | None = lead  # the (task, core) followed; None once stopped
+        self.behind = False  # the lead took rows without this trace: its next rows stop it
+        self.parts: list[np.ndarray] = []
+        self.relabels: list[tuple[int, int, int]] = []  # (parts before it, at_least, delta)
+        self.kept = 0   # references in parts
+        self.seen = 0   # lines touched since following began
+        self.known = 0  # of them, lines the origin held
+        self.hist = np.zeros(N_BINS + 1, dtype=np.int64)  # counts since following began, as the engine's
+        self.hist_sum = np.zeros(N_BINS + 1, dtype=np.int64)
+
+    def follow(self, lines: np.ndarray, lead: np.ndarray) -> np.ndarray:
+        """Distances (int32) of the next accesses, which are the lead's with distances `lead`."""
+        from analysis.reuse import _suffix_firsts, _suffix_scan
+
+        n = len(lines)
+        out = np.empty(n, dtype=np.int32)
+        first = np.empty(n, dtype=np.int64)
+        m = _suffix_scan(np.ascontiguousarray(lead, dtype=np.int32), self.seen, out, first, self.hist, self.hist_sum)
+        first = first[:m]
+        touched = lines[first]
+        held = self.base.holds(touched, self.tagged)
+        ahead = self.ahead.feed_distances(touched[held], tagged=self.tagged, dtype=np.int32)
+        _suffix_firsts(first, held, ahead, self.seen, self.known, out, self.hist, self.hist_sum)
+        self.seen += m
+        self.known += len(ahead)
+        self.parts.append(lines)
+        self.kept += n
+        return out
+
+    def stop(self) -> None:
+        """Follow no more (the engine is made when it is next fed)."""
+        self.lead, self.ahead = None, None
+
+    def copy(self) -> "_Suffix":
+        """A copy in the same state (following the same lead)."""
+        twin = _Suffix.__new__(_Suffix)
+        for name, value in vars(self).items():
+            setattr(twin, name, value.copy() if isinstance(value, (np.ndarray, list)) else value)
+        if self.ahead is not None:
+            twin.ahead = self.ahead.copy()
+        return twin
+
+    def relabel(self, at_least: int, delta: int) -> None:
+        """ReuseEngine.relabel: base and ahead now, the engine when it is made."""
+        self.relabels.append((len(self.parts), at_least, delta))
+        self.base = self.base.copy()
+        self.base.relabel(at_least, delta)
+        if self.ahead is not None:
+            self.ahead.relabel(at_least, delta)
+
+    def materialise(self):
+        """The engine itself: the origin fed the kept accesses (so its counts are its own)."""
+        engine = self.origin.copy()
+        marks = list(self.relabels)
+        for k, part in enumerate(self.parts + [None]):
+            while marks and marks[0][0] == k:
+                engine.relabel(*marks.pop(0)[1:])
+            if part is not None:
+                engine.feed(part, tagged=self.tagged)
+        return engine
+
+    def final(self):
+        """An engine with the right counts (its state is not: for histogram() and reclassify only)."""
+        engine = self.base.copy()
+        engine.add_tally(self.hist, self.hist_sum)
+        return engine
+
+
 class CoreCountTask:
     """The profiles of one core count: a private engine per core, the interleaver and the
     CRD engine. Independent of every other core count's task (a unit of distribution).
@@ -488,12 +727,14 @@ class CoreCountTask:
         self.own_replay: list[_PrivateReplay | None] = [None] * spec.cores
 
     def feed(self, parts: list[np.ndarray], skip: set[int] | frozenset[int] = frozenset(),
-             lend: Callable[[int], np.ndarray] | None = None, shared: set[int] | None = None) -> None:
+             lend: Callable[[int], np.ndarray] | None = None, shared: set[int] | None = None,
+             follow: dict[int, Callable[[int], np.ndarray | None]] | None = None) -> None:
         """Add every core's part of one chunk (CoreMap.split); the engines of cores in skip are kept
         elsewhere, and lend(core) gives their distances for this chunk when they are needed. When
         self.distances, the distances (int32) of the parts fed here are left in self.last_distances.
         The engines of cores not in `shared` (None: all) are shared with no other task ever again
-        (_Mirrors), so they may replay their periodic stretches (_PrivateReplay)."""
+        (_Mirrors), so they may replay their periodic stretches (_PrivateReplay). follow[core](n)
+        gives the distances of the n accesses a following core (_Suffix) repeats, None if unknown."""
         from analysis.coherence import strip
 
         own: dict[int, np.ndarray] = {}
@@ -502,20 +743,32 @@ class CoreCountTask:
             if not len(lines):
                 continue
             if core not in skip:  # the engines ignore the store tag themselves
-                if shared is not None and core not in shared and self.private_period[core]:
-                    out = self._own_replay(core).feed(lines)
-                    if out is not None:
-                        own[core] = out
-                elif self.distances:
-                    own[core] = self.private[core].feed_distances(lines, tagged=self.tagged, dtype=np.int32)
-                else:
-                    self.private[core].feed(lines, tagged=self.tagged)
+                out = self._feed_core(core, lines, shared, (follow or {}).get(core))
+                if out is not None:
+                    own[core] = out
             self.pushed[core] += len(lines)
             if self.itl is not None:
                 self.itl.push(core, lines if self.coherent or not self.tagged else strip(lines))
             if self.dlanes is not None:
                 self.dlanes.push(core, own[core] if core not in skip else lend(core))
         self._drain()
+
+    def _feed_core(self, core: int, lines: np.ndarray, shared: set[int] | None,
+                   lead: Callable[[int], np.ndarray | None] | None) -> np.ndarray | None:
+        """Feed one core's accesses to its engine (through its replay, or from its lead's distances
+        while it follows one); their distances (int32) when wanted or known."""
+        engine = self.private[core]
+        if isinstance(engine, _Suffix):
+            dist = lead(len(lines)) if lead is not None else None
+            if dist is not None:
+                return engine.follow(lines, dist)
+            engine = self.private[core] = engine.materialise()  # its trace stopped following
+        if shared is not None and core not in shared and self.private_period[core]:
+            return self._own_replay(core).feed(lines)
+        if self.distances:
+            return engine.feed_distances(lines, tagged=self.tagged, dtype=np.int32)
+        engine.feed(lines, tagged=self.tagged)
+        return None
 
     def feed_chunk(self, prep: PreparedChunk) -> None:
         """Add one prepared chunk of the sequential trace (the task on its own; with coherence,
@@ -581,6 +834,7 @@ class CoreCountTask:
         for r in self.own_replay:
             if r is not None:
                 r.flush()
+        self.private = [e.final() if isinstance(e, _Suffix) else e for e in self.private]
         if self.misses is not None:
             for core, engine in enumerate(self.private):
                 engine.reclassify(self.misses.moved[core], self.misses.moved_sum[core])

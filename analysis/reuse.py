@@ -325,6 +325,69 @@ def _relabel(keys, times, new_keys, new_times, at_least, delta):
 
 
 @numba.njit(cache=True, nogil=True)
+def _holds(keys, lines, line_mask):
+    """Whether each of the lines (tag stripped by line_mask) is in the hash table."""
+    mask = np.uint64(keys.shape[0] - 1)
+    hash_shift = _hash_shift(mask)
+    out = np.empty(lines.shape[0], dtype=np.bool_)
+    for i in range(lines.shape[0]):
+        line = lines[i] & line_mask
+        slot = _home(line, hash_shift, mask)
+        while keys[slot] != line and keys[slot] != np.uint64(0xFFFFFFFFFFFFFFFF):
+            slot = (slot + np.uint64(1)) & mask
+        out[i] = keys[slot] == line
+    return out
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _count(d, hist, hist_sum):
+    """Add one distance (-1: cold) to a histogram laid out as the engine's."""
+    if d < 0:
+        hist[hist.shape[0] - 1] += 1
+    elif d < EXACT_LIMIT:  # exact bin: its sum is filled in by histogram()
+        hist[d] += 1
+    else:
+        b = _bin_of(d)
+        hist[b] += 1
+        hist_sum[b] += d
+
+
+@numba.njit(cache=True, nogil=True)
+def _suffix_scan(lead, seen, out, first, hist, hist_sum):
+    """Distances of a trace whose accesses since some point are those of another trace (the
+    lead's distances given): an access whose lead distance is below the number of lines
+    touched since that point (seen, counted here) reused a line touched since then, at that
+    distance; the others are first touches since then, listed in first (their count returned)."""
+    m = 0
+    for i in range(lead.shape[0]):
+        d = lead[i]
+        if d >= 0 and d < seen:
+            out[i] = d
+            _count(d, hist, hist_sum)
+        else:
+            first[m] = i
+            m += 1
+            seen += 1
+    return m
+
+
+@numba.njit(cache=True, nogil=True)
+def _suffix_firsts(first, held, ahead, seen, known, out, hist, hist_sum):
+    """Distances of the first touches found by _suffix_scan: cold unless the engine held the
+    line before; then the lines touched since (seen, plus one per first touch before it) and
+    the held lines above it not touched since (ahead: its distance in a copy of the engine fed
+    only the held first touches, minus those fed before it, known)."""
+    h = 0
+    for x in range(first.shape[0]):
+        d = -1
+        if held[x]:
+            d = seen + x + ahead[h] - (known + h)
+            h += 1
+        out[first[x]] = d
+        _count(d, hist, hist_sum)
+
+
+@numba.njit(cache=True, nogil=True)
 def _compact(keys, times, bits, now, new_bits, new_tree):
     """Renumber live times 0..M-1 in order; rebuild bitmap and Fenwick tree. Returns M.
 
@@ -461,6 +524,10 @@ class ReuseEngine:
         self._hist_sum[:N_BINS] -= moved_sum
         self._hist[N_BINS] += n
         self._state[5] += n
+
+    def holds(self, lines: np.ndarray, tagged: bool = False) -> np.ndarray:
+        """Whether each line (store tag ignored when tagged) has been seen (bool per line)."""
+        return _holds(self._keys, np.ascontiguousarray(lines, dtype=np.uint64), _UNTAGGED if tagged else _ALL_BITS)
 
     def tally(self) -> tuple[np.ndarray, np.ndarray]:
         """Copies of the histogram counters (counts and distance sums, cold slot last)."""
