@@ -303,7 +303,8 @@ def _rehash(keys, times, sharers, new_keys, new_times, new_sharers):
         new_keys[slot] = line
         new_times[slot] = times[s]
         if sharers.shape[0]:
-            new_sharers[slot] = sharers[s]
+            for w in range(sharers.shape[1]):  # word by word: a row assignment made an array view per key
+                new_sharers[slot, w] = sharers[s, w]
 
 
 @numba.njit(cache=True, nogil=True)
