@@ -48,6 +48,7 @@ class Copy:
     key1: np.ndarray    # iteration of each run
     inst0: int          # the copy's first loop instance (-1: the trace's head, before any cut)
     inst1: int          # the next copy's first loop instance (-1: none, the trace ends)
+    origin: object = None  # the _Template the arrays come from (all but key0, which is shifted by inst0)
 
     def same_as(self, prev: "Copy | None") -> bool:
         """Whether this copy repeats prev (the copy before it): as many loop instances (a multiple of the period,
@@ -55,12 +56,38 @@ class Copy:
         if prev is None or prev.inst0 < 0 or self.inst1 < 0 or self.inst0 != prev.inst1 \
                 or self.inst1 - self.inst0 != prev.inst1 - prev.inst0 or self.starts[-1] != prev.starts[-1]:
             return False
+        if self.origin is not None and self.origin is prev.origin:  # the same arrays, instances shifted alike
+            return True
         pairs = ((self.sel, prev.sel), (self.lines, prev.lines), (self.offset, prev.offset),
                  (self.store, prev.store), (self.starts, prev.starts), (self.key1, prev.key1))
         if not all(np.array_equal(a, b) for a, b in pairs):
             return False
         n = self.inst0 - prev.inst0
         return np.array_equal(np.where(self.key0 >= 0, self.key0 - n, self.key0), prev.key0)
+
+
+@dataclass
+class _Template:
+    """One copy of a batch of repeats from the decoder (SampledBatch.copies): its SHARDS part, with the loop
+    instances relative to its first (-1 stays -1)."""
+
+    recording: int
+    sel: np.ndarray
+    lines: np.ndarray
+    offset: np.ndarray
+    store: np.ndarray
+    starts: np.ndarray  # plus the copy's row count
+    rel: np.ndarray
+    key1: np.ndarray
+
+    def copy(self, inst0: int, inst1: int) -> Copy:
+        """The copy that starts at loop instance inst0."""
+        return Copy(self.sel, self.lines, self.offset, self.store, self.starts, self.key0(inst0), self.key1, inst0,
+                    inst1, self)
+
+    def key0(self, inst0: int) -> np.ndarray:
+        """The runs' loop instances in the copy that starts at inst0."""
+        return np.where(self.rel >= 0, self.rel + inst0, self.rel)
 
 
 class CopyBuffer:
@@ -75,6 +102,8 @@ class CopyBuffer:
         self.inst0 = -1        # its first loop instance
         self.last_key = (-2, -2)  # (loop, iteration) of the last run seen
         self.prev: Copy | None = None
+        self.template: _Template | None = None  # of the last batch of repeats
+        self.open: _Template | None = None      # the current copy is this template's, instances from inst0
 
     def add(self, rows) -> list[tuple[Copy, bool]]:
         """A batch (source_sampling._Rows, iteration mode): the copies it completes, each with whether it repeats
@@ -84,6 +113,10 @@ class CopyBuffer:
             return []
         before = np.concatenate([[self.last_key[0]], key0[:-1]])
         cut = np.flatnonzero((key0 >= 0) & (key0 % self.n == 0) & (key0 != before))
+        if rows.copies:
+            repeats = self._repeats(rows, cut)
+            if repeats is not None:
+                return repeats
         done = []
         lo = 0
         for r in cut.tolist() + [key0.shape[0]]:
@@ -98,6 +131,33 @@ class CopyBuffer:
                 self.inst0 = int(key0[r])
             lo = r
         self.last_key = (int(key0[-1]), int(key1[-1]))
+        return done
+
+    def _repeats(self, rows, cut: np.ndarray) -> list[tuple[Copy, bool]] | None:
+        """The copies of a batch of repeats when they are the decoder's (a cut at each repeat's start, each repeat
+        long enough to be a copy, the repeats' other cuts too early in them to end a copy): made from one template
+        per recording, so that no rows are joined and comparing two of them is comparing instances
+        (Copy.same_as). None when they are not."""
+        m = rows.copies
+        nr, ns = rows.key0.shape[0] // m, rows.sel.shape[0] // m
+        size = int(rows.starts[nr])
+        head = cut % nr == 0
+        inside = rows.starts[cut[~head]] - rows.starts[cut[~head] - cut[~head] % nr]
+        if not np.array_equal(cut[head], np.arange(m) * nr) or (inside >= self.min_rows).any() \
+                or size < self.min_rows or 0 < self.rows < self.min_rows:
+            return None
+        if self.template is None or self.template.recording != rows.recording:
+            rel = np.where(rows.key0[:nr] >= 0, rows.key0[:nr] - rows.key0[0], -1)
+            self.template = _Template(rows.recording, rows.sel[:ns], rows.lines[:ns], rows.offset[:ns],
+                                      rows.store[:ns], np.append(rows.starts[:nr], size), rel, rows.key1[:nr])
+        tpl, first = self.template, rows.key0[::nr].tolist()
+        done = [self._close(first[0])] if self.rows else []
+        for inst0, inst1 in zip(first[:-1], first[1:]):
+            done.append(self._closed(tpl.copy(inst0, inst1)))
+        t = tpl
+        self.parts = [(t.sel, t.lines, t.offset, t.store, t.starts[:-1], t.key0(first[-1]), t.key1)]
+        self.rows, self.inst0, self.open = size, first[-1], tpl
+        self.last_key = (int(rows.key0[-1]), int(rows.key1[-1]))
         return done
 
     def finish(self) -> list[tuple[Copy, bool]]:
@@ -115,15 +175,24 @@ class CopyBuffer:
         self.parts.append((rows.sel[i0:i1] + shift, rows.lines[i0:i1], rows.offset[i0:i1], rows.store[i0:i1],
                            st, k0, k1))
         self.rows += b - a
+        self.open = None
 
     def _close(self, inst1: int) -> tuple[Copy, bool]:
         """The current copy, complete (the next one begins at loop instance inst1)."""
-        cols = [np.concatenate([p[i] for p in self.parts]) for i in range(7)]
-        starts = np.append(cols[4], self.rows).astype(np.int64)
-        copy = Copy(cols[0], cols[1], cols[2], cols[3], starts, cols[5].astype(np.int64), cols[6].astype(np.int64),
-                    self.inst0, inst1)
+        if self.open is not None:  # one repeat, nothing joined to it
+            copy = self.open.copy(self.inst0, inst1)
+        else:
+            cols = [np.concatenate([p[i] for p in self.parts]) for i in range(7)]
+            starts = np.append(cols[4], self.rows).astype(np.int64)
+            copy = Copy(cols[0], cols[1], cols[2], cols[3], starts, cols[5].astype(np.int64),
+                        cols[6].astype(np.int64), self.inst0, inst1)
+        self.parts, self.rows, self.open = [], 0, None
+        return self._closed(copy)
+
+    def _closed(self, copy: Copy) -> tuple[Copy, bool]:
+        """A complete copy, and whether it repeats the one before it."""
         same = copy.same_as(self.prev)
-        self.prev, self.parts, self.rows = copy, [], 0
+        self.prev = copy
         return copy, same
 
 

@@ -673,6 +673,8 @@ class _Rows:
     shift: int
     shared_block: np.ndarray
     words: np.ndarray | None = None  # the sampling decode's words (instrument.tracefile.SampledBatch)
+    copies: int = 0       # SampledBatch.copies: that many repeats of recording `recording` (source_replay takes them
+    recording: int = -1   # as copies without joining rows)
 
     def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(addr, is_stack, block) for _line_of: the chunk's columns, or the words with placeholders."""
@@ -782,7 +784,7 @@ class _Picker:
             lines, stack, store = _word_columns(b.words, sel)
             self.tally.add(lines)
         return _Rows(sel, lines, stack, store, b.starts.copy(), b.loop.copy(), b.iteration.copy(), None, self.mode,
-                     self.shift, self.shared_block, b.words)
+                     self.shift, self.shared_block, b.words, b.copies, b.recording)
 
 
     def _recorded(self, b: SampledBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

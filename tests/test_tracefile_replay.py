@@ -246,3 +246,41 @@ def test_sampler_takes_repeats_as_decoded_rows(monkeypatch, rate, rows):
     for x, y in [(a.prd[k], b.prd[k]) for k in b.prd] + [(a.crd[k], b.crd[k]) for k in b.crd]:
         assert all(np.array_equal(getattr(x, f), getattr(y, f)) for f in fields)
         assert (x.cold, x.total, x.coherence) == (y.cold, y.total, y.coherence)
+
+
+def _copies(batches: list, min_rows: int) -> tuple[list, object]:
+    """The copies (source_replay.CopyBuffer, period 2) of the decoded batches' SHARDS parts, and the buffer."""
+    from types import SimpleNamespace
+
+    from analysis.source_replay import CopyBuffer
+
+    buf, out = CopyBuffer(2, min_rows), []
+    for words, sel, starts, lp, it, _, copies, recording in batches:
+        w = words[sel]
+        rows = SimpleNamespace(sel=sel, lines=w & TF.WORD_LINE, offset=(w & TF.WORD_STACK) > 0,
+                               store=(w & TF.WORD_STORE) > 0, starts=starts, key0=lp, key1=it, copies=copies,
+                               recording=recording)
+        out += buf.add(rows)
+    return out + buf.finish(), buf
+
+
+@pytest.mark.parametrize("min_rows", [1, 3000])
+def test_copy_buffer_takes_repeats_as_the_decoded_rows(min_rows):
+    """The sampler's copies of batches of repeats (made from one template per recording) hold the same rows and
+    repeat flags as those of the same rows decoded in full."""
+    payloads = _split(steps_events(40), 3)
+
+    def batches(period):
+        decoder, sink = TF.ChunkDecoder(_tables(), "mem.trace", ()), TF.SampleSink(1 << 14, 6, 7, 1 << 30)
+        replay = TF.DecodeReplay(period, min_rows, 1 << 16, 5, 2) if period else None
+        return [(b.words.copy(), b.sel.copy(), b.starts.copy(), b.loop.copy(), b.iteration.copy(), b.addr_max,
+                 b.copies, b.recording) for i, (h, p) in enumerate(_chunks(payloads))
+                for b in decoder.sampled(h, p, sink, replay, i < 2)]
+
+    (want, _), (got, buf) = _copies(batches(0), min_rows), _copies(batches(2), min_rows)
+    assert buf.template is not None and len(got) == len(want) > 10
+    fields = ("sel", "lines", "offset", "store", "starts", "key0", "key1", "inst0", "inst1")
+    for (a, same_a), (b, same_b) in zip(got, want):
+        assert same_a == same_b
+        assert all(np.array_equal(getattr(a, f), getattr(b, f)) for f in fields)
+    assert sum(same for _, same in got) >= {1: 30, 3000: 15}[min_rows]  # copies of 1 or 2 steps
