@@ -49,7 +49,10 @@ touches a few percent of the accesses:
 Periodic traces (iteration mode, analysis.profiles.loop_period): the SHARDS samples are cut into copies at the
 loop instances that start a period and fed copy by copy; a copy whose sampled part repeats the previous one is
 not fed once a fed copy left the kernels' state as it found it (relative to every core's position): its counts
-are added again (analysis/source_replay.py; bit for bit the same profiles). The windows still read every row.
+are added again (analysis/source_replay.py; bit for bit the same profiles). The reader's sampling decode does not
+decode the copies of the events that repeat either (instrument.tracefile.DecodeReplay, `decode_replay`): they come
+as batches of repeats of one recorded copy, whose SHARDS columns and copies the sampler takes once per recording.
+The windows still read every row (of the recorded words, laid out once per repeat).
 
 At rate 1 no window is used and the result equals the exact ProfileSet bit for bit
 (tests/test_source_sampling.py). Without windows (window=0) each histogram is the scaled
@@ -988,6 +991,13 @@ def source_trace(trace_path: str) -> tuple[TraceInfo, Callable[[int, tuple[str, 
     return reader.info, reader.chunks, reader.sampled_batches
 
 
+def decode_replay(info: TraceInfo) -> dict:
+    """The sampling decode's replay arguments for a trace (iteration mode): on periodic traces the decoder does not
+    decode the copies that repeat (instrument.tracefile.DecodeReplay), copies as long as the sampler's."""
+    period = loop_period(info) if REPLAY else 0
+    return {"period": period, "min_rows": source_replay.MIN_COPY_ROWS} if period else {}
+
+
 def sampled_profile_set(trace_path: str, cores: list[int], sampling: SourceSampling, mode: str = "auto",
                         interleave: str = "rr", seed: int = 0, refs_per_turn: int = 1, line_size: int = 64,
                         paper_chunk: int = 0, coherence: bool = True, max_rows: int | None = None):
@@ -1012,10 +1022,7 @@ def sampled_profile_set(trace_path: str, cores: list[int], sampling: SourceSampl
                              paper_chunk=paper_chunk, trace_complete=info.complete, coherence=coherence)
     found: dict = {}
     if sampled is not None and resolved == "iteration":
-        rows = max_rows or SAMPLED_ROWS
-        # periodic traces: the decoder does not decode the copies that repeat (instrument.tracefile.DecodeReplay)
-        period = loop_period(info) if REPLAY else 0  # (copies as long as the sampler's: see source_replay)
-        replay = {"period": period, "min_rows": source_replay.MIN_COPY_ROWS} if period else {}
+        rows, replay = max_rows or SAMPLED_ROWS, decode_replay(info)
         results = source_profiles(info, None, counts, sampling, resolved, refs_per_turn, line_size, paper_chunk,
                                   coherence, lambda *hash_args: sampled(rows, *hash_args, **replay), found)
     else:

@@ -337,14 +337,15 @@ def source_trace_rows(trace, label: str) -> list[dict]:
     from analysis.private_traces import resolve_mode
     from analysis.profiles import compute_profiles
     from analysis.source_sampling import (HEAVY_SHARE_WARN, SAMPLED_ROWS, SOURCE_COLUMNS, SOURCE_ROWS,
-                                          SourceSampling, sampled_profile_set, source_trace)
+                                          SourceSampling, decode_replay, sampled_profile_set, source_trace)
 
     info, chunks, sampled = source_trace(str(trace))  # decoded as the sampled profile decodes it
     mode = resolve_mode(info, "auto")
     if sampled is not None and mode == "iteration":  # the sampling decode (it hashes and picks the rows too)
         s = SourceSampling(0.01, SEEDS[0])
         args = (SAMPLED_ROWS, LINE.bit_length() - 1, int(s.salt), int(s.threshold))
-        t_decode, _ = _cpu_best(lambda: sum(len(b) for b in sampled(*args)))
+        # with the decoder's replay of periodic stretches, as the sampled profile decodes (SAMPLING.md, session 8)
+        t_decode, _ = _cpu_best(lambda: sum(len(b) for b in sampled(*args, **decode_replay(info))))
     else:  # the columns the source pass reads, in its batches
         t_decode, _ = _cpu_best(lambda: sum(len(c) for c in chunks(SOURCE_ROWS, SOURCE_COLUMNS[mode])))
     t_exact, exact = _cpu_best(lambda: compute_profiles(str(trace), list(CORES)))
