@@ -379,13 +379,16 @@ def _suffix_firsts(first, held, ahead, seen, known, out, hist, hist_sum):
     the held lines above it not touched since (ahead: its distance in a copy of the engine fed
     only the held first touches, minus those fed before it, known)."""
     h = 0
+    cold = hist.shape[0] - 1
     for x in range(first.shape[0]):
-        d = -1
         if held[x]:
             d = seen + x + ahead[h] - (known + h)
             h += 1
-        out[first[x]] = d
-        _count(d, hist, hist_sum)
+            out[first[x]] = d
+            _count(d, hist, hist_sum)
+        else:  # a branch of its own: with one _count for both the loop ran 10x slower
+            out[first[x]] = -1
+            hist[cold] += 1
 
 
 @numba.njit(cache=True, nogil=True)
