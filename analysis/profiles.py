@@ -876,6 +876,7 @@ class _Copies:
         self.before: list[np.ndarray] = []  # counters when the repeat began
         self.delta: list[np.ndarray] = []   # counters the repeat added
         self.skipped = 0   # copies not fed
+        self.owed = 0      # of them, copies whose counts are not added yet (_settle: once per run)
         self.failures = 0  # copies that differed since the last one skipped
         self.resume = 0    # position from which copies are kept and compared again
         self.backoff = False  # the copy being kept differed from its predecessor, again
@@ -889,7 +890,8 @@ class _Copies:
         self.ref = np.empty(period, dtype=np.uint64)
 
     def flush(self) -> None:
-        """Feed the part of the current copy held back, and stop replaying."""
+        """Feed the part of the current copy held back, add the counts owed, and stop replaying."""
+        self._settle()
         if self.period and self.copies >= 2:
             self._fed(self.ref[:self.pos - self.start], self.start)
         self.period, self.copies = 0, 0
@@ -950,12 +952,14 @@ class _Copies:
                 self.resume = self.start + self.period * ((1 << min(self.failures - 1, 30)) - 1)
                 if self.resume > self.start:
                     return
+            self._settle()  # what is owed is the old delta's: added before the new one is measured
             self.before = self._counters()
         elif self.copies == 1:
             self.delta = [a - b for a, b in zip(self._counters(), self.before)]
         else:
             self._skip()
             self.skipped += 1
+            self.owed += 1
             self.failures = 0
         self.copies += 1
 
@@ -973,6 +977,17 @@ class _Copies:
         raise NotImplementedError
 
     def _skip(self) -> None:
+        """What a copy not fed needs at once (its counts are added by _settle)."""
+
+    def _settle(self) -> None:
+        """Add the repeat's counts once for all the copies skipped since the last call (counts are
+        sums, and the snapshots that make delta cancel what is owed, so adding late is exact)."""
+        if self.owed:
+            self._add(self.owed)
+            self.owed = 0
+
+    def _add(self, k: int) -> None:
+        """Add k times the counters the repeat added (delta)."""
         raise NotImplementedError
 
 
@@ -1024,14 +1039,19 @@ class _Replay(_Copies):
         return out
 
     def _skip(self) -> None:
-        """Count a copy not fed: the repeat's CRD counts and coherence misses again."""
+        """A copy not fed: its private distances are not needed."""
         t = self.task
-        t.shared.add_tally(self.delta[0], self.delta[1])
         if t.misses is not None:
-            t.misses.moved += self.delta[2]
-            t.misses.moved_sum += self.delta[3]
-            for c in range(t.spec.cores):  # the copy's private distances are not needed
+            for c in range(t.spec.cores):
                 t.dlanes.take(c, self.period // t.spec.cores)
+
+    def _add(self, k: int) -> None:
+        """The repeat's CRD counts and coherence misses, k times."""
+        t = self.task
+        t.shared.add_tally(self.delta[0] * k, self.delta[1] * k)
+        if t.misses is not None:
+            t.misses.moved += self.delta[2] * k
+            t.misses.moved_sum += self.delta[3] * k
 
     def _fed(self, seg: np.ndarray, at: int) -> None:
         """Feed the references at positions at.. of the shared trace to the CRD engine."""
@@ -1066,12 +1086,13 @@ class _PrivateReplay(_Copies):
         super().__init__()
         self.engine, self.want, self.tagged = engine, want, tagged
         self.dist = np.zeros(0, dtype=np.int32)  # the repeat's distances (want)
+        self.lent = False  # views of dist were handed out (_held)
 
     def arm(self, period: int) -> None:
         """Compare copies of `period` references from the current position on."""
         if period != self.period:
             super().arm(period)
-            self.dist = np.empty(period if self.want else 0, dtype=np.int32)
+            self.dist, self.lent = np.empty(period if self.want else 0, dtype=np.int32), False
 
     def feed(self, lines: np.ndarray) -> np.ndarray | None:
         """The next accesses of the private trace; their distances (int32) when want."""
@@ -1081,17 +1102,23 @@ class _PrivateReplay(_Copies):
         return outs[0] if len(outs) == 1 else np.concatenate(outs)
 
     def _held(self, off: int, m: int) -> np.ndarray | None:
-        return self.dist[off:off + m].copy() if self.want else None  # kept by the caller: a copy
+        """The repeat's distances, a view the caller keeps (dist is never written again, _repeat_part)."""
+        if not self.want:
+            return None
+        self.lent = True
+        return self.dist[off:off + m]
 
     def _repeat_part(self, off: int, out: np.ndarray | None) -> None:
         if self.want:
+            if self.lent:  # views of the old repeat's distances may still wait: a new array for this one
+                self.dist, self.lent = np.empty_like(self.dist), False
             self.dist[off:off + len(out)] = out
 
     def _counters(self) -> list[np.ndarray]:
         return list(self.engine.tally())
 
-    def _skip(self) -> None:
-        self.engine.add_tally(*self.delta)
+    def _add(self, k: int) -> None:
+        self.engine.add_tally(self.delta[0] * k, self.delta[1] * k)
 
     def _fed(self, seg: np.ndarray, at: int) -> np.ndarray | None:
         """Feed the engine; the distances when want."""
