@@ -383,12 +383,18 @@ def _fill_private(pieces, addr, is_stack, block, shared_block, iteration_mode, s
     """Copy the pieces' rows (lines as their core sees them) into each core's segment buffer, at their place
     (private position - segment start), and measure every segment a piece completes: near distances into
     hist[core], [far, measured] into tally[core]. cur[core] = [window start of the buffered segment (-1:
-    none), positions filled]; tag[0] = stamp of the last segment measured."""
+    none), positions filled]; tag[0] = stamp of the last segment measured. Row i is addr[i % len(addr)] (a batch
+    of repeats gives one copy's words, _Rows.columns)."""
+    n = addr.shape[0]
     for r in range(pieces.shape[0]):
         c, ra, rb, q0, ends, s = pieces[r, 0], pieces[r, 1], pieces[r, 2], pieces[r, 3], pieces[r, 4], pieces[r, 5]
         lo = max(s - look, 0)
+        src = ra % n
         for row in range(ra, rb):
-            buf[c, q0 - lo + row - ra] = _line_of(addr, is_stack, block, shared_block, iteration_mode, shift, row, c)
+            buf[c, q0 - lo + row - ra] = _line_of(addr, is_stack, block, shared_block, iteration_mode, shift, src, c)
+            src += 1
+            if src == n:
+                src = 0
         cur[c, 0] = s
         cur[c, 1] = q0 + rb - ra - lo
         if ends:
@@ -442,8 +448,8 @@ def _fill_shared(pieces, r0, addr, is_stack, block, shared_block, iteration_mode
     """Copy the pieces' rows from r0 on into the shared segment buffers: segment j (window start first + j *
     period) lives in slot j % capacity, one row of positions per core (private position - segment start);
     fill[slot, core] = positions filled. state = [oldest live segment, segments started]. Returns the piece
-    reached: it stops before a segment that does not fit."""
-    cap = buf.shape[0]
+    reached: it stops before a segment that does not fit. Row i is addr[i % len(addr)] (see _fill_private)."""
+    cap, n = buf.shape[0], addr.shape[0]
     for r in range(r0, pieces.shape[0]):
         c, ra, rb, q0, s = pieces[r, 0], pieces[r, 1], pieces[r, 2], pieces[r, 3], pieces[r, 5]
         seg = (s - first) // period
@@ -454,9 +460,13 @@ def _fill_shared(pieces, r0, addr, is_stack, block, shared_block, iteration_mode
             state[1] += 1
         slot = seg % cap
         lo = max(s - look, 0)
+        src = ra % n
         for row in range(ra, rb):
             buf[slot, c, q0 - lo + row - ra] = _line_of(addr, is_stack, block, shared_block, iteration_mode, shift,
-                                                       row, c)
+                                                       src, c)
+            src += 1
+            if src == n:
+                src = 0
         fill[slot, c] = q0 + rb - ra - lo
     return pieces.shape[0]
 
@@ -680,7 +690,8 @@ class _Rows:
     recording: int = -1   # as copies without joining rows)
 
     def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(addr, is_stack, block) for _line_of: the chunk's columns, or the words with placeholders."""
+        """(addr, is_stack, block) for _line_of: the chunk's columns, or the words with placeholders (a batch of
+        repeats: one copy's words, row i's at i % len)."""
         if self.chunk is not None:
             return self.chunk.addr, self.chunk.is_stack, self.chunk.block
         return self.words, _NO_STACK, _NO_BLOCK

@@ -567,7 +567,7 @@ def _rep_loop(rep, sink, buf, ev, i0, i1, inst, loops_out, n_loops, k, ns, nr, b
                 delta = -1
             if delta >= 0:
                 # the copies right after it repeat it too when it ends in the state it starts in
-                most = rep[8].shape[0] // max(ri[R_REF_N], 1)
+                most = rep[9].shape[0] // max(ri[R_REF_N], 1)
                 n = 1
                 if most > 1 and _rep_same(rep[4], rs0[ref]):
                     while n < most and n_loops - 1 + (n + 1) * nl <= loops_out.shape[0] and \
@@ -591,12 +591,11 @@ def _rep_loop(rep, sink, buf, ev, i0, i1, inst, loops_out, n_loops, k, ns, nr, b
 
 @numba.njit(cache=True)
 def _rep_tile(rep, copies):
-    """The recorded copy's rows, kept rows and runs laid out `copies` times one after the other (rows shifted;
-    the loop instances are shifted by DecodeReplay.batch)."""
-    ri, rw, rsel, rruns = rep[0], rep[8], rep[9], rep[10]
+    """The recorded copy's kept rows and runs laid out `copies` times one after the other (rows shifted; the loop
+    instances are shifted by DecodeReplay.batch; the words are not: a batch of repeats gives one copy's)."""
+    ri, rsel, rruns = rep[0], rep[9], rep[10]
     n, ns, nr = ri[R_REF_N], ri[R_REF_NS], ri[R_REF_NR]
     for t in range(ri[R_TILED], copies):
-        rw[t * n:(t + 1) * n] = rw[:n]
         rsel[t * ns:(t + 1) * ns] = rsel[:ns] + t * n
         rruns[t * nr:(t + 1) * nr] = rruns[:nr]
         rruns[t * nr:(t + 1) * nr, 0] += t * n
@@ -1032,7 +1031,7 @@ class TraceReader:
             replay = None
             if period > 0:
                 replay = replays.get(hdr.thread) or replays.setdefault(hdr.thread, DecodeReplay(
-                    period, min_rows, REPLAY_BATCHES * max_rows, len(self.tables.site_block), self.tables.n_blocks))
+                    period, min_rows, max_rows, len(self.tables.site_block), self.tables.n_blocks, REPLAY_BATCHES))
             carry = nxt is not None and (nxt[0].thread, nxt[0].stack_lo, nxt[0].stack_hi) == \
                 (hdr.thread, hdr.stack_lo, hdr.stack_hi)
             yield from decoder.sampled(hdr, payload, sink, replay, carry)
@@ -1060,7 +1059,8 @@ class SampledBatch:
     """A batch of the sampling decode: each row reduced to one word, the rows whose line is kept, and the
     runs of rows with one (loop, iteration). Views into the sink's arrays: valid until the next batch."""
 
-    words: np.ndarray      # uint64 per row: line | WORD_STACK (is_stack) | WORD_STORE (is_store)
+    words: np.ndarray      # uint64 per row: line | WORD_STACK (is_stack) | WORD_STORE (is_store); with copies,
+    #                        one copy's: row i's word is words[i % len(words)]
     sel: np.ndarray        # int64 rows whose line's salted hash is below the threshold, increasing
     starts: np.ndarray     # int64 first row of each run (a change of loop or iteration), then len(words)
     loop: np.ndarray       # int64 loop instance of each run (-1: none)
@@ -1070,7 +1070,7 @@ class SampledBatch:
     recording: int = -1    # ... recording number `recording` of its reader (words, flags and kept rows alike)
 
     def __len__(self) -> int:
-        return self.words.shape[0]
+        return int(self.starts[-1])
 
 
 class SampleSink:
@@ -1104,7 +1104,8 @@ class SampleSink:
 
 
 # The rows a batch of skipped copies may hold, in batches of the sampling decode (more repeats per batch: fewer
-# batches for the sampler to take; jacobi-2d MEDIUM's 370K-row copies, 5 per batch of 2^21 rows)
+# batches for the sampler to take; jacobi-2d MEDIUM's 370K-row copies, 5 per batch of 2^21 rows: 0.106 s for the
+# whole 1% profile, 0.112-0.122 with 1, 2 or 8 batches' worth)
 REPLAY_BATCHES = 4
 
 
@@ -1122,8 +1123,9 @@ class DecodeReplay:
 
     ROWS, LOOPS = 3, 1024  # byte buffers (current, previous, recorded copy), loop begins a copy may hold
 
-    def __init__(self, period: int, min_rows: int, max_rows: int, n_sites: int, n_blocks: int) -> None:
-        """max_rows: the rows a recording holds (a copy, or several repeats of it laid out for one batch)."""
+    def __init__(self, period: int, min_rows: int, max_rows: int, n_sites: int, n_blocks: int,
+                 batches: int = 1) -> None:
+        """max_rows: the rows a recording holds; a batch of repeats holds up to `batches` times as many."""
         width = 3 * n_sites + 2 * MAX_DEPTH + 5
         self.ri = np.zeros(R_SIZE, np.int64)
         self.ri[R_ON], self.ri[R_N], self.ri[R_MIN], self.ri[R_CUR] = int(period > 0), max(period, 1), min_rows, -1
@@ -1132,8 +1134,8 @@ class DecodeReplay:
         self.start = np.zeros((self.ROWS, width), np.int64)
         self.end, self.now = np.zeros(width, np.int64), np.zeros(width, np.int64)
         self.counts0, self.delta = np.zeros(n_blocks, np.int64), np.zeros(n_blocks, np.int64)
-        self.words, self.sel = np.empty(max_rows, np.uint64), np.empty(max_rows, np.int64)
-        self.runs = np.empty((max_rows + 2, 3), np.int64)
+        self.words, self.sel = np.empty(max_rows, np.uint64), np.empty(batches * max_rows, np.int64)
+        self.runs = np.empty((batches * max_rows + 2, 3), np.int64)
         self.high = np.zeros(2, np.uint64)
 
     def arrays(self) -> tuple:
@@ -1147,17 +1149,17 @@ class DecodeReplay:
         return int(self.ri[R_SKIPS])
 
     def batch(self) -> SampledBatch:
-        """The rows of the copies the kernel just skipped: the recorded copy's, laid out once per copy, loop
-        instances shifted (views, valid until the next batch). addr_max is the highest address of the batches the
-        copy was recorded in."""
+        """The rows of the copies the kernel just skipped: the recorded copy's kept rows and runs, laid out once
+        per copy, loop instances shifted, and its words once (views, valid until the next batch). addr_max is the
+        highest address of the batches the copy was recorded in."""
         ri = self.ri
-        copies = int(ri[R_NCOP])
-        n, ns, nr = (copies * int(ri[x]) for x in (R_REF_N, R_REF_NS, R_REF_NR))
+        copies, one = int(ri[R_NCOP]), int(ri[R_REF_N])
+        ns, nr = (copies * int(ri[x]) for x in (R_REF_NS, R_REF_NR))
         runs = self.runs[:nr]
-        starts = np.append(runs[:, 0], n)
+        starts = np.append(runs[:, 0], copies * one)
         shift = ri[R_DELTA] + np.arange(nr, dtype=np.int64) // int(ri[R_REF_NR]) * ri[R_SPAN]
         loop = np.where(runs[:, 1] >= 0, runs[:, 1] + shift, runs[:, 1])
-        return SampledBatch(self.words[:n], self.sel[:ns], starts, loop, runs[:, 2], int(self.high[1]), copies,
+        return SampledBatch(self.words[:one], self.sel[:ns], starts, loop, runs[:, 2], int(self.high[1]), copies,
                             int(ri[R_RECORDED]) - 1)
 
 

@@ -101,8 +101,8 @@ def _decode(payloads: list[bytes], max_rows: int, period: int, min_rows: int, ca
     decoder = TF.ChunkDecoder(tables, "mem.trace", ())
     sink = TF.SampleSink(max_rows, 6, salt, threshold)
     replay = TF.DecodeReplay(period, min_rows, max_rows, len(tables.site_block), tables.n_blocks) if period else None
-    batches = [(b.words.copy(), b.sel.copy(), b.starts.copy(), b.loop.copy(), b.iteration.copy(), b.addr_max)
-               for i, (h, p) in enumerate(chunks)
+    batches = [(np.tile(b.words, max(b.copies, 1)), b.sel.copy(), b.starts.copy(), b.loop.copy(), b.iteration.copy(),
+                b.addr_max) for i, (h, p) in enumerate(chunks)
                for b in decoder.sampled(h, p, sink, replay, carry and i + 1 < len(chunks))]
     return batches, decoder, replay
 
@@ -215,7 +215,7 @@ def _trace_info(payloads: list[bytes]):
                      loops=loops)
 
 
-@pytest.mark.parametrize("rate,rows", [(1.0, 1 << 15), (0.3, 1 << 15), (0.3, 3000)])
+@pytest.mark.parametrize("rate,rows", [(1.0, 1 << 15), (0.3, 1 << 15), (0.3, 6000)])
 def test_sampler_takes_repeats_as_decoded_rows(monkeypatch, rate, rows):
     """sampled_profile_set on batches of repeats (the sampler's columns of one copy laid out, its lines tallied
     with a weight) gives the profiles and metadata of the same rows decoded in full."""
@@ -273,7 +273,8 @@ def test_copy_buffer_takes_repeats_as_the_decoded_rows(min_rows):
     def batches(period):
         decoder, sink = TF.ChunkDecoder(_tables(), "mem.trace", ()), TF.SampleSink(1 << 14, 6, 7, 1 << 30)
         replay = TF.DecodeReplay(period, min_rows, 1 << 16, 5, 2) if period else None
-        return [(b.words.copy(), b.sel.copy(), b.starts.copy(), b.loop.copy(), b.iteration.copy(), b.addr_max,
+        return [(np.tile(b.words, max(b.copies, 1)), b.sel.copy(), b.starts.copy(), b.loop.copy(), b.iteration.copy(),
+                 b.addr_max,
                  b.copies, b.recording) for i, (h, p) in enumerate(_chunks(payloads))
                 for b in decoder.sampled(h, p, sink, replay, i < 2)]
 
