@@ -413,34 +413,41 @@ def _same_bytes(buf, i, ref, j, n):
 @numba.njit(cache=True)
 def _rep_match(buf, ev, ref, nb, loops, nl):
     """Whether buf from byte ev holds the nb bytes of a recorded copy (ref) but for the instance numbers of its
-    nl loop begins (loops[m] = [first, end byte of the instance's varint, instance]), all shifted alike, as far
-    as buf goes (the caller checks that it holds them all when it must). Returns the shift, or -1 when they
-    differ."""
-    nb = min(nb, buf.shape[0] - ev)
-    q, delta = 0, 0
+    nl loop begins (loops[m] = [first, end byte of the instance's varint, instance]), all shifted alike; their
+    varints may be longer or shorter (instance 128 takes a byte more than 127). Returns (shift, the copy's bytes
+    in buf): shift -1 when they differ; bytes -1 when buf ends first but holds a matching start of it (the
+    caller decides whether that will do)."""
+    end = buf.shape[0] - ev
+    q, p, delta = np.int64(0), np.int64(0), np.int64(0)  # offsets in ref and in buf
     for m in range(nl):
         a, b = loops[m, 0], loops[m, 1]
-        if b > nb:
-            break
-        if not _same_bytes(buf, ev + q, ref, q, a - q):
-            return -1
+        n = min(a - q, end - p)
+        if not _same_bytes(buf, ev + p, ref, q, n):
+            return -1, 0
+        p += n
+        if n < a - q or p >= end:
+            return (delta, -1) if m > 0 else (-1, 0)
         v, shift = np.int64(0), np.int64(0)
-        for x in range(a, b):  # a varint of exactly the recorded length
-            byte = np.int64(buf[ev + x])
-            if (byte >= 128) != (x < b - 1):
-                return -1
+        while True:  # the instance's varint, as long as it is
+            if p >= end or shift > 56:
+                return (delta, -1) if m > 0 and p >= end else (-1, 0)
+            byte = np.int64(buf[ev + p])
+            p += 1
             v |= (byte & 127) << shift
             shift += 7
+            if byte < 128:
+                break
         if m == 0:
             delta = v - loops[m, 2]
             if delta < 0:
-                return -1
+                return -1, 0
         elif v - loops[m, 2] != delta:
-            return -1
+            return -1, 0
         q = b
-    if not _same_bytes(buf, ev + q, ref, q, nb - q):
-        return -1
-    return delta if nl > 0 and loops[0, 1] <= nb else -1
+    n = min(nb - q, end - p)
+    if nl == 0 or not _same_bytes(buf, ev + p, ref, q, n):
+        return -1, 0
+    return (delta, p + n) if n == nb - q else (delta, -1)
 
 
 @numba.njit(cache=True)
@@ -531,8 +538,8 @@ def _rep_start(rep, buf, ev, k, ns, nr, counts, runs):
     rs0[row, :] = now
     prev = ri[R_PREV_ROW]
     if ri[R_PREV] and ri[R_ROWS + prev] <= rep[8].shape[0] and runs[nr - 1, 0] == k and \
-            ev + ri[R_NB + prev] <= buf.shape[0] and _rep_same(now, rs0[prev]) and \
-            _rep_match(buf, ev, rb[prev], ri[R_NB + prev], rl[prev], ri[R_NLR + prev]) >= 0:
+            _rep_same(now, rs0[prev]) and \
+            _rep_match(buf, ev, rb[prev], ri[R_NB + prev], rl[prev], ri[R_NLR + prev])[1] >= 0:
         ri[R_CUR], ri[R_REF], ri[R_SIZED] = 1, 0, 0
         ri[R_REC_N], ri[R_REC_NS], ri[R_REC_NR] = 0, 0, 0
         ri[R_REC_K0], ri[R_REC_NS0], ri[R_REC_NR0] = k, ns, nr - 1
@@ -559,8 +566,8 @@ def _rep_loop(rep, sink, buf, ev, i0, i1, inst, loops_out, n_loops, k, ns, nr, b
         ref = ri[R_REF_ROW]
         nb, nl = ri[R_NB + ref], ri[R_NLR + ref]
         if ri[R_REF] and n_loops - 1 + nl <= loops_out.shape[0] and _rep_same(now, rs0[ref]):
-            delta = _rep_match(buf, ev, rb[ref], nb, rl[ref], nl)
-            if delta >= 0 and ev + nb > buf.shape[0]:
+            delta, size = _rep_match(buf, ev, rb[ref], nb, rl[ref], nl)
+            if delta >= 0 and size < 0:
                 n = pred_last.shape[0]
                 if ri[R_CARRY] and not ri[R_REF_SIZED] and not now[2 * n:3 * n].any():
                     return -1
@@ -568,14 +575,15 @@ def _rep_loop(rep, sink, buf, ev, i0, i1, inst, loops_out, n_loops, k, ns, nr, b
             if delta >= 0:
                 # the copies right after it repeat it too when it ends in the state it starts in
                 most = rep[9].shape[0] // max(ri[R_REF_N], 1)
-                n = 1
+                n, q = 1, ev + size
                 if most > 1 and _rep_same(rep[4], rs0[ref]):
-                    while n < most and n_loops - 1 + (n + 1) * nl <= loops_out.shape[0] and \
-                            ev + (n + 1) * nb <= buf.shape[0] and \
-                            _rep_match(buf, ev + n * nb, rb[ref], nb, rl[ref], nl) == delta + n * ri[R_SPAN]:
-                        n += 1
+                    while n < most and n_loops - 1 + (n + 1) * nl <= loops_out.shape[0]:
+                        shift, size = _rep_match(buf, q, rb[ref], nb, rl[ref], nl)
+                        if shift != delta + n * ri[R_SPAN] or size < 0:
+                            break
+                        n, q = n + 1, q + size
                 ri[R_DELTA], ri[R_NCOP] = delta, n
-                return n * nb
+                return q - ev
         _rep_start(rep, buf, ev, k, ns, nr, counts, sink[2])
     if ri[R_CUR] >= 0:
         m, row = ri[R_NL], ri[R_CUR_ROW]

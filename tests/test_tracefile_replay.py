@@ -153,6 +153,14 @@ def test_replayed_decode_equals_the_full_decode(pieces, max_rows, min_rows):
         assert replay.skipped == 0  # no copy fits in 7 rows: none recorded
 
 
+@pytest.mark.parametrize("pieces", [1, 5])
+def test_instances_whose_varints_grow_are_replayed(pieces):
+    """Loop instances 128 and on take a byte more: the copies that hold them are still repeats of the recorded
+    copy (its instances' varints are matched whatever their length), the same stream."""
+    replay = _same_decode(steps_events(70), pieces, 1 << 16, 1)
+    assert replay.skipped == 67 and replay.ri[TF.R_RECORDED] == 1
+
+
 @pytest.mark.parametrize("pieces", [3, 7])
 def test_copies_across_chunks_are_skipped_only_with_carry(pieces):
     """Without carry a copy that spans two chunks is decoded; with it, the same copies are skipped as in one
