@@ -485,17 +485,8 @@ class _Suffixes:
         out: dict[int, dict[int, tuple[tuple[int, int], int]]] = {}
         for j in self.by_cores:
             for c, engine in enumerate(self.tasks[j].private):
-                if not isinstance(engine, _Suffix) or engine.lead is None or not rows[j][c]:
-                    if isinstance(engine, _Suffix) and engine.lead is not None and rows[engine.lead[0]][engine.lead[1]]:
-                        engine.behind = True  # its lead took rows without it
-                    continue
-                where = None if engine.behind else at((j, c), engine.lead)
-                if where is None or where[0] or not self._lines_match(offset_runs, masks, (j, c), engine.lead) \
-                        or engine.kept > self.limit:
-                    engine.stop()
-                    self.stopped.add((j, c))
-                else:
-                    self._note(out, (j, c), engine, where)
+                if isinstance(engine, _Suffix) and engine.lead is not None:
+                    self._keep((j, c), engine, rows, offset_runs, masks, at, out)
         own = [np.bincount(rc[rc >= 0], minlength=self.tasks[j].spec.cores) > 0 for j, (_, rc) in enumerate(splits)]
         for j in self.by_cores:  # a core tries when rows of its own begin (after a chunk without any)
             for c in np.flatnonzero(own[j] & ~self.had[j]).tolist():
@@ -503,6 +494,20 @@ class _Suffixes:
                     self._start(j, c, offset_runs, masks, rows, at, out)
         self.had = own
         return out
+
+    def _keep(self, m: tuple[int, int], engine: "_Suffix", rows: list, offset_runs: np.ndarray | None,
+              masks: dict, at: Callable, out: dict) -> None:
+        """Go on following if m's rows in this chunk are its lead's next, else stop."""
+        lead = engine.lead
+        if not rows[m[0]][m[1]]:
+            engine.behind = engine.behind or bool(rows[lead[0]][lead[1]])  # its lead took rows without it
+            return
+        where = None if engine.behind else at(m, lead)
+        if where is None or where[0] or not self._lines_match(offset_runs, masks, m, lead) or engine.kept > self.limit:
+            engine.stop()
+            self.stopped.add(m)
+        else:
+            self._note(out, m, engine, where)
 
     @staticmethod
     def _note(out: dict, m: tuple[int, int], engine: "_Suffix", where: tuple[int, int]) -> None:
