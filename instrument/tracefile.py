@@ -567,9 +567,9 @@ def _rep_loop(rep, sink, buf, ev, i0, i1, inst, loops_out, n_loops, k, ns, nr, b
         nb, nl = ri[R_NB + ref], ri[R_NLR + ref]
         if ri[R_REF] and n_loops - 1 + nl <= loops_out.shape[0] and _rep_same(now, rs0[ref]):
             delta, size = _rep_match(buf, ev, rb[ref], nb, rl[ref], nl)
+            carry = ri[R_CARRY] and not ri[R_REF_SIZED] and not now[2 * pred_last.shape[0]:3 * pred_last.shape[0]].any()
             if delta >= 0 and size < 0:
-                n = pred_last.shape[0]
-                if ri[R_CARRY] and not ri[R_REF_SIZED] and not now[2 * n:3 * n].any():
+                if carry:
                     return -1
                 delta = -1
             if delta >= 0:
@@ -580,6 +580,8 @@ def _rep_loop(rep, sink, buf, ev, i0, i1, inst, loops_out, n_loops, k, ns, nr, b
                     while n < most and n_loops - 1 + (n + 1) * nl <= loops_out.shape[0]:
                         shift, size = _rep_match(buf, q, rb[ref], nb, rl[ref], nl)
                         if shift != delta + n * ri[R_SPAN] or size < 0:
+                            if shift == delta + n * ri[R_SPAN] and carry:
+                                return -1  # the chunk ends in a repeat: all of them in one batch with the next chunk
                             break
                         n, q = n + 1, q + size
                 ri[R_DELTA], ri[R_NCOP] = delta, n
