@@ -1114,9 +1114,10 @@ class SampleSink:
 
 
 # The rows a batch of skipped copies may hold, in batches of the sampling decode (more repeats per batch: fewer
-# batches for the sampler to take; jacobi-2d MEDIUM's 370K-row copies, 5 per batch of 2^21 rows: 0.106 s for the
-# whole 1% profile, 0.112-0.122 with 1, 2 or 8 batches' worth)
-REPLAY_BATCHES = 4
+# batches for the sampler to take; only their kept rows and runs are laid out, so this costs little memory):
+# jacobi-2d MEDIUM's 370K-row copies, 11 per batch of 2^22 rows: whole 1% profile 0.088 s, 0.091 s with 4
+# batches' worth, 0.087-0.089 with 16
+REPLAY_BATCHES = 8
 
 
 class DecodeReplay:
