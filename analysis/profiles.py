@@ -455,8 +455,9 @@ class _Suffixes:
     rows of its own that are a run of the rows of a core of a task with fewer cores (fed earlier
     in the chunk, so its distances are known), and follows it while each chunk gives it the rows
     its lead takes next: when it has rows again after its lead took rows without it, or rows
-    that are not its lead's next, or more than `limit` references are kept, it stops (its engine
-    is made from the kept references when next fed). Lines must correspond one to one between
+    that are not its lead's next, it stops (its engine is made from the kept references when next
+    fed); while all followers together keep more than `limit` references (8 B each: the pass's
+    memory budget), those keeping the most stop. Lines must correspond one to one between
     the two: both cores 0 or both not (the per-core offsets map lines one to one, as for
     _Mirrors), or no offset row among the rows."""
 
@@ -487,6 +488,7 @@ class _Suffixes:
             for c, engine in enumerate(self.tasks[j].private):
                 if isinstance(engine, _Suffix) and engine.lead is not None:
                     self._keep((j, c), engine, rows, offset_runs, masks, at, out)
+        self._bound(out)
         own = [np.bincount(rc[rc >= 0], minlength=self.tasks[j].spec.cores) > 0 for j, (_, rc) in enumerate(splits)]
         for j in self.by_cores:  # a core tries when rows of its own begin (after a chunk without any)
             for c in np.flatnonzero(own[j] & ~self.had[j]).tolist():
@@ -494,6 +496,20 @@ class _Suffixes:
                     self._start(j, c, offset_runs, masks, rows, at, out)
         self.had = own
         return out
+
+    def _bound(self, out: dict) -> None:
+        """Stop the followers that keep the most references until all of them keep at most `limit`
+        (arrays shared by several, e.g. with a _Mirrors copy, counted once per follower)."""
+        following = [((j, c), e) for j, t in enumerate(self.tasks) for c, e in enumerate(t.private)
+                     if isinstance(e, _Suffix) and e.lead is not None]
+        total = sum(e.kept for _, e in following)
+        for m, engine in sorted(following, key=lambda f: -f[1].kept):
+            if total <= self.limit:
+                return
+            total -= engine.kept
+            engine.stop()
+            self.stopped.add(m)
+            out.get(m[0], {}).pop(m[1], None)
 
     def _keep(self, m: tuple[int, int], engine: "_Suffix", rows: list, offset_runs: np.ndarray | None,
               masks: dict, at: Callable, out: dict) -> None:
@@ -503,7 +519,7 @@ class _Suffixes:
             engine.behind = engine.behind or bool(rows[lead[0]][lead[1]])  # its lead took rows without it
             return
         where = None if engine.behind else at(m, lead)
-        if where is None or where[0] or not self._lines_match(offset_runs, masks, m, lead) or engine.kept > self.limit:
+        if where is None or where[0] or not self._lines_match(offset_runs, masks, m, lead):
             engine.stop()
             self.stopped.add(m)
         else:

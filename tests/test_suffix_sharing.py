@@ -90,3 +90,17 @@ def test_run_within():
     assert _run_within(np.array([True, False, False, True, False]), outer, lengths) is None  # broken
     assert _run_within(np.array([False, False, True, False, False]), outer, lengths) is None  # not outer's
     assert _run_within(np.zeros(5, dtype=bool), outer, lengths) is None
+
+
+def test_followers_within_a_small_memory_budget_stop_and_stay_exact(monkeypatch):
+    """A budget too small for the kept references stops followers (their engines are made): same profiles."""
+    from analysis.profiles import profile_configs
+
+    info, ch = loop_trace(3, [64], False)
+    calls = counting(monkeypatch)
+    args = (info, chunker(ch, 7), [1, 2, 4, 8], "iteration", "rr", 0, 1, 64)
+    small = profile_configs(*args, memory_budget=8 * 40)
+    assert calls["materialise"] > 0
+    big = profile_configs(*args)
+    for (prd_a, crd_a), (prd_b, crd_b) in zip(small, big):
+        assert same(crd_a, crd_b) and all(same(a, b) and a.coherence == b.coherence for a, b in zip(prd_a, prd_b))
