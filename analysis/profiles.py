@@ -471,6 +471,8 @@ class _Suffixes:
         """Stop or start following for this chunk's rows; {task: {core: (lead, first row in the
         lead's part)}} of the cores that follow in this chunk. Copies of a following engine that
         _Mirrors gave to other cores follow the same lead."""
+        if len(self.tasks) < 2:  # a lead is a core of a task with fewer cores: none (one-core analysis)
+            return {}
         masks: dict[tuple[int, int], np.ndarray] = {}
         lengths = np.diff(prep.starts)
 
