@@ -6,8 +6,7 @@ the exact profile's SDCM hit rate at L1 32KB/8-way, L2 256KB/8-way and L3 20MB/2
 The synthetic trace (8-byte elements, 64-byte lines, ~10M accesses) has three phases with
 distinct blocks: matmul ijk (n=150: body block 2 accesses, C update block 2 accesses), two
 sweeps over an 8 MB array (reuse ~131K lines: L2 misses, L3 hits), and 1.5M random gathers into
-a 2 MB table. Measured: the stream sampler of `pptmc profile --sample-rate` (window method, over
-3 seeds) and the per-block AMM samplers of `pptmc sample-profile`; the time of the SHARDS hash
+a 2 MB table. Measured: the stream sampler of `pptmc profile --sample-method window` (over 3 seeds) and the per-block AMM samplers of `pptmc sample-profile`; the time of the SHARDS hash
 pass alone is reported as the ceiling of any sampler that must look at every access. Timings
 exclude trace generation; both sides stream the same 1M-row chunks; each is the best of 3 runs.
 `pptmc profile` end to end (decode, mimic, interleave, engines) is timed on a real trace.
@@ -17,8 +16,7 @@ rows "1% source ..."): the exact profiles and the 1% source-sampled ones for cor
 this process (best of 3), on the synthetic trace (in memory, paper mode) and on jacobi-2d MEDIUM (traced
 here; end to end, decode included on both sides), with the worst hit-rate error over L1, L2, L3, every core
 count and 3 seeds; plus the fused source pass alone and the decode alone as ceilings on the speed-up. The
-older rows named "stream window (pptmc profile --sample-rate)" measure the stream sampler, now
-`--sample-method window`.
+rows named "stream window (pptmc profile --sample-method window)" measure the older stream sampler.
 
 Input scaling (AMM Sec. 4.2): the matmul n=25 trace re-weighted with the n=200 block counts,
 and SMALL -> MEDIUM for a few built-in benchmarks with counts solved from a MEDIUM counting run.
@@ -179,7 +177,7 @@ def _best_of(fn, repeats: int = REPEATS):
 
 
 def stream_run(chunks: list[TraceChunk], method: str, rate: float, seed: int) -> tuple[float, ReuseProfile]:
-    """Time one StreamSampler over the whole trace: what `pptmc profile --sample-rate` runs per stream."""
+    """Time one StreamSampler over the whole trace: what `pptmc profile --sample-method window` runs per stream."""
     from analysis.sampling import StreamSampler
 
     start = time.perf_counter()
@@ -224,11 +222,11 @@ def run() -> list[dict]:
     t_hash, _ = _best_of(lambda: hash_pass_time(chunks))
     rows.append({"benchmark": "sampling", "metric": "SHARDS hash pass alone: ceiling on any 1% SHARDS speed-up",
                  "value": round(t_exact / t_hash, 1), "unit": "x", "target": "", "ok": True})
-    # the per-stream sampler of `pptmc profile --sample-rate` (no block ids): 3 seeds for the error
+    # the per-stream sampler of `pptmc profile --sample-method window` (no block ids): 3 seeds for the error
     t, prof = _best_of(lambda: stream_run(chunks, "window", 0.01, 1))
     profs = [prof] + [stream_run(chunks, "window", 0.01, seed)[1] for seed in (2, 3)]
     errs = [max(abs(hit_rates(p)[k] - ref[k]) for k in ref) for p in profs]
-    rows += _error_rows("stream window (pptmc profile --sample-rate)", t_exact, t, errs, hit_rates(prof))
+    rows += _error_rows("stream window (pptmc profile --sample-method window)", t_exact, t, errs, hit_rates(prof))
     # the per-block AMM samplers of `pptmc sample-profile` (P(D | BB_i), needed for input scaling)
     for method, window in (("spatial", 0), ("instance", 1 << 12), ("hybrid", 1 << 12)):
         t, prof = _best_of(lambda: sampled_run(info, chunks, method, 0.01, max(window, 1)))
