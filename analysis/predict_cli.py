@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Sequence
 
 from analysis.runtime_model import (CONTENTIONS, CPU_FORMS, LAYOUTS, RuntimePrediction, in_core_bounds,
-                                    local_rates_by_cores, predict_many, region_facts)
+                                    local_rates_by_cores, predict_many, region_inputs)
+from analysis.trace_terms import trace_terms
 from machines import Machine, load_machine
 from pptmc.args import parse_counts
 from pptmc.errors import InputError
@@ -51,38 +52,6 @@ def tlb_rates_for(args: argparse.Namespace, machine: Machine, cores: list[int]):
     return miss_rates_by_cores(tlb_miss_rates(sets, machine))
 
 
-def new_line_stores_for(args: argparse.Namespace, machine: Machine) -> dict[int, float] | None:
-    """Per block, stores to another line than the store before them, when the machine prices those."""
-    if not machine.store_new_line_cycles:
-        return None
-    from analysis.store_lines import new_line_by_block, store_line_table
-
-    return new_line_by_block(store_line_table(Path(args.trace), machine.line_bytes))
-
-
-def streamed_fills_for(args: argparse.Namespace, machine: Machine) -> dict[int, int] | None:
-    """Per block, L1 refills along rows through the machine's L1, for the critical-path form."""
-    if args.cpu_form != "critical-path" or len(machine.caches) < 2:
-        return None
-    from analysis.l1_fills import fills_by_block, streamed_fill_table
-
-    return fills_by_block(streamed_fill_table(Path(args.trace), machine.caches[0]))
-
-
-def trace_terms_for(args: argparse.Namespace, machine: Machine) -> dict:
-    """The column-walk and TLB-update terms' trace counts, for a machine that prices them."""
-    from analysis.cold_lines import first_touch_table
-    from analysis.runtime_model import strided_cold_extra_ns
-    from analysis.tlb import trace_update_misses
-
-    l1 = machine.caches[0]
-    touches = (first_touch_table(Path(args.trace), l1.line_bytes, l1.sets) if machine.ram.strided_cold_line_ns
-               else None)
-    priced = machine.tlbs and machine.tlbs[0].rmw_miss_cycles
-    updates = trace_update_misses(Path(args.trace), machine.tlbs[0]) if priced else 0
-    return {"strided_extra_ns": strided_cold_extra_ns(machine, touches), "tlb_update_misses": updates}
-
-
 def format_table(preds: Sequence[RuntimePrediction]) -> str:
     """Fixed-width text table: cores, local/cumulative hit rate per level, times."""
     levels = list(preds[0].local_hit_rates) if preds else []
@@ -105,14 +74,13 @@ def run_predict(args: argparse.Namespace) -> int:
                          f"{','.join(map(str, too_many))}")
     hits, coherence = hit_rates_for(args, machine, cores)
     rates = local_rates_by_cores(hits)
-    facts = region_facts(Path(args.trace), Path(args.binary) if args.binary else None,
-                         new_line_stores_for(args, machine), streamed_fills_for(args, machine))
-    bounds = (in_core_bounds(machine, Path(args.trace), Path(args.binary) if args.binary else None)
-              if args.cpu_form == "critical-path" else ())
+    binary = Path(args.binary) if args.binary else None
+    facts, term_args = region_inputs(machine, Path(args.trace), binary,
+                                     trace_terms(Path(args.trace), machine, args.cpu_form))
+    bounds = in_core_bounds(machine, Path(args.trace), binary) if args.cpu_form == "critical-path" else ()
     preds = predict_many(machine, cores, rates, facts, tlb_rates_for(args, machine, cores), coherence,
                          loop_bounds=bounds, block_bytes=args.block_bytes, gap_bytes=args.gap_bytes,
-                         layout=args.layout, cpu_form=args.cpu_form, contention=args.contention,
-                         **trace_terms_for(args, machine))
+                         layout=args.layout, cpu_form=args.cpu_form, contention=args.contention, **term_args)
     rows = [p.as_row() for p in preds]
     if args.output:
         out = Path(args.output)

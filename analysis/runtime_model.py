@@ -815,32 +815,37 @@ def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Map
     return out
 
 
-def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = None, tlb=None, store_lines=None,
-                  coherence: Mapping[int, float] | None = None, first_touches=None, tlb_updates: int = 0,
-                  l1_fills=None, **model_args: Any):
+def region_inputs(machine: Machine, trace: Path, binary: Path | None, terms=None) -> tuple[RegionFacts, dict]:
+    """The region's facts and predict_runtime's trace-term arguments for `machine`, from its TraceTerms
+    (analysis/trace_terms.py; None: no trace terms)."""
+    from analysis.l1_fills import fills_by_block
+    from analysis.store_lines import new_line_by_block
+
+    facts = region_facts(Path(trace), binary, new_line_by_block(getattr(terms, "store_lines", None)),
+                         fills_by_block(getattr(terms, "l1_fills", None)))
+    return facts, {"strided_extra_ns": strided_cold_extra_ns(machine, getattr(terms, "first_touches", None)),
+                   "tlb_update_misses": getattr(terms, "tlb_updates", 0) if machine.tlbs else 0}
+
+
+def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = None, tlb=None,
+                  coherence: Mapping[int, float] | None = None, terms=None, **model_args: Any):
     """DataFrame of RuntimePrediction rows for every core count in `hits` up to the machine's cores.
 
     Core counts above `machine.cores` are left out (a multi-machine run asks for 16 cores on an
     8-core part); `predict_runtime` itself refuses them. `tlb`: a TLB miss-rate table
-    (analysis/tlb.py) or None for no TLB term; `store_lines`: a store-line table
-    (analysis/store_lines.py) or None, every store then pairing; `coherence`: cores -> coherence-miss
-    fraction (hitrates.coherence_miss_rates) or None; `first_touches`: a first-touch table for this
-    machine's L1 (analysis/cold_lines.py) or None for no column-walk term; `tlb_updates`: in-place
-    updates whose page missed the machine's first TLB level (analysis/tlb.py update_misses); `l1_fills`:
-    a streamed-fill table for this machine's L1 (analysis/l1_fills.py) or None, no fill hides.
+    (analysis/tlb.py) or None for no TLB term; `coherence`: cores -> coherence-miss fraction
+    (hitrates.coherence_miss_rates) or None; `terms`: the machine's TraceTerms (analysis/trace_terms.py)
+    or None for none of their terms.
     """
     import pandas as pd
 
-    from analysis.l1_fills import fills_by_block
-    from analysis.store_lines import new_line_by_block
     from analysis.tlb import miss_rates_by_cores
 
     rates = local_rates_by_cores(hits)
     cores = [c for c in sorted(rates) if c <= machine.cores]
     tlb_rates = miss_rates_by_cores(tlb) if tlb is not None and machine.tlbs else None
-    facts = region_facts(Path(trace), binary, new_line_by_block(store_lines), fills_by_block(l1_fills))
+    facts, term_args = region_inputs(machine, Path(trace), binary, terms)
     bounds = in_core_bounds(machine, Path(trace), binary) if model_args.get("cpu_form") == "critical-path" else ()
-    preds = predict_many(machine, cores, rates, facts, tlb_rates, coherence, loop_bounds=bounds,
-                         strided_extra_ns=strided_cold_extra_ns(machine, first_touches),
-                         tlb_update_misses=tlb_updates if machine.tlbs else 0, **model_args)
+    preds = predict_many(machine, cores, rates, facts, tlb_rates, coherence, loop_bounds=bounds, **term_args,
+                         **model_args)
     return pd.DataFrame([p.as_row() for p in preds])

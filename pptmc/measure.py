@@ -177,11 +177,8 @@ def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, m
     elif hit_rates == "hybrid":
         hits = hybrid_hit_rates(hits, result.trace_path, result.profiles_dir, machine, threads)
     tlb = None if result.tlb_rates is None else result.tlb_rates[result.tlb_rates["machine"] == machine.name]
-    return (predict_table(machine, hits, result.trace_path, tlb=tlb, store_lines=result.store_lines,
-                          coherence=result.coherence, first_touches=result.first_touches.get(machine.name),
-                          tlb_updates=result.tlb_updates.get(machine.name, 0),
-                          l1_fills=result.l1_fills.get(machine.name),
-                          layout=layout, contention=contention, cpu_form=cpu_form)
+    return (predict_table(machine, hits, result.trace_path, tlb=tlb, coherence=result.coherence,
+                          terms=result.terms.get(machine.name), layout=layout, contention=contention, cpu_form=cpu_form)
             .assign(benchmark=bench.name))
 
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
 from pptmc.cache import code_digest, is_fresh, mark_done, step_key
 from pptmc.io import stdout_to_file, write_table
+
+if TYPE_CHECKING:
+    from analysis.trace_terms import TraceTerms
 
 Progress = Callable[[str], None]
 
@@ -54,14 +57,8 @@ class PipelineResult:
     n_accesses: int
     timings: dict[str, float] = field(default_factory=dict)
     tlb_rates: pd.DataFrame | None = None   # cores, level, miss_rate, accesses, machine (machines with [[tlbs]])
-    store_lines: pd.DataFrame | None = None  # analysis/store_lines.py table, when a machine prices it
     coherence: dict[int, float] = field(default_factory=dict)  # cores -> coherence-miss fraction of the profiles
-    # machine name -> analysis/cold_lines.py first-touch table, for machines that price column walks
-    first_touches: dict[str, pd.DataFrame] = field(default_factory=dict)
-    # machine name -> in-place updates whose page missed its first TLB level (machines that price them)
-    tlb_updates: dict[str, int] = field(default_factory=dict)
-    # machine name -> analysis/l1_fills.py streamed-refill table (critical-path CPU form)
-    l1_fills: dict[str, pd.DataFrame] = field(default_factory=dict)
+    terms: dict[str, TraceTerms] = field(default_factory=dict)  # machine name -> its trace facts (trace_terms.py)
 
 
 def _noop(_: str) -> None:
@@ -194,44 +191,15 @@ def _trace_table(out: Path, trace: Path, params: dict, what: str, compute: Calla
     return pd.read_csv(out)
 
 
-def store_line_step(cfg: PipelineConfig, trace: Path, progress: Progress) -> pd.DataFrame:
-    """Per block, the stores that write another line than the store before them (cached)."""
-    from analysis.store_lines import store_line_table
+def trace_terms_step(cfg: PipelineConfig, trace: Path, machine, progress: Progress) -> TraceTerms:
+    """The trace facts this machine prices (analysis/trace_terms.py), each table cached in the work directory."""
+    from analysis.trace_terms import trace_terms
 
-    return _trace_table(cfg.workdir / "store_lines" / "store_lines.csv", trace, {"line": cfg.line_size},
-                        "count stores to new lines", lambda: store_line_table(trace, cfg.line_size), progress)
+    def cached(name: str, params: dict, what: str, compute) -> pd.DataFrame:
+        stem = "_".join(f"{key}{value}" for key, value in params.items())
+        return _trace_table(cfg.workdir / name / f"{stem}.csv", trace, params, what, compute, progress)
 
-
-def first_touch_step(cfg: PipelineConfig, trace: Path, machine, progress: Progress) -> pd.DataFrame:
-    """Loads' first touches of each line by the L1 sets their walk reaches, for this machine's L1 (cached)."""
-    from analysis.cold_lines import first_touch_table
-
-    l1 = machine.caches[0]
-    return _trace_table(cfg.workdir / "first_touches" / f"line{l1.line_bytes}_sets{l1.sets}.csv", trace,
-                        {"line": l1.line_bytes, "sets": l1.sets}, "count first touches of cache lines (column walks)",
-                        lambda: first_touch_table(trace, l1.line_bytes, l1.sets), progress)
-
-
-def l1_fill_step(cfg: PipelineConfig, trace: Path, machine, progress: Progress) -> pd.DataFrame:
-    """Each block's L1 refills along rows, through this machine's L1 (cached per L1 geometry)."""
-    from analysis.l1_fills import streamed_fill_table
-
-    l1 = machine.caches[0]
-    return _trace_table(cfg.workdir / "l1_fills" / f"line{l1.line_bytes}_sets{l1.sets}_ways{l1.associativity}.csv",
-                        trace, {"line": l1.line_bytes, "sets": l1.sets, "ways": l1.associativity},
-                        "count L1 refills along rows", lambda: streamed_fill_table(trace, l1), progress)
-
-
-def tlb_update_step(cfg: PipelineConfig, trace: Path, machine, progress: Progress) -> int:
-    """In-place updates whose page missed the machine's first TLB level (analysis/tlb.py, cached)."""
-    from analysis.tlb import trace_update_misses
-
-    level = machine.tlbs[0]
-    table = _trace_table(cfg.workdir / "tlb_updates" / f"page{level.page_bytes}_entries{level.entries}.csv", trace,
-                         {"page": level.page_bytes, "entries": level.entries},
-                         "count in-place updates that miss the TLB",
-                         lambda: pd.DataFrame({"updates": [trace_update_misses(trace, level)]}), progress)
-    return int(table["updates"].iloc[0])
+    return trace_terms(trace, machine, cfg.cpu_form, cached)
 
 
 def tlb_rates_for(cfg: PipelineConfig, machine, trace: Path, progress: Progress) -> pd.DataFrame | None:
@@ -252,11 +220,8 @@ class Predictions:
     hit_rates: pd.DataFrame
     runtimes: pd.DataFrame
     tlb_rates: pd.DataFrame | None = None     # machines with [[tlbs]] only
-    store_lines: pd.DataFrame | None = None   # when a machine prices stores to new lines
     coherence: dict[int, float] = field(default_factory=dict)  # cores -> coherence-miss fraction
-    first_touches: dict[str, pd.DataFrame] = field(default_factory=dict)  # machines that price column walks
-    tlb_updates: dict[str, int] = field(default_factory=dict)  # machines that price TLB-missing updates
-    l1_fills: dict[str, pd.DataFrame] = field(default_factory=dict)  # critical-path CPU form only
+    terms: dict[str, TraceTerms] = field(default_factory=dict)  # machine name -> its trace facts
 
 
 def hit_rates_step(cfg: PipelineConfig, profiles_dir: Path) -> pd.DataFrame:
@@ -281,14 +246,7 @@ def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: P
     progress("predict")
     coherence = coherence_miss_rates(ProfileSet.load(profiles_dir))
     machines = [load_machine(name) for name in cfg.machines]
-    store_lines = (store_line_step(cfg, trace, progress) if any(m.store_new_line_cycles for m in machines)
-                   else None)
-    first_touches = {m.name: first_touch_step(cfg, trace, m, progress)
-                     for m in machines if m.ram.strided_cold_line_ns}
-    tlb_updates = {m.name: tlb_update_step(cfg, trace, m, progress)
-                   for m in machines if m.tlbs and m.tlbs[0].rmw_miss_cycles}
-    l1_fills = ({m.name: l1_fill_step(cfg, trace, m, progress) for m in machines if len(m.caches) > 1}
-                if cfg.cpu_form == "critical-path" else {})
+    terms = {m.name: trace_terms_step(cfg, trace, m, progress) for m in machines}
     all_hits = hit_rates_step(cfg, profiles_dir)
     runtime_frames, tlb_frames = [], []
     for machine in machines:
@@ -296,14 +254,11 @@ def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: P
         tlb = tlb_rates_for(cfg, machine, trace, progress)
         if tlb is not None:
             tlb_frames.append(tlb.assign(machine=machine.name))
-        runtimes = predict_table(machine, hits, trace, binary, tlb=tlb, store_lines=store_lines, coherence=coherence,
-                                 first_touches=first_touches.get(machine.name),
-                                 tlb_updates=tlb_updates.get(machine.name, 0), l1_fills=l1_fills.get(machine.name),
+        runtimes = predict_table(machine, hits, trace, binary, tlb=tlb, coherence=coherence, terms=terms[machine.name],
                                  layout=cfg.layout, contention=cfg.contention, cpu_form=cfg.cpu_form)
         runtime_frames.append(runtimes.assign(machine=machine.name))
     return Predictions(all_hits, pd.concat(runtime_frames, ignore_index=True),
-                       pd.concat(tlb_frames, ignore_index=True) if tlb_frames else None, store_lines, coherence,
-                       first_touches, tlb_updates, l1_fills)
+                       pd.concat(tlb_frames, ignore_index=True) if tlb_frames else None, coherence, terms)
 
 
 def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineResult:
@@ -329,5 +284,4 @@ def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineRes
 
     n_accesses = instrument.open_trace(trace).info.n_accesses
     return PipelineResult(cfg.source.stem, pred.hit_rates, pred.runtimes, trace, profiles_dir, n_accesses, timings,
-                          pred.tlb_rates, pred.store_lines, pred.coherence, pred.first_touches, pred.tlb_updates,
-                          pred.l1_fills)
+                          pred.tlb_rates, pred.coherence, pred.terms)
