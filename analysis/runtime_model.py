@@ -820,11 +820,12 @@ def region_inputs(machine: Machine, trace: Path, binary: Path | None, terms=None
     (analysis/trace_terms.py; None: no trace terms)."""
     from analysis.l1_fills import fills_by_block
     from analysis.store_lines import new_line_by_block
+    from analysis.trace_terms import TraceTerms
 
-    facts = region_facts(Path(trace), binary, new_line_by_block(getattr(terms, "store_lines", None)),
-                         fills_by_block(getattr(terms, "l1_fills", None)))
-    return facts, {"strided_extra_ns": strided_cold_extra_ns(machine, getattr(terms, "first_touches", None)),
-                   "tlb_update_misses": getattr(terms, "tlb_updates", 0) if machine.tlbs else 0}
+    terms = terms or TraceTerms()
+    facts = region_facts(Path(trace), binary, new_line_by_block(terms.store_lines), fills_by_block(terms.l1_fills))
+    return facts, {"strided_extra_ns": strided_cold_extra_ns(machine, terms.first_touches),
+                   "tlb_update_misses": terms.tlb_updates if machine.tlbs else 0}
 
 
 def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = None, tlb=None,
