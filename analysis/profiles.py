@@ -239,6 +239,11 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
     tag = any(t.coherent for t in tasks)
     for t in tasks:
         t.tagged = tag
+    from analysis.line_index import LineIndex  # (it imports analysis.reuse, which imports this module)
+
+    # Dense ids (analysis/line_index.py) for every engine that sees every line: the shared traces'
+    # and the one-core trace's. Iteration mode offsets only stack rows (few), so nearly all are dense.
+    index = LineIndex() if resolved == "iteration" and n_shared else None
     by_cores = sorted(range(len(tasks)), key=lambda j: tasks[j].spec.cores)
     suffixes = _Suffixes(tasks, by_cores, memory_budget // 8)
     watching = [t for t in tasks if t.loop_period]
@@ -249,6 +254,8 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
             break
         tasks[0].cmap.check(ch)  # the header tables checked are the same for every core count
         prep = prepare_chunk(ch, resolved, tasks[0].cmap.shared_block, shift, info.path, stores=tag)
+        if index is not None:
+            prep.lines = index.ids(prep.lines, in_place=True)  # prepare_chunk made it for this pass alone
         splits = [t.cmap.split_runs(prep, shift) for t in tasks]
         if watching:
             marks, started = loop_starts(prep, seen)
@@ -270,7 +277,8 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
                 return tasks[lj].last_distances[lc]
 
             tasks[j].feed(splits[j][0], skip=mirrors.following(j), lend=lend if tag else None,
-                          shared=mirrors.members(j), follow=suffixes.providers(follow.get(j, {}), leader_of))
+                          shared=mirrors.members(j), follow=suffixes.providers(follow.get(j, {}), leader_of),
+                          ids=index.count if index is not None else 0)
         if bar is not None:
             bar.update(len(ch) * len(tasks))
     if bar is not None:
@@ -751,17 +759,22 @@ class CoreCountTask:
 
     def feed(self, parts: list[np.ndarray], skip: set[int] | frozenset[int] = frozenset(),
              lend: Callable[[int], np.ndarray] | None = None, shared: set[int] | None = None,
-             follow: dict[int, Callable[[int], np.ndarray | None]] | None = None) -> None:
+             follow: dict[int, Callable[[int], np.ndarray | None]] | None = None, ids: int = 0) -> None:
         """Add every core's part of one chunk (CoreMap.split); the engines of cores in skip are kept
         elsewhere, and lend(core) gives their distances for this chunk when they are needed. When
         self.distances, the distances (int32) of the parts fed here are left in self.last_distances.
         The engines of cores not in `shared` (None: all) are shared with no other task ever again
         (_Mirrors), so they may replay their periodic stretches (_PrivateReplay). follow[core](n)
-        gives the distances of the n accesses a following core (_Suffix) repeats, None if unknown."""
+        gives the distances of the n accesses a following core (_Suffix) repeats, None if unknown.
+        ids > 0: the parts are dense ids below it (analysis.line_index), for every chunk."""
         from analysis.coherence import strip
 
         own: dict[int, np.ndarray] = {}
         self.last_distances = own
+        if ids:  # the engines that see every line take dense slots for them
+            engine = self.shared if self.shared is not None else self.private[0]
+            if not isinstance(engine, _Suffix):
+                engine.reserve_dense(ids)
         for core, lines in enumerate(parts):
             if not len(lines):
                 continue

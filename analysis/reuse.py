@@ -25,6 +25,10 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from analysis.profiles import ReuseProfile, histogram_bins
 from pptmc.errors import PptmcError
@@ -40,6 +44,10 @@ _NEAR_WORDS = 16  # hits at most this many bitmap words back count popcounts; ol
 _NO_FLAGS = np.zeros(0, dtype=np.bool_)  # stale flags when coherence is off (never read)
 _NO_SHARERS = np.zeros((0, 1), dtype=np.uint64)  # sharer sets of an engine without them
 _NO_EVENTS = np.zeros(0, dtype=np.int64)
+_AHEAD = 12  # accesses between a hash slot's prefetch and its probe
+_SCAN = 4  # a reuse proposing a window is looked for up to this many times its fed distance back,
+_SCAN_GAP = 128  # and only for fed distances up to this
+_RING = 1024  # the longest repeated window _process skips copies of (a power of two)
 _TIME_AXIS_PER_LINE = 16  # time slots per live line after compaction: 3/16 B each (bitmap + tree)
 
 # Histogram layout: distances below EXACT_LIMIT get one bin each; above it, each power of
@@ -50,6 +58,23 @@ SUB_BINS = 1 << SUB_BITS
 EXACT_BITS = 12
 EXACT_LIMIT = 1 << EXACT_BITS
 N_BINS = EXACT_LIMIT + (64 - EXACT_BITS) * SUB_BINS
+
+
+@intrinsic
+def _prefetch(typingctx, arr, idx):
+    """Ask the CPU to start loading arr[idx] (llvm.prefetch; numba has no prefetch of its own)."""
+    if not isinstance(arr, types.Array) or not isinstance(idx, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, sig.args[0], ary, [args[1]], wraparound=False)
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                            "llvm.prefetch")
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+    return types.none(arr, idx), codegen
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -117,16 +142,50 @@ def _commit(bits, tree, c_hi, upto):
 
 
 @numba.njit(cache=True, nogil=True)
+def _add_copies(ring, ring_ev, now, per, copies, i, hist, hist_sum, state, out, want_out, events, n_ev):
+    """Count `copies` repeats, from access i on, of the last `per` accesses fed (ring[t & mask]
+    holds the distance and ring_ev the stale event of the access fed at time t): their
+    histogram, coherence misses (state[5]), distances and events. Returns the events' count."""
+    rm = ring.shape[0] - 1
+    has_events = False
+    for t in range(now - per, now):
+        d = ring[t & rm]
+        has_events |= ring_ev[t & rm]
+        if d < 0:  # a coherence miss (a copy of a copy is never cold)
+            hist[hist.shape[0] - 1] += copies
+            state[5] += copies
+        elif d < EXACT_LIMIT:
+            hist[d] += copies
+        else:
+            b = _bin_of(d)
+            hist[b] += copies
+            hist_sum[b] += copies * d
+    state[8] += copies * per
+    if want_out or has_events:
+        for c in range(copies):
+            for m in range(per):
+                t = (now - per + m) & rm
+                if want_out:
+                    out[i + c * per + m] = ring[t]
+                if ring_ev[t]:
+                    events[n_ev] = i + c * per + m
+                    n_ev += 1
+    return n_ev
+
+
+@numba.njit(cache=True, nogil=True)
 def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_out, limit, stale, use_stale,
-             line_mask, sharers, pattern, events, min_axis):
+             line_mask, sharers, pattern, events, min_axis, ring, ring_ev, dense):
     """Feed lines from state[3]; compact the time axis in place when it fills, and stop early when
     a table must grow (or the axis must be longer). Returns the next index.
 
     Each line id is read as lines[i] & line_mask (all ones, or without the store tag of
     analysis/coherence.py, so tagged ids need no stripped copy).
 
-    state = [now, live, n_keys, start, committed words, coherence, n_events]; out receives distances
-    (-1 cold) when want_out; limit is the most keys the hash table may hold. When use_stale,
+    state = [now, live, n_keys, start, committed words, coherence, n_events, hashed keys]; out receives
+    distances (-1 cold) when want_out; limit is the most keys the hashed slots may hold. The first
+    `dense` slots are the lines (ids) below `dense`, each in its own slot (ids a LineIndex gave,
+    numbered in order of first touch, so near ids share cache lines); the others are hashed. When use_stale,
     an access with stale[i] set whose line is in the stack is a coherence miss: it moves to
     the top as a hit does, but its distance is infinite (counted cold, and in state[5]).
 
@@ -151,9 +210,10 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
     n_keys = state[2]
     i = state[3]
     c_hi = state[4]  # words below c_hi are in the tree
-    cap = keys.shape[0]
-    mask = np.uint64(cap - 1)
+    mask = np.uint64(keys.shape[0] - dense - 1)  # the hashed slots follow the dense ones
     hash_shift = _hash_shift(mask)
+    base = np.uint64(dense)
+    hashed = state[7]
     t_len = bits.shape[0] * 64
     n_words = tree.shape[0] - 1  # Fenwick is 1-indexed: position k holds word k-1
     n = lines.shape[0]
@@ -167,10 +227,32 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
         q = i % plen
     n_ev = state[6]
     s_words = sharers.shape[1]
+    rm = ring.shape[0] - 1
+    flat_sharers = sharers.reshape(-1)
+    skip_end = -(1 << 40)  # where the last skipped copies ended
+    per = 0  # the window being confirmed (0: none) and how many accesses in a row repeat it
+    run = 0
     cb = now >> 6  # now's bitmap word is kept in cw (a register, not memory) until now leaves it
     cw = bits[cb] if cb < bits.shape[0] else np.uint64(0)
     c_hi = _commit(bits, tree, c_hi, cb - _NEAR_WORDS)  # the previous call may have ended on a new word
     while i < n:
+        if run == per and per > 0:  # the last per accesses repeat the per before them: skip whole copies
+            j = i  # (inline: a call passing the arrays costs more than the accesses it skips)
+            if use_stale:
+                while j < n and lines[j] == lines[j - per] and stale[j] == stale[j - per]:
+                    j += 1
+            else:
+                while j < n and lines[j] == lines[j - per]:
+                    j += 1
+            copies = (j - i) // per
+            run += 1  # no second look until the repetition breaks
+            if copies:
+                n_ev = _add_copies(ring, ring_ev, now, per, copies, i, hist, hist_sum, state, out, want_out,
+                                   events, n_ev)
+                i += copies * per
+                skip_end = i
+                if i >= n:
+                    break
         if now >= t_len:  # the time axis is full: compact it here unless it must grow (Python)
             if 4 * live >= _MAX_TIME_AXIS or _target_axis(live, min_axis) > t_len:
                 break
@@ -179,20 +261,35 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
             c_hi = (now >> 6) + 1  # the rebuilt tree counts every mark: all committed
             cb = now >> 6
             cw = bits[cb]
+            per = 0
+            run = 0
         b = now >> 6
         if b != cb:
             bits[cb] = cw
             cw = bits[b]
             cb = b
             c_hi = _commit(bits, tree, c_hi, b - _NEAR_WORDS)
+        if i + _AHEAD < n:  # the hash slots of a later access: cold lines' probes miss the caches
+            ahead = lines[i + _AHEAD] & line_mask
+            if ahead >= base:
+                ahead = base + _home(ahead, hash_shift, mask)
+            _prefetch(keys, ahead)
+            _prefetch(times, ahead)
+            if pattern is not None:
+                _prefetch(flat_sharers, ahead * s_words)
         raw = lines[i]
         line = raw & line_mask
-        slot = _home(line, hash_shift, mask)
-        while keys[slot] != line and keys[slot] != full:
-            slot = (slot + one) & mask
+        slot = line  # a dense id is its own slot
+        if line >= base:
+            slot = base + _home(line, hash_shift, mask)
+            while keys[slot] != line and keys[slot] != full:
+                slot = base + ((slot - base + one) & mask)
         hit = keys[slot] == line
+        gap = 0
+        ev = False
         if hit:
             t = times[slot]
+            gap = now - t
             a = t >> 6
             tb = np.uint64(t & 63)
             if a == b:
@@ -229,8 +326,10 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
                 d = -1
                 state[5] += 1
         else:
-            if n_keys + 1 > limit:
-                break
+            if line >= base:
+                if hashed + 1 > limit:
+                    break
+                hashed += 1
             keys[slot] = line
             n_keys += 1
             live += 1
@@ -248,6 +347,7 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
             if hit and (cur & bit) == 0:
                 events[n_ev] = i
                 n_ev += 1
+                ev = True
             store = raw != line
             if s_words == 1:  # one word: selects instead of branches (stores are unpredictable)
                 sharers[slot, 0] = bit if store else (cur | bit if hit else full)
@@ -263,6 +363,26 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
             q += 1
             if q == plen:
                 q = 0
+        if per > 0 and i >= per and lines[i] == lines[i - per] and (not use_stale or stale[i] == stale[i - per]):
+            run += 1
+        else:
+            per = 0
+            run = 0
+            if 0 < gap <= rm:  # a recent reuse proposes the window back to its line's previous use
+                back = gap  # times count fed accesses: skipped copies since then put the use further back
+                if skip_end > i - gap and gap <= _SCAN_GAP:  # (only near: a far one costs a long search)
+                    back = 0
+                    for j in range(i - 1, max(-1, i - 1 - min(rm, _SCAN * gap)), -1):
+                        if lines[j] == raw:
+                            back = i - j
+                            break
+                if 0 < back <= i and lines[i - back] == raw and (plen == 1 or back % plen == 0) and (
+                        not use_stale or stale[i] == stale[i - back]):
+                    per = back
+                    run = 1
+        if per > 0:  # the ring is read only for a window confirmed in a row (the last per accesses)
+            ring[now & rm] = d
+            ring_ev[now & rm] = ev
         times[slot] = now
         cw |= one << np.uint64(now & 63)
         now += 1
@@ -285,21 +405,21 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
     state[3] = i
     state[4] = c_hi
     state[6] = n_ev
+    state[7] = hashed
     return i
 
 
 @numba.njit(cache=True, nogil=True)
-def _rehash(keys, times, sharers, new_keys, new_times, new_sharers):
-    """Move every key (and its sharer set, if the engine keeps them) into a larger table."""
-    mask = np.uint64(new_keys.shape[0] - 1)
+def _rehash(keys, times, sharers, new_keys, new_times, new_sharers, new_dense):
+    """Move every key (and its sharer set, if the engine keeps them) into a larger table, whose
+    first new_dense slots are dense (see _process)."""
+    mask = np.uint64(new_keys.shape[0] - new_dense - 1)
     hash_shift = _hash_shift(mask)
     for s in range(keys.shape[0]):
         line = keys[s]
         if line == np.uint64(0xFFFFFFFFFFFFFFFF):
             continue
-        slot = _home(line, hash_shift, mask)
-        while new_keys[slot] != np.uint64(0xFFFFFFFFFFFFFFFF):
-            slot = (slot + np.uint64(1)) & mask
+        slot = _free_slot(new_keys, line, new_dense, hash_shift, mask)
         new_keys[slot] = line
         new_times[slot] = times[s]
         if sharers.shape[0]:
@@ -307,10 +427,24 @@ def _rehash(keys, times, sharers, new_keys, new_times, new_sharers):
                 new_sharers[slot, w] = sharers[s, w]
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _free_slot(keys, line, dense, hash_shift, mask):
+    """The slot of a line in a table whose first `dense` slots are dense (see _process): its
+    own, or where its probe meets it or an empty slot."""
+    if line < np.uint64(dense):
+        return line
+    base = np.uint64(dense)
+    slot = base + _home(line, hash_shift, mask)
+    while keys[slot] != line and keys[slot] != np.uint64(0xFFFFFFFFFFFFFFFF):
+        slot = base + ((slot - base + np.uint64(1)) & mask)
+    return slot
+
+
 @numba.njit(cache=True, nogil=True)
-def _relabel(keys, times, new_keys, new_times, at_least, delta):
-    """Copy the table into new_keys/new_times, adding delta to every line id >= at_least."""
-    mask = np.uint64(new_keys.shape[0] - 1)
+def _relabel(keys, times, new_keys, new_times, at_least, delta, dense):
+    """Copy the table into new_keys/new_times, adding delta to every line id >= at_least (all
+    of them hashed: at_least and the ids it gives are at least `dense`)."""
+    mask = np.uint64(new_keys.shape[0] - dense - 1)
     hash_shift = _hash_shift(mask)
     for s in range(keys.shape[0]):
         line = keys[s]
@@ -318,25 +452,20 @@ def _relabel(keys, times, new_keys, new_times, at_least, delta):
             continue
         if line >= at_least:
             line += delta
-        slot = _home(line, hash_shift, mask)
-        while new_keys[slot] != np.uint64(0xFFFFFFFFFFFFFFFF):
-            slot = (slot + np.uint64(1)) & mask
+        slot = _free_slot(new_keys, line, dense, hash_shift, mask)
         new_keys[slot] = line
         new_times[slot] = times[s]
 
 
 @numba.njit(cache=True, nogil=True)
-def _holds(keys, lines, line_mask):
-    """Whether each of the lines (tag stripped by line_mask) is in the hash table."""
-    mask = np.uint64(keys.shape[0] - 1)
+def _holds(keys, lines, line_mask, dense):
+    """Whether each of the lines (tag stripped by line_mask) is in the table."""
+    mask = np.uint64(keys.shape[0] - dense - 1)
     hash_shift = _hash_shift(mask)
     out = np.empty(lines.shape[0], dtype=np.bool_)
     for i in range(lines.shape[0]):
         line = lines[i] & line_mask
-        slot = _home(line, hash_shift, mask)
-        while keys[slot] != line and keys[slot] != np.uint64(0xFFFFFFFFFFFFFFFF):
-            slot = (slot + np.uint64(1)) & mask
-        out[i] = keys[slot] == line
+        out[i] = keys[_free_slot(keys, line, dense, hash_shift, mask)] == line
     return out
 
 
@@ -461,8 +590,10 @@ class ReuseEngine:
         self._sharers = np.zeros((cap, self._words), dtype=np.uint64) if self._words else _NO_SHARERS
         self._min_axis = _MIN_TIME_AXIS  # read here, so a test can make compactions frequent
         self._bits, self._tree = _time_axis(max(self._min_axis, 2 * initial_lines))
-        # now, live, n_keys, start, committed words, coherence misses, stale accesses found by feed_shared
-        self._state = np.zeros(7, dtype=np.int64)
+        self._dense = 0  # slots 0.. of the ids below this are dense (reserve_dense); the rest are hashed
+        # now, live, n_keys, start, committed words, coherence misses, stale accesses found by feed_shared,
+        # keys in the hashed slots, accesses counted as repeats of a window (not fed)
+        self._state = np.zeros(9, dtype=np.int64)
         self._hist = np.zeros(N_BINS + 1, dtype=np.int64)  # last slot counts cold misses
         self._hist_sum = np.zeros(N_BINS + 1, dtype=np.int64)
 
@@ -490,9 +621,11 @@ class ReuseEngine:
         on as core c' (whose per-core offsets differ). Not for engines with sharer sets."""
         if self._words:
             raise ValueError("relabel: an engine with sharer sets (a shared trace's) is never relabelled")
+        if at_least < self._dense or at_least + delta < self._dense:
+            raise ValueError(f"relabel: ids from {at_least} (+{delta}) would move in or out of the dense slots")
         keys = np.full(self._keys.shape[0], EMPTY, dtype=np.uint64)
         times = np.zeros(self._times.shape[0], dtype=np.int32)
-        _relabel(self._keys, self._times, keys, times, np.uint64(at_least), np.uint64(delta % (1 << 64)))
+        _relabel(self._keys, self._times, keys, times, np.uint64(at_least), np.uint64(delta % (1 << 64)), self._dense)
         self._keys, self._times = keys, times
 
     def feed(self, lines: np.ndarray, stale: np.ndarray | None = None, tagged: bool = False) -> None:
@@ -516,6 +649,11 @@ class ReuseEngine:
         return out
 
     @property
+    def skipped(self) -> int:
+        """Accesses counted as copies of a repeated window instead of fed (see _process)."""
+        return int(self._state[8])
+
+    @property
     def coherence_misses(self) -> int:
         return int(self._state[5])
 
@@ -531,7 +669,8 @@ class ReuseEngine:
 
     def holds(self, lines: np.ndarray, tagged: bool = False) -> np.ndarray:
         """Whether each line (store tag ignored when tagged) has been seen (bool per line)."""
-        return _holds(self._keys, np.ascontiguousarray(lines, dtype=np.uint64), _UNTAGGED if tagged else _ALL_BITS)
+        return _holds(self._keys, np.ascontiguousarray(lines, dtype=np.uint64), _UNTAGGED if tagged else _ALL_BITS,
+                      self._dense)
 
     def tally(self) -> tuple[np.ndarray, np.ndarray]:
         """Copies of the histogram counters (counts and distance sums, cold slot last)."""
@@ -568,26 +707,39 @@ class ReuseEngine:
             raise ValueError("an engine with sharer sets is fed by feed_shared")
         self._state[3] = 0
         self._state[6] = 0
+        ring, ring_ev = np.empty(_RING, dtype=np.int64), np.zeros(_RING, dtype=np.bool_)
         while _process(lines, self._keys, self._times, self._bits, self._tree, self._state,
                        buf, self._hist, self._hist_sum, want, self._key_limit(), flags, use_stale,
                        _UNTAGGED if tagged else _ALL_BITS, self._sharers, pattern, events,
-                       self._min_axis) < lines.shape[0]:
-            if self._state[2] + 1 > self._key_limit():
+                       self._min_axis, ring, ring_ev, self._dense) < lines.shape[0]:
+            if self._state[7] + 1 > self._key_limit():
                 self._grow_hash()
             if self._state[0] >= self._bits.shape[0] * 64:
                 self._compact()
 
     def _key_limit(self) -> int:
-        return int(self._keys.shape[0] * _MAX_LOAD)
+        return int((self._keys.shape[0] - self._dense) * _MAX_LOAD)
 
     def _grow_hash(self) -> None:
-        """Double the hash table."""
-        cap = self._keys.shape[0] * 2
+        """Double the hashed slots."""
+        self._resize(self._dense, 2 * (self._keys.shape[0] - self._dense))
+
+    def reserve_dense(self, ids: int) -> None:
+        """Give every line id below `ids` its own slot (ids from a LineIndex: dense, numbered
+        from 0): no hashing for them, and ids touched together sit together. Grows by at least
+        doubling, so reserving as ids arrive costs O(1) per id."""
+        if ids > self._dense:
+            self._resize(max(ids, 2 * self._dense), self._keys.shape[0] - self._dense)
+
+    def _resize(self, dense: int, hashed: int) -> None:
+        """Move the table to `dense` dense slots followed by `hashed` (a power of two) hashed ones."""
+        cap = dense + hashed
         keys = np.full(cap, EMPTY, dtype=np.uint64)
         times = np.zeros(cap, dtype=np.int32)
         sharers = np.zeros((cap, self._words), dtype=np.uint64) if self._words else _NO_SHARERS
-        _rehash(self._keys, self._times, self._sharers, keys, times, sharers)
-        self._keys, self._times, self._sharers = keys, times, sharers
+        _rehash(self._keys, self._times, self._sharers, keys, times, sharers, dense)
+        self._keys, self._times, self._sharers, self._dense = keys, times, sharers, dense
+        self._state[7] = int(np.count_nonzero(keys[dense:] != EMPTY))
 
     def _compact(self) -> None:
         """Renumber the time axis; size it at a multiple of the live lines so compaction is amortised O(1)."""
