@@ -167,3 +167,20 @@ def test_line_index_numbers_in_first_touch_order_and_keeps_tags():
     want = {int(many[first[k]]): 4 + rank for rank, k in enumerate(order)}
     assert got.tolist() == [want[int(v)] for v in many] and index.count == 4 + len(first)
     assert index.ids(np.array([9, 70], dtype=np.uint64)).tolist() == [3, 0]  # the same ids later
+
+
+def test_dense_ids_are_used_only_where_the_first_chunk_touches_many_lines():
+    from analysis.private_traces import PreparedChunk
+    from analysis.profiles import _DENSE_RATE, _DenseIds
+
+    def chunk(lines):
+        empty = np.zeros(0, dtype=np.int64)
+        return PreparedChunk(np.asarray(lines, dtype=np.uint64), empty, empty, empty, empty)
+
+    reused = chunk(np.tile(np.arange(10, 20), 2 * _DENSE_RATE))  # 10 lines, each touched 64 times
+    assert _DenseIds().renumber(reused) is None and reused.lines[0] == 10  # line ids kept
+    streamed = chunk(np.repeat(np.arange(100, 140), _DENSE_RATE // 2))
+    dense = _DenseIds()
+    assert dense.renumber(streamed) is dense and streamed.lines[::_DENSE_RATE // 2].tolist() == list(range(40))
+    later = chunk([139, 7, 100])
+    assert dense.renumber(later) is dense and later.lines.tolist() == [39, 40, 0] and dense.count == 41
