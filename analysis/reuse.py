@@ -44,9 +44,9 @@ _NEAR_WORDS = 16  # hits at most this many bitmap words back count popcounts; ol
 _NO_FLAGS = np.zeros(0, dtype=np.bool_)  # stale flags when coherence is off (never read)
 _NO_SHARERS = np.zeros((0, 1), dtype=np.uint64)  # sharer sets of an engine without them
 _NO_EVENTS = np.zeros(0, dtype=np.int64)
+_LOOKS = 64  # windows confirmed in one call before judging whether looking pays
+_GAIN = 3  # it does if the copies counted are at least this many times the windows' lengths
 _AHEAD = 12  # accesses between a hash slot's prefetch and its probe
-_SCAN = 4  # a reuse proposing a window is looked for up to this many times its fed distance back,
-_SCAN_GAP = 128  # and only for fed distances up to this
 _RING = 1024  # the longest repeated window _process skips copies of (a power of two)
 _TIME_AXIS_PER_LINE = 16  # time slots per live line after compaction: 3/16 B each (bitmap + tree)
 
@@ -204,6 +204,16 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
     back `live` minus a prefix walk, which only reads committed words. The tree changes only
     for a mark leaving a committed word (one walk), or entering one right after a compaction
     (which commits every word), so short and near reuses and first touches never walk it.
+
+    Repeated windows (ANALYSIS.md): once the last `per` accesses (tagged ids, stale flags; with
+    sharer sets a multiple of the core pattern) equal the `per` before them, further whole
+    copies have their distances and leave the stack and sharer sets as they are, so they are
+    counted from `ring` (the distances of recent fed accesses, ring_ev their stale events) by
+    _add_copies instead of fed. A hit's gap to its line's previous use proposes `per`; a call
+    whose windows repeat too little stops proposing (_LOOKS, _GAIN).
+
+    One long function on purpose: a numba helper taking arrays costs about 14 ns a call (the
+    arrays' reference counts), more than a fed access, so only rare paths are calls.
     """
     now = state[0]
     live = state[1]
@@ -229,7 +239,10 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
     s_words = sharers.shape[1]
     rm = ring.shape[0] - 1
     flat_sharers = sharers.reshape(-1)
-    skip_end = -(1 << 40)  # where the last skipped copies ended
+    looks = 0  # windows confirmed, their lengths and the copies counted (see _LOOKS)
+    looked = 0
+    gained = 0
+    detect = True
     per = 0  # the window being confirmed (0: none) and how many accesses in a row repeat it
     run = 0
     cb = now >> 6  # now's bitmap word is kept in cw (a register, not memory) until now leaves it
@@ -246,11 +259,15 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
                     j += 1
             copies = (j - i) // per
             run += 1  # no second look until the repetition breaks
+            looks += 1
+            looked += per
+            gained += copies * per
+            if looks == _LOOKS:  # windows that repeat too little to pay for finding them: stop looking
+                detect = gained >= _GAIN * looked
             if copies:
                 n_ev = _add_copies(ring, ring_ev, now, per, copies, i, hist, hist_sum, state, out, want_out,
                                    events, n_ev)
                 i += copies * per
-                skip_end = i
                 if i >= n:
                     break
         if now >= t_len:  # the time axis is full: compact it here unless it must grow (Python)
@@ -368,18 +385,12 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
         else:
             per = 0
             run = 0
-            if 0 < gap <= rm:  # a recent reuse proposes the window back to its line's previous use
-                back = gap  # times count fed accesses: skipped copies since then put the use further back
-                if skip_end > i - gap and gap <= _SCAN_GAP:  # (only near: a far one costs a long search)
-                    back = 0
-                    for j in range(i - 1, max(-1, i - 1 - min(rm, _SCAN * gap)), -1):
-                        if lines[j] == raw:
-                            back = i - j
-                            break
-                if 0 < back <= i and lines[i - back] == raw and (plen == 1 or back % plen == 0) and (
-                        not use_stale or stale[i] == stale[i - back]):
-                    per = back
-                    run = 1
+            # a recent reuse proposes the window back to its line's previous use (fed accesses
+            # only: after skipped copies the gap is too short, and the comparisons reject it)
+            if detect and 0 < gap <= min(rm, i) and lines[i - gap] == raw and (plen == 1 or gap % plen == 0) and (
+                    not use_stale or stale[i] == stale[i - gap]):
+                per = gap
+                run = 1
         if per > 0:  # the ring is read only for a window confirmed in a row (the last per accesses)
             ring[now & rm] = d
             ring_ev[now & rm] = ev
