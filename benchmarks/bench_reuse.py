@@ -110,13 +110,16 @@ def make_chunk(addr, block, instance, loop, iteration, is_stack, is_store=None) 
     return TraceChunk(*(np.asarray(cols[k], dtype=d) for k, d in CHUNK_DTYPES.items()))
 
 
-def cpu_seconds(fn, repeats: int = 5) -> float:
-    """Best-of CPU time of fn() (trace synthesis included, as a reader's decoding would be)."""
-    best = float("inf")
+def interleaved_cpu_seconds(fns: list[Callable[[], object]], repeats: int = 5) -> list[float]:
+    """Best-of CPU time of each fn (trace synthesis included, as a reader's decoding would be),
+    the fns run in turn `repeats` times: a slow minute of the shared host then slows a sample of
+    every fn, not all samples of one (as in pptmc measure)."""
+    best = [float("inf")] * len(fns)
     for _ in range(repeats):
-        t0 = time.process_time()
-        fn()
-        best = min(best, time.process_time() - t0)
+        for k, fn in enumerate(fns):
+            t0 = time.process_time()
+            fn()
+            best[k] = min(best[k], time.process_time() - t0)
     return best
 
 
@@ -172,9 +175,10 @@ def bench_core_sweep() -> list[dict]:
     info, factory = atax_trace()
     compute_profiles_from(info, factory, [1, 2])  # JIT warm-up
     compute_profiles_from(info, factory, [1, 2], coherence=False)
-    single = cpu_seconds(lambda: compute_profiles_from(info, factory, [1]))
-    every = cpu_seconds(lambda: compute_profiles_from(info, factory, CORES))
-    every_plain = cpu_seconds(lambda: compute_profiles_from(info, factory, CORES, coherence=False))
+    single, every, every_plain = interleaved_cpu_seconds([
+        lambda: compute_profiles_from(info, factory, [1]),
+        lambda: compute_profiles_from(info, factory, CORES),
+        lambda: compute_profiles_from(info, factory, CORES, coherence=False)])
     ratio, ratio_plain = every / single, every_plain / single
     ps = compute_profiles_from(info, factory, CORES)
     engine_refs = sum(p.total for p in ps.prd.values()) + sum(p.total for c, p in ps.crd.items() if c > 1)
@@ -211,9 +215,10 @@ def bench_real_sweep(name: str = REAL_SWEEP[0], size: str = REAL_SWEEP[1]) -> li
         bench, d = build_benchmark(name, size, Path(tmp))
         instrument.run_trace(d / "trace.inst", bench.args, d / "t.trace")
         info, factory = open_chunks(d / "t.trace")
-        single = cpu_seconds(lambda: compute_profiles_from(info, factory, [1]), repeats=2)
-        every = cpu_seconds(lambda: compute_profiles_from(info, factory, CORES), repeats=2)
-        plain = cpu_seconds(lambda: compute_profiles_from(info, factory, CORES, coherence=False), repeats=2)
+        single, every, plain = interleaved_cpu_seconds([
+            lambda: compute_profiles_from(info, factory, [1]),
+            lambda: compute_profiles_from(info, factory, CORES),
+            lambda: compute_profiles_from(info, factory, CORES, coherence=False)], repeats=3)
     label = f"{name} {size} ({info.n_accesses / 1e6:.1f}M refs, decode included)"
     return [row(f"{label}: single_core_analysis_cpu", single, "s", "", True),
             row(f"{label}: all_core_counts_over_single", every / single, "x", "<= 5", every / single <= 5),
