@@ -646,21 +646,225 @@ def _rep_skip(rep, pred_last, pred_stride, enc_last, fb, fc, counts, last_inst, 
     return n_loops
 
 
+# _decode's helpers. Those with array arguments are compiled without numba's reference counting (_nrt=False: they
+# allocate nothing): an array argument otherwise costs an incref and a decref per call, and per call site when
+# inlined; with a dozen arrays per event, that made the exact decode of jacobi-2d MEDIUM 4.4 times slower (0.36 s to
+# 1.59 s). Only scalar helpers are inlined (inline="always"): the one every event takes (_event_kind) as a call
+# made the sampling decode 6% slower. The block runs of the sampling decode stay in _decode, and so does the
+# replay's switch: a helper around them cost 11%, and an unconditional call (a few hundred loop begins) 4%.
+
+
+@numba.njit(cache=True, inline="always")
+def _event_kind(h: int, n_sites: int, n_blocks: int) -> tuple:
+    """Split an event's first varint into its tag and value, and say what it ends of the current block, so the
+    main loop only dispatches (scalars only: inlined without reference counting).
+
+    Returns (tag, value, site it stops at or -1, whether it ends the block, whether its id is in range)."""
+    tag = np.int64(h & np.uint64(3))
+    val = np.int64(h >> np.uint64(2))
+    stop_site, finish, ok = -1, False, True
+    if tag == 0 or tag == 2:
+        ok = val < n_sites
+        stop_site = val
+    elif tag == 1:
+        ok = val < n_blocks
+        finish = True
+    elif val == 1 or val == 7:
+        finish = True
+    return tag, val, stop_site, finish, ok
+
+
+@numba.njit(cache=True, _nrt=False)
+def _add_instances(b: int, r: int, counts: np.ndarray, last_inst: np.ndarray, virt_of: np.ndarray) -> None:
+    """Count r instances of block b (and of its shared-var pseudo-block) entered at once by a block run, as r
+    entries would (_enter_block), the last one current."""
+    counts[b] += r
+    last_inst[b] = counts[b] - 1
+    v = virt_of[b]
+    if v >= 0:
+        counts[v] += r
+        last_inst[v] = counts[v] - 1
+
+
+@numba.njit(cache=True, _nrt=False)
+def _block_rest(b, c, stop_site, stop_k, k, cap, bs, bs_off, site_explicit, out, pred_last, pred_stride, site_size,
+                site_block, site_store, last_inst, reg, lp, it, top, stack_lo, stack_hi, sink, ns, both) -> tuple:
+    """Emit the predicted rows of block b's sites from cursor c up to the event's stop (the block's end, site
+    `stop_site`, or cursor `stop_k`): the runtime wrote nothing for them, so they are implied here.
+
+    Returns (status, rows written, new cursor, kept rows, highest address); status 1 = the output is full
+    (the cursor is where to resume), -1 = the stop site is not among the block's remaining sites."""
+    o = bs_off[b]
+    n = bs_off[b + 1] - o
+    if stop_site < 0 and stop_k < 0 and k + n - c <= cap:
+        # the common case, the rest of a finished block with room for it, in a loop without the
+        # checks below (10-15% of the decoding time)
+        for x in range(o + c, o + n):
+            if not site_explicit[bs[x]]:
+                ns, both = _emit_predicted(out, k, bs[x], pred_last, pred_stride, site_size, site_block, site_store,
+                                           last_inst, reg, lp, it, top, stack_lo, stack_hi, sink, ns, both)
+                k += 1
+        c = n
+    while c < n:
+        s = bs[o + c]
+        if s == stop_site or (stop_k >= 0 and c >= stop_k):
+            break
+        if not site_explicit[s]:
+            if k >= cap:
+                return 1, k, c, ns, both
+            ns, both = _emit_predicted(out, k, s, pred_last, pred_stride, site_size, site_block, site_store,
+                                       last_inst, reg, lp, it, top, stack_lo, stack_hi, sink, ns, both)
+            k += 1
+        c += 1
+    if stop_site >= 0 and c >= n:
+        return -1, k, c, ns, both
+    return 0, k, c, ns, both
+
+
+@numba.njit(cache=True, _nrt=False)
+def _enter_block(val: int, d: int, fb: np.ndarray, fc: np.ndarray, counts: np.ndarray, last_inst: np.ndarray,
+                 virt_of: np.ndarray) -> None:
+    """A block entry: the frame's block and cursor, and the instance counts of the block and of its shared-var
+    pseudo-block, whose rows carry those instance numbers."""
+    fb[d] = val
+    fc[d] = 0
+    last_inst[val] = counts[val]
+    counts[val] += 1
+    v = virt_of[val]
+    if v >= 0:
+        last_inst[v] = counts[v]
+        counts[v] += 1
+
+
+@numba.njit(cache=True, _nrt=False)
+def _access(buf: np.ndarray, pos: int, tag: int, s: int, site_size: np.ndarray, pred_last: np.ndarray,
+            pred_stride: np.ndarray, enc_last: np.ndarray, rep: tuple) -> tuple:
+    """The address and size of an explicit access of site s, whose event carries them relative to what the
+    runtime predicted (tag 0, a miss: last + stride) or to the site's last sized access (tag 2, sized).
+
+    Returns (address, size, next byte)."""
+    dv, pos = _varint(buf, pos)
+    sz = site_size[s]
+    if tag == 0:
+        a = pred_last[s] + pred_stride[s] + _unzig(dv)
+        pred_stride[s] = a - pred_last[s]
+        pred_last[s] = a
+    else:
+        a = enc_last[s] + _unzig(dv)
+        enc_last[s] = a
+        if rep[0][R_CUR] == 1:  # a recording with sized events cannot go on in the next chunk (see _rep_loop)
+            rep[0][R_SIZED] = 1
+        nb, pos = _varint(buf, pos)
+        sz = np.uint32(nb)
+    return a, sz, pos
+
+
+@numba.njit(cache=True, _nrt=False)
+def _loop_begin(buf: np.ndarray, pos: int, loops_out: np.ndarray, n_loops: int) -> tuple:
+    """Read a loop begin's fields into row n_loops of loops_out (the loop instances the caller labels rows with).
+
+    Returns (instance, the instance varint's first byte and end, next byte)."""
+    lid, pos = _varint(buf, pos)
+    i0 = pos
+    inst, pos = _varint(buf, pos)
+    i1 = pos
+    trip, pos = _varint(buf, pos)
+    sched, pos = _varint(buf, pos)
+    chunk, pos = _varint(buf, pos)
+    loops_out[n_loops, 0] = np.int64(inst)
+    loops_out[n_loops, 1] = np.int64(lid)
+    loops_out[n_loops, 2] = _unzig(trip)
+    loops_out[n_loops, 3] = np.int64(sched)
+    loops_out[n_loops, 4] = _unzig(chunk)
+    return np.int64(inst), i0, i1, pos
+
+
+@numba.njit(cache=True)
+def _replay_at_loop(rep, sink, buf, ev, i0, i1, loops_out, n_loops, k, ns, nr, both, lp0, it0, pred_last,
+                    pred_stride, enc_last, fb, fc, d, reg, lp, it, top, stack_lo, stack_hi, counts, last_inst) -> tuple:
+    """Let the replay (DecodeReplay) act at the loop begin just applied: it may end the current copy and skip
+    the copies that repeat the recorded one, or ask for this loop begin again in front of the next chunk.
+
+    Returns (status, bytes skipped, loop begins, depth, region, loop, iteration, region top): status 0 = go
+    on, 2 = copies skipped (their end state returned), 3 = the loop begin undone, the next chunk goes on."""
+    skip = _rep_loop(rep, sink, buf, ev, i0, i1, lp, loops_out, n_loops, k, ns, nr, both, lp0, it0, pred_last,
+                     pred_stride, enc_last, fb, fc, d, reg, top, stack_lo, stack_hi, counts)
+    if skip < 0:  # a repeat may go on in the next chunk: this loop begin again there
+        return 3, 0, n_loops - 1, d, reg, lp0, it0, top
+    if skip > 0:  # repeats of the recorded copy: their state at the end, not their rows
+        n_loops = _rep_skip(rep, pred_last, pred_stride, enc_last, fb, fc, counts, last_inst, loops_out, n_loops)
+        ri = rep[0]
+        return 2, skip, n_loops, ri[R_D], ri[R_REG], ri[R_LP], ri[R_IT], ri[R_TOP]
+    return 0, 0, n_loops, d, reg, lp, it, top
+
+
+@numba.njit(cache=True, _nrt=False)
+def _control(buf: np.ndarray, pos: int, val: int, d: int, reg: int, lp: int, it: int, top: int, fb: np.ndarray,
+             fc: np.ndarray, sink: tuple, nr: int, k: int) -> tuple:
+    """Apply a control event other than a loop begin: region begin/end, iteration, loop end, call enter/leave
+    (5, a block's sync, only stopped the block's rows). The state is passed and returned as scalars so the
+    main loop keeps it in registers.
+
+    Returns (valid, next byte, depth, region, loop, iteration, region top, runs)."""
+    if val == 0:
+        fn, pos = _varint(buf, pos)
+        r, pos = _varint(buf, pos)
+        t, pos = _varint(buf, pos)
+        reg = np.int64(r)
+        top = np.int64(t)
+        fb[d] = -1
+    elif val == 1:
+        fn, pos = _varint(buf, pos)
+        fb[d] = -1
+        reg = -1
+        top = 0
+    elif val == 3:
+        dv, pos = _varint(buf, pos)
+        it = it + 1 + _unzig(dv)
+        nr = _sink_cut(sink, nr, k, lp, it)
+    elif val == 4:
+        lid, pos = _varint(buf, pos)
+        lp = -1
+        it = -1
+        nr = _sink_cut(sink, nr, k, lp, it)
+    elif val == 6:
+        fn, pos = _varint(buf, pos)
+        if d + 1 >= fb.shape[0]:
+            return False, pos, d, reg, lp, it, top, nr
+        d += 1
+        fb[d] = -1
+        fc[d] = 0
+    elif val == 7:
+        fn, pos = _varint(buf, pos)
+        if d == 0:
+            return False, pos, d, reg, lp, it, top, nr
+        d -= 1
+    elif val != 5:
+        return False, pos, d, reg, lp, it, top, nr
+    return True, pos, d, reg, lp, it, top, nr
+
+
+@numba.njit(cache=True)
+def _store_state(st: np.ndarray, d: int, reg: int, lp: int, it: int, top: int, sink: tuple, ns: int, nr: int, both,
+                 k: int, rep: tuple, chunk_end: bool) -> None:
+    """Store the thread's state, the sink's counters and the replay's recording before the kernel returns, so
+    the next call (or chunk) goes on from there."""
+    st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
+    _sink_save(sink, ns, nr, both, k)
+    _rep_return(rep, sink, k, ns, nr, both, chunk_end)
+
+
 @numba.njit(cache=True)
 def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off, bs, virt_of, counts,
             last_inst, enc_last, pred_last, pred_stride, fb, fc, st, loops_out, stack_lo, stack_hi, out, sink, rep):
     """Replay a chunk's events from byte `start`; returns (status, rows, loop begins, next byte).
 
-    status 0 = chunk done, 1 = paused because the output (or loops_out) is full: call again
-    from the returned byte, 2 = the events from the last loop begin on repeat the copy `rep` recorded
-    (DecodeReplay; sampling decode only): its rows follow, not decoded, then call again from the returned
-    byte, -1 = invalid events. `st` = [depth, region, loop, iteration,
-    region_top] and the frame arrays fb (block) / fc (site cursor) carry the thread's state.
-    A block entry implies that each of its sites ran once: sites without an explicit event
-    take their predictor's address (last + stride), as the runtime did when it wrote nothing.
-    `sink`: the sampling sink (ChunkDecoder.sampled) or 2-D placeholders; `out` is then all placeholders.
-    """
-    n_sites = site_block.shape[0]
+    status 0 = chunk done, 1 = paused, the output (or loops_out) full, 2 = copies of the one `rep` recorded were
+    skipped (DecodeReplay, sampling decode only; their rows follow): both call again from the returned byte, 3 = the
+    bytes from the returned one on go in front of the next chunk's, -1 = invalid events. `st` = [depth, region,
+    loop, iteration, region_top] and the frames fb (block) / fc (site cursor) carry the thread's state; a block
+    entry implies its sites' rows (_block_rest). `sink`: the sampling sink (ChunkDecoder.sampled) or 2-D
+    placeholders; `out` is then all placeholders."""
     cap = out[0].shape[0] if sink[0].ndim != 1 else sink[0].shape[0]
     d, reg, lp, it, top = st[0], st[1], st[2], st[3], st[4]
     pos, k, n_loops = start, 0, 0
@@ -671,193 +875,70 @@ def _decode(buf, start, site_block, site_size, site_store, site_explicit, bs_off
     while pos < end:
         ev = pos
         h, pos = _varint(buf, pos)
-        tag = np.int64(h & np.uint64(3))
-        val = np.int64(h >> np.uint64(2))
-        stop_site, stop_k, finish, arg = -1, -1, False, np.uint64(0)
-        if tag == 0 or tag == 2:
-            if val >= n_sites:
-                return -1, k, n_loops, ev
-            stop_site = val
-        elif tag == 1:
-            if val >= counts.shape[0]:
-                return -1, k, n_loops, ev
-            finish = True
-        else:
-            if val == 5:
-                arg, pos = _varint(buf, pos)
-                stop_k = np.int64(arg)
-            elif val == 1 or val == 7:
-                finish = True
+        tag, val, stop_site, finish, ok = _event_kind(h, site_block.shape[0], counts.shape[0])
+        if not ok:
+            return -1, k, n_loops, ev
+        stop_k = -1
+        if tag == 3 and val == 5:  # a block's sync: its rows up to a site cursor
+            arg, pos = _varint(buf, pos)
+            stop_k = np.int64(arg)
         b = fb[d]
         if sink[0].ndim == 1 and tag == 1 and val == b and fc[d] == 0:
             # the same block entered again with none of its sites run yet: every repeat of this event that
             # follows is one more whole instance of predicted accesses, emitted site by site
             r = _block_repeats(buf, ev, pos, bs, bs_off, site_explicit, b, cap - k)
             if r > 0:
-                o = bs_off[b]
-                n = bs_off[b + 1] - o
-                ns, both = _sink_block_run(sink, k, r, bs[o:o + n], pred_last, pred_stride, site_store,
-                                           stack_lo, top if reg >= 0 and top > 0 else stack_hi, ns, both)
-                k += r * n
-                pos = ev + r * (pos - ev)
-                counts[b] += r
-                last_inst[b] = counts[b] - 1
-                v = virt_of[b]
-                if v >= 0:
-                    counts[v] += r
-                    last_inst[v] = counts[v] - 1
+                o, n = bs_off[b], bs_off[b + 1] - bs_off[b]
+                ns, both = _sink_block_run(sink, k, r, bs[o:o + n], pred_last, pred_stride, site_store, stack_lo,
+                                           top if reg >= 0 and top > 0 else stack_hi, ns, both)
+                k, pos = k + r * n, ev + r * (pos - ev)
+                _add_instances(b, r, counts, last_inst, virt_of)
                 continue
         if b >= 0 and (finish or stop_site >= 0 or stop_k >= 0):
-            c = fc[d]
-            o = bs_off[b]
-            n = bs_off[b + 1] - o
-            if stop_site < 0 and stop_k < 0 and k + n - c <= cap:
-                # the common case, the rest of a finished block with room for it, in a loop without the
-                # checks below (10-15% of the decoding time)
-                for x in range(o + c, o + n):
-                    if not site_explicit[bs[x]]:
-                        ns, both = _emit_predicted(out, k, bs[x], pred_last, pred_stride, site_size, site_block,
-                                                   site_store, last_inst, reg, lp, it, top, stack_lo, stack_hi,
-                                                   sink, ns, both)
-                        k += 1
-                c = n
-            while c < n:
-                s = bs[o + c]
-                if s == stop_site or (stop_k >= 0 and c >= stop_k):
-                    break
-                if not site_explicit[s]:
-                    if k >= cap:
-                        fc[d] = c
-                        st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
-                        _sink_save(sink, ns, nr, both, k)
-                        _rep_return(rep, sink, k, ns, nr, both, False)
-                        return 1, k, n_loops, ev
-                    ns, both = _emit_predicted(out, k, s, pred_last, pred_stride, site_size, site_block,
-                                               site_store, last_inst, reg, lp, it, top, stack_lo, stack_hi,
-                                               sink, ns, both)
-                    k += 1
-                c += 1
+            status, k, c, ns, both = _block_rest(b, fc[d], stop_site, stop_k, k, cap, bs, bs_off, site_explicit,
+                                                 out, pred_last, pred_stride, site_size, site_block, site_store,
+                                                 last_inst, reg, lp, it, top, stack_lo, stack_hi, sink, ns, both)
             fc[d] = c
-            if stop_site >= 0 and c >= n:
-                return -1, k, n_loops, ev
+            if status == 1:
+                _store_state(st, d, reg, lp, it, top, sink, ns, nr, both, k, rep, False)
+            if status != 0:
+                return status, k, n_loops, ev
         elif stop_site >= 0:
             return -1, k, n_loops, ev
         if tag == 1:
-            fb[d] = val
-            fc[d] = 0
-            last_inst[val] = counts[val]
-            counts[val] += 1
-            v = virt_of[val]
-            if v >= 0:
-                last_inst[v] = counts[v]
-                counts[v] += 1
+            _enter_block(val, d, fb, fc, counts, last_inst, virt_of)
         elif tag == 0 or tag == 2:
             if k >= cap:
-                st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
-                _sink_save(sink, ns, nr, both, k)
-                _rep_return(rep, sink, k, ns, nr, both, False)
+                _store_state(st, d, reg, lp, it, top, sink, ns, nr, both, k, rep, False)
                 return 1, k, n_loops, ev
-            dv, pos = _varint(buf, pos)
-            s = stop_site
-            sz = site_size[s]
-            if tag == 0:
-                a = pred_last[s] + pred_stride[s] + _unzig(dv)
-                pred_stride[s] = a - pred_last[s]
-                pred_last[s] = a
-            else:
-                a = enc_last[s] + _unzig(dv)
-                enc_last[s] = a
-                if rep[0][R_CUR] == 1:  # a recording with sized events cannot go on in the next chunk (see _rep_loop)
-                    rep[0][R_SIZED] = 1
-                nb, pos = _varint(buf, pos)
-                sz = np.uint32(nb)
-            ns, both = _emit(out, k, s, a, sz, site_block, site_store, last_inst, reg, lp, it, top, stack_lo,
+            a, sz, pos = _access(buf, pos, tag, stop_site, site_size, pred_last, pred_stride, enc_last, rep)
+            ns, both = _emit(out, k, stop_site, a, sz, site_block, site_store, last_inst, reg, lp, it, top, stack_lo,
                              stack_hi, sink, ns, both)
             k += 1
             fc[d] += 1
-        elif tag == 3:
-            if val == 0:
-                fn, pos = _varint(buf, pos)
-                r, pos = _varint(buf, pos)
-                t, pos = _varint(buf, pos)
-                reg = np.int64(r)
-                top = np.int64(t)
-                fb[d] = -1
-            elif val == 1:
-                fn, pos = _varint(buf, pos)
-                fb[d] = -1
-                reg = -1
-                top = 0
-            elif val == 2:
-                if n_loops >= loops_out.shape[0]:
-                    st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
-                    _sink_save(sink, ns, nr, both, k)
-                    _rep_return(rep, sink, k, ns, nr, both, False)
-                    return 1, k, n_loops, ev
-                lp0, it0 = lp, it
-                lid, pos = _varint(buf, pos)
-                i0 = pos
-                inst, pos = _varint(buf, pos)
-                i1 = pos
-                trip, pos = _varint(buf, pos)
-                sched, pos = _varint(buf, pos)
-                chunk, pos = _varint(buf, pos)
-                loops_out[n_loops, 0] = np.int64(inst)
-                loops_out[n_loops, 1] = np.int64(lid)
-                loops_out[n_loops, 2] = _unzig(trip)
-                loops_out[n_loops, 3] = np.int64(sched)
-                loops_out[n_loops, 4] = _unzig(chunk)
-                n_loops += 1
-                lp = np.int64(inst)
-                it = -1
-                nr = _sink_cut(sink, nr, k, lp, it)
-                if rep[0][R_ON]:
-                    skip = _rep_loop(rep, sink, buf, ev, i0, i1, lp, loops_out, n_loops, k, ns, nr, both, lp0, it0,
-                                     pred_last, pred_stride, enc_last, fb, fc, d, reg, top, stack_lo, stack_hi, counts)
-                    if skip < 0:  # a repeat may go on in the next chunk: this loop begin again there
-                        n_loops -= 1
-                        lp, it = lp0, it0
-                        st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
-                        _sink_save(sink, ns, nr, both, k)
-                        _rep_return(rep, sink, k, ns, nr, both, False)
-                        return 3, k, n_loops, ev
-                    if skip > 0:  # repeats of the recorded copy: their state at the end, not their rows
-                        n_loops = _rep_skip(rep, pred_last, pred_stride, enc_last, fb, fc, counts, last_inst,
-                                            loops_out, n_loops)
-                        ri = rep[0]
-                        d, reg, top, lp, it = ri[R_D], ri[R_REG], ri[R_TOP], ri[R_LP], ri[R_IT]
-                        st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
-                        _sink_save(sink, ns, nr, both, k)
-                        _rep_return(rep, sink, k, ns, nr, both, False)
-                        return 2, k, n_loops, ev + skip
-            elif val == 3:
-                dv, pos = _varint(buf, pos)
-                it = it + 1 + _unzig(dv)
-                nr = _sink_cut(sink, nr, k, lp, it)
-            elif val == 4:
-                lid, pos = _varint(buf, pos)
-                lp = -1
-                it = -1
-                nr = _sink_cut(sink, nr, k, lp, it)
-            elif val == 6:
-                fn, pos = _varint(buf, pos)
-                if d + 1 >= fb.shape[0]:
-                    return -1, k, n_loops, ev
-                d += 1
-                fb[d] = -1
-                fc[d] = 0
-            elif val == 7:
-                fn, pos = _varint(buf, pos)
-                if d == 0:
-                    return -1, k, n_loops, ev
-                d -= 1
-            elif val != 5:
+        elif val == 2:
+            if n_loops >= loops_out.shape[0]:
+                _store_state(st, d, reg, lp, it, top, sink, ns, nr, both, k, rep, False)
+                return 1, k, n_loops, ev
+            lp0, it0 = lp, it
+            lp, i0, i1, pos = _loop_begin(buf, pos, loops_out, n_loops)
+            n_loops += 1
+            it = -1
+            nr = _sink_cut(sink, nr, k, lp, it)
+            if rep[0][R_ON]:
+                status, skip, n_loops, d, reg, lp, it, top = _replay_at_loop(
+                    rep, sink, buf, ev, i0, i1, loops_out, n_loops, k, ns, nr, both, lp0, it0, pred_last,
+                    pred_stride, enc_last, fb, fc, d, reg, lp, it, top, stack_lo, stack_hi, counts, last_inst)
+                if status:
+                    _store_state(st, d, reg, lp, it, top, sink, ns, nr, both, k, rep, False)
+                    return status, k, n_loops, ev + skip
+        else:
+            ok, pos, d, reg, lp, it, top, nr = _control(buf, pos, val, d, reg, lp, it, top, fb, fc, sink, nr, k)
+            if not ok:
                 return -1, k, n_loops, ev
     if pos != end:
         return -1, k, n_loops, pos
-    st[0], st[1], st[2], st[3], st[4] = d, reg, lp, it, top
-    _sink_save(sink, ns, nr, both, k)
-    _rep_return(rep, sink, k, ns, nr, both, True)
+    _store_state(st, d, reg, lp, it, top, sink, ns, nr, both, k, rep, True)
     return 0, k, n_loops, pos
 
 
