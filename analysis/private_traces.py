@@ -404,17 +404,12 @@ class CoreMap:
     def split_runs(self, prep: PreparedChunk, shift: int) -> tuple[list[np.ndarray], np.ndarray]:
         """split_prepared(), and the core of each of prep's runs (ALL_CORES: every core)."""
         run_core = _run_cores(self.mode == "iteration", prep.starts, prep.key0, prep.key1, *self._tables())
-        return self.split_given(prep, run_core, shift), run_core
-
-    def split_given(self, prep: PreparedChunk, run_core: np.ndarray, shift: int) -> list[np.ndarray]:
-        """split_prepared() with the core of each run known (split_runs); prep.lines may be any
-        ids that take the per-core offset as line ids do (analysis.line_index)."""
         if self.cores == 1:  # one core: the sequential trace itself (core 0's offset is zero)
-            return [prep.lines]
+            return [prep.lines], run_core
         whole = int(run_core[0]) if len(run_core) and (run_core == run_core[0]).all() else ALL_CORES
         if whole != ALL_CORES:  # the chunk is one core's (static schedules, mostly): no scatter copy
-            return _one_core(prep, whole, self.cores, shift)
-        return _scatter(prep, run_core, self.cores, shift)
+            return _one_core(prep, whole, self.cores, shift), run_core
+        return _scatter(prep, run_core, self.cores, shift), run_core
 
 
 def _one_core(prep: PreparedChunk, core: int, cores: int, shift: int) -> list[np.ndarray]:

@@ -239,7 +239,14 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
     tag = any(t.coherent for t in tasks)
     for t in tasks:
         t.tagged = tag
-    index = _DenseIds() if resolved == "iteration" and n_shared else None
+    from analysis.line_index import LineIndex  # (it imports analysis.reuse, which imports this module)
+
+    # Dense line ids (analysis/line_index.py) for the engines that see every line: the shared
+    # traces' and the one-core trace's (iteration mode offsets only stack rows, so nearly all
+    # their ids are dense). Measured over the whole sweep: atax-like bench 0.79 -> 0.71 s, 2mm
+    # MEDIUM 5.3 -> 5.0 s, gramschmidt 4.95 -> 4.55 s; jacobi-2d MEDIUM +0.11 s (its engines
+    # replay most copies, the numbering sees them all).
+    index = LineIndex() if resolved == "iteration" and n_shared else None
     by_cores = sorted(range(len(tasks)), key=lambda j: tasks[j].spec.cores)
     suffixes = _Suffixes(tasks, by_cores, memory_budget // 8)
     watching = [t for t in tasks if t.loop_period]
@@ -250,8 +257,8 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
             break
         tasks[0].cmap.check(ch)  # the header tables checked are the same for every core count
         prep = prepare_chunk(ch, resolved, tasks[0].cmap.shared_block, shift, info.path, stores=tag)
-        if index is not None:
-            index = index.renumber(prep)
+        if index is not None:  # in place: prepare_chunk made the array for this pass alone
+            prep.lines = index.ids(prep.lines, in_place=True)
         splits = [t.cmap.split_runs(prep, shift) for t in tasks]
         if watching:
             marks, started = loop_starts(prep, seen)
@@ -281,42 +288,6 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
         bar.close()
     mirrors.finish()
     return [task.finish() for task in tasks]
-
-
-class _DenseIds:
-    """Dense line ids (analysis/line_index.py) for the engines that see every line: the shared
-    traces' and the one-core trace's (iteration mode offsets only stack rows, so nearly all
-    their ids are dense). They pay where those engines hash many distinct lines, whose probes
-    miss the caches (the atax-like bench: a new line every 16 accesses, the sweep 0.83 -> 0.59
-    s), and cost one lookup per access where a small working set is reused in cache (jacobi-2d
-    MEDIUM: +0.11 s for nothing), so the first chunk decides: at least one new line every
-    _DENSE_RATE accesses."""
-
-    def __init__(self) -> None:
-        from analysis.line_index import LineIndex  # (it imports analysis.reuse, which imports this module)
-
-        self.index = LineIndex()
-        self.first = True
-
-    @property
-    def count(self) -> int:
-        return self.index.count
-
-    def renumber(self, prep: PreparedChunk) -> "_DenseIds | None":
-        """Give the chunk's accesses their ids (in place: prepare_chunk made the array for this
-        pass alone); None when the first chunk says they do not pay (it keeps its line ids)."""
-        if self.first:
-            self.first = False
-            ids = self.index.ids(prep.lines)
-            if self.index.count * _DENSE_RATE < len(ids):
-                return None
-            prep.lines = ids
-            return self
-        prep.lines = self.index.ids(prep.lines, in_place=True)
-        return self
-
-
-_DENSE_RATE = 32
 
 
 def job_groups(counts: list[int], jobs: int) -> list[list[int]]:

@@ -44,10 +44,7 @@ _NEAR_WORDS = 16  # hits at most this many bitmap words back count popcounts; ol
 _NO_FLAGS = np.zeros(0, dtype=np.bool_)  # stale flags when coherence is off (never read)
 _NO_SHARERS = np.zeros((0, 1), dtype=np.uint64)  # sharer sets of an engine without them
 _NO_EVENTS = np.zeros(0, dtype=np.int64)
-_LOOKS = 64  # windows confirmed in one call before judging whether looking pays
-_GAIN = 3  # it does if the copies counted are at least this many times the windows' lengths
 _AHEAD = 12  # accesses between a hash slot's prefetch and its probe
-_RING = 1024  # the longest repeated window _process skips copies of (a power of two)
 _TIME_AXIS_PER_LINE = 16  # time slots per live line after compaction: 3/16 B each (bitmap + tree)
 
 # Histogram layout: distances below EXACT_LIMIT get one bin each; above it, each power of
@@ -142,40 +139,8 @@ def _commit(bits, tree, c_hi, upto):
 
 
 @numba.njit(cache=True, nogil=True)
-def _add_copies(ring, ring_ev, now, per, copies, i, hist, hist_sum, state, out, want_out, events, n_ev):
-    """Count `copies` repeats, from access i on, of the last `per` accesses fed (ring[t & mask]
-    holds the distance and ring_ev the stale event of the access fed at time t): their
-    histogram, coherence misses (state[5]), distances and events. Returns the events' count."""
-    rm = ring.shape[0] - 1
-    has_events = False
-    for t in range(now - per, now):
-        d = ring[t & rm]
-        has_events |= ring_ev[t & rm]
-        if d < 0:  # a coherence miss (a copy of a copy is never cold)
-            hist[hist.shape[0] - 1] += copies
-            state[5] += copies
-        elif d < EXACT_LIMIT:
-            hist[d] += copies
-        else:
-            b = _bin_of(d)
-            hist[b] += copies
-            hist_sum[b] += copies * d
-    state[8] += copies * per
-    if want_out or has_events:
-        for c in range(copies):
-            for m in range(per):
-                t = (now - per + m) & rm
-                if want_out:
-                    out[i + c * per + m] = ring[t]
-                if ring_ev[t]:
-                    events[n_ev] = i + c * per + m
-                    n_ev += 1
-    return n_ev
-
-
-@numba.njit(cache=True, nogil=True)
 def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_out, limit, stale, use_stale,
-             line_mask, sharers, pattern, events, min_axis, ring, ring_ev, dense):
+             line_mask, sharers, pattern, events, min_axis, dense):
     """Feed lines from state[3]; compact the time axis in place when it fills, and stop early when
     a table must grow (or the axis must be longer). Returns the next index.
 
@@ -205,15 +170,9 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
     for a mark leaving a committed word (one walk), or entering one right after a compaction
     (which commits every word), so short and near reuses and first touches never walk it.
 
-    Repeated windows (ANALYSIS.md): once the last `per` accesses (tagged ids, stale flags; with
-    sharer sets a multiple of the core pattern) equal the `per` before them, further whole
-    copies have their distances and leave the stack and sharer sets as they are, so they are
-    counted from `ring` (the distances of recent fed accesses, ring_ev their stale events) by
-    _add_copies instead of fed. A hit's gap to its line's previous use proposes `per`; a call
-    whose windows repeat too little stops proposing (_LOOKS, _GAIN).
-
+    The hash slots of the access _AHEAD on are prefetched: cold lines' probes miss every cache.
     One long function on purpose: a numba helper taking arrays costs about 14 ns a call (the
-    arrays' reference counts), more than a fed access, so only rare paths are calls.
+    arrays' reference counts), more than an access, so only rare paths are calls.
     """
     now = state[0]
     live = state[1]
@@ -237,39 +196,11 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
         q = i % plen
     n_ev = state[6]
     s_words = sharers.shape[1]
-    rm = ring.shape[0] - 1
     flat_sharers = sharers.reshape(-1)
-    looks = 0  # windows confirmed, their lengths and the copies counted (see _LOOKS)
-    looked = 0
-    gained = 0
-    detect = True
-    per = 0  # the window being confirmed (0: none) and how many accesses in a row repeat it
-    run = 0
     cb = now >> 6  # now's bitmap word is kept in cw (a register, not memory) until now leaves it
     cw = bits[cb] if cb < bits.shape[0] else np.uint64(0)
     c_hi = _commit(bits, tree, c_hi, cb - _NEAR_WORDS)  # the previous call may have ended on a new word
     while i < n:
-        if run == per and per > 0:  # the last per accesses repeat the per before them: skip whole copies
-            j = i  # (inline: a call passing the arrays costs more than the accesses it skips)
-            if use_stale:
-                while j < n and lines[j] == lines[j - per] and stale[j] == stale[j - per]:
-                    j += 1
-            else:
-                while j < n and lines[j] == lines[j - per]:
-                    j += 1
-            copies = (j - i) // per
-            run += 1  # no second look until the repetition breaks
-            looks += 1
-            looked += per
-            gained += copies * per
-            if looks == _LOOKS:  # windows that repeat too little to pay for finding them: stop looking
-                detect = gained >= _GAIN * looked
-            if copies:
-                n_ev = _add_copies(ring, ring_ev, now, per, copies, i, hist, hist_sum, state, out, want_out,
-                                   events, n_ev)
-                i += copies * per
-                if i >= n:
-                    break
         if now >= t_len:  # the time axis is full: compact it here unless it must grow (Python)
             if 4 * live >= _MAX_TIME_AXIS or _target_axis(live, min_axis) > t_len:
                 break
@@ -278,22 +209,20 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
             c_hi = (now >> 6) + 1  # the rebuilt tree counts every mark: all committed
             cb = now >> 6
             cw = bits[cb]
-            per = 0
-            run = 0
         b = now >> 6
         if b != cb:
             bits[cb] = cw
             cw = bits[b]
             cb = b
             c_hi = _commit(bits, tree, c_hi, b - _NEAR_WORDS)
-        if i + _AHEAD < n:  # the hash slots of a later access: cold lines' probes miss the caches
+        if i + _AHEAD < n:  # the slot of a later access: cold lines' probes miss the caches
             ahead = lines[i + _AHEAD] & line_mask
             if ahead >= base:
                 ahead = base + _home(ahead, hash_shift, mask)
             _prefetch(keys, ahead)
             _prefetch(times, ahead)
             if pattern is not None:
-                _prefetch(flat_sharers, ahead * s_words)
+                _prefetch(flat_sharers, ahead * np.uint64(s_words))
         raw = lines[i]
         line = raw & line_mask
         slot = line  # a dense id is its own slot
@@ -302,11 +231,8 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
             while keys[slot] != line and keys[slot] != full:
                 slot = base + ((slot - base + one) & mask)
         hit = keys[slot] == line
-        gap = 0
-        ev = False
         if hit:
             t = times[slot]
-            gap = now - t
             a = t >> 6
             tb = np.uint64(t & 63)
             if a == b:
@@ -364,7 +290,6 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
             if hit and (cur & bit) == 0:
                 events[n_ev] = i
                 n_ev += 1
-                ev = True
             store = raw != line
             if s_words == 1:  # one word: selects instead of branches (stores are unpredictable)
                 sharers[slot, 0] = bit if store else (cur | bit if hit else full)
@@ -380,20 +305,6 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
             q += 1
             if q == plen:
                 q = 0
-        if per > 0 and i >= per and lines[i] == lines[i - per] and (not use_stale or stale[i] == stale[i - per]):
-            run += 1
-        else:
-            per = 0
-            run = 0
-            # a recent reuse proposes the window back to its line's previous use (fed accesses
-            # only: after skipped copies the gap is too short, and the comparisons reject it)
-            if detect and 0 < gap <= min(rm, i) and lines[i - gap] == raw and (plen == 1 or gap % plen == 0) and (
-                    not use_stale or stale[i] == stale[i - gap]):
-                per = gap
-                run = 1
-        if per > 0:  # the ring is read only for a window confirmed in a row (the last per accesses)
-            ring[now & rm] = d
-            ring_ev[now & rm] = ev
         times[slot] = now
         cw |= one << np.uint64(now & 63)
         now += 1
@@ -603,8 +514,8 @@ class ReuseEngine:
         self._bits, self._tree = _time_axis(max(self._min_axis, 2 * initial_lines))
         self._dense = 0  # slots 0.. of the ids below this are dense (reserve_dense); the rest are hashed
         # now, live, n_keys, start, committed words, coherence misses, stale accesses found by feed_shared,
-        # keys in the hashed slots, accesses counted as repeats of a window (not fed)
-        self._state = np.zeros(9, dtype=np.int64)
+        # keys in the hashed slots
+        self._state = np.zeros(8, dtype=np.int64)
         self._hist = np.zeros(N_BINS + 1, dtype=np.int64)  # last slot counts cold misses
         self._hist_sum = np.zeros(N_BINS + 1, dtype=np.int64)
 
@@ -660,11 +571,6 @@ class ReuseEngine:
         return out
 
     @property
-    def skipped(self) -> int:
-        """Accesses counted as copies of a repeated window instead of fed (see _process)."""
-        return int(self._state[8])
-
-    @property
     def coherence_misses(self) -> int:
         return int(self._state[5])
 
@@ -718,11 +624,10 @@ class ReuseEngine:
             raise ValueError("an engine with sharer sets is fed by feed_shared")
         self._state[3] = 0
         self._state[6] = 0
-        ring, ring_ev = np.empty(_RING, dtype=np.int64), np.zeros(_RING, dtype=np.bool_)
         while _process(lines, self._keys, self._times, self._bits, self._tree, self._state,
                        buf, self._hist, self._hist_sum, want, self._key_limit(), flags, use_stale,
                        _UNTAGGED if tagged else _ALL_BITS, self._sharers, pattern, events,
-                       self._min_axis, ring, ring_ev, self._dense) < lines.shape[0]:
+                       self._min_axis, self._dense) < lines.shape[0]:
             if self._state[7] + 1 > self._key_limit():
                 self._grow_hash()
             if self._state[0] >= self._bits.shape[0] * 64:

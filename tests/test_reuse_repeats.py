@@ -1,5 +1,6 @@
-"""Repeated windows the engine counts without feeding, dense slots, and dense line ids,
-against brute-force references (no engine involved in the oracles)."""
+"""Periodic traces (windows repeated whole or in part, as streaming loops give), with stale
+flags and sharer sets; dense slots and dense line ids. Against brute-force references (no
+engine involved in the oracles)."""
 from __future__ import annotations
 
 import numpy as np
@@ -65,11 +66,11 @@ def brute_sharer_events(lines, pattern) -> list[int]:
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_repeated_windows_match_brute_force(seed):
+def test_periodic_traces_match_brute_force(seed):
     rng = np.random.default_rng(seed)
     lines = periodic_trace(rng, int(rng.integers(50, 4000)))
     engine = ReuseEngine(initial_lines=16)
-    engine._min_axis = 64  # frequent compactions, which end a window being confirmed
+    engine._min_axis = 64  # frequent compactions
     got = np.concatenate([engine.feed_distances(lines[a:b]) for a, b in pieces(len(lines), rng)])
     assert got.tolist() == brute_distances(lines)
     prof = engine.histogram()
@@ -77,25 +78,8 @@ def test_repeated_windows_match_brute_force(seed):
     assert prof.cold == int((want < 0).sum()) and int(prof.count.sum()) == int((want >= 0).sum())
 
 
-def test_copies_are_counted_not_fed():
-    window = np.array([5, 9, 5, 7, 3, 9], dtype=np.uint64)
-    lines = np.tile(window, 1000)
-    engine = ReuseEngine()
-    got = engine.feed_distances(lines)
-    assert got.tolist() == brute_distances(lines)
-    # fed: the copies before the window is confirmed (two, and a false start on its 5, 9, 5)
-    assert len(lines) - 3 * len(window) <= engine.skipped < len(lines) - 2 * len(window)
-
-
-def test_no_window_is_skipped_in_a_trace_without_repeats():
-    lines = np.random.default_rng(0).permutation(5000).astype(np.uint64)
-    engine = ReuseEngine()
-    engine.feed(np.concatenate([lines, lines]))
-    assert engine.skipped == 0
-
-
 @pytest.mark.parametrize("seed", range(25))
-def test_repeated_windows_with_stale_flags_match_brute_force(seed):
+def test_periodic_traces_with_stale_flags_match_brute_force(seed):
     rng = np.random.default_rng(100 + seed)
     lines = periodic_trace(rng, int(rng.integers(50, 3000)))
     period = int(rng.integers(1, 9))  # stale flags that repeat with the windows, sometimes
@@ -110,7 +94,7 @@ def test_repeated_windows_with_stale_flags_match_brute_force(seed):
 
 
 @pytest.mark.parametrize("seed", range(25))
-def test_repeated_windows_keep_sharer_sets_exact(seed):
+def test_periodic_traces_keep_sharer_sets_exact(seed):
     rng = np.random.default_rng(200 + seed)
     cores = int(rng.integers(1, 5))
     pattern = np.repeat(np.arange(cores), int(rng.integers(1, 3)))
@@ -167,20 +151,3 @@ def test_line_index_numbers_in_first_touch_order_and_keeps_tags():
     want = {int(many[first[k]]): 4 + rank for rank, k in enumerate(order)}
     assert got.tolist() == [want[int(v)] for v in many] and index.count == 4 + len(first)
     assert index.ids(np.array([9, 70], dtype=np.uint64)).tolist() == [3, 0]  # the same ids later
-
-
-def test_dense_ids_are_used_only_where_the_first_chunk_touches_many_lines():
-    from analysis.private_traces import PreparedChunk
-    from analysis.profiles import _DENSE_RATE, _DenseIds
-
-    def chunk(lines):
-        empty = np.zeros(0, dtype=np.int64)
-        return PreparedChunk(np.asarray(lines, dtype=np.uint64), empty, empty, empty, empty)
-
-    reused = chunk(np.tile(np.arange(10, 20), 2 * _DENSE_RATE))  # 10 lines, each touched 64 times
-    assert _DenseIds().renumber(reused) is None and reused.lines[0] == 10  # line ids kept
-    streamed = chunk(np.repeat(np.arange(100, 140), _DENSE_RATE // 2))
-    dense = _DenseIds()
-    assert dense.renumber(streamed) is dense and streamed.lines[::_DENSE_RATE // 2].tolist() == list(range(40))
-    later = chunk([139, 7, 100])
-    assert dense.renumber(later) is dense and later.lines.tolist() == [39, 40, 0] and dense.count == 41
