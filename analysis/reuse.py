@@ -4,6 +4,7 @@ Design (why not a library): PARDA-style splay trees measured 0.9 M refs/s here, 
 maintained Python package streams exact stack distances. The engine keeps
 
 * an open-addressing hash table line -> time of its last access (uint64 key + int32 time),
+  after an optional run of dense slots, one per id below `dense` (ids from analysis/line_index.py),
 * a bitmap over the time axis with a 1 at each line's last-access time, plus a Fenwick
   tree of per-64-bit-word counts (64x smaller than a Fenwick over times, so it stays in
   cache; a prefix count is a Fenwick walk plus one popcount), and
@@ -170,7 +171,8 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
     for a mark leaving a committed word (one walk), or entering one right after a compaction
     (which commits every word), so short and near reuses and first touches never walk it.
 
-    The hash slots of the access _AHEAD on are prefetched: cold lines' probes miss every cache.
+    The slot (key, time, sharer set) of the access _AHEAD on is prefetched: the probes of cold
+    and long-unused lines miss every cache.
     One long function on purpose: a numba helper taking arrays costs about 14 ns a call (the
     arrays' reference counts), more than an access, so only rare paths are calls.
     """
@@ -543,8 +545,8 @@ class ReuseEngine:
         on as core c' (whose per-core offsets differ). Not for engines with sharer sets."""
         if self._words:
             raise ValueError("relabel: an engine with sharer sets (a shared trace's) is never relabelled")
-        if at_least < self._dense or at_least + delta < self._dense:
-            raise ValueError(f"relabel: ids from {at_least} (+{delta}) would move in or out of the dense slots")
+        if at_least < self._dense:  # (a core's offset ids, from 2^41 on, are never dense)
+            raise ValueError(f"relabel: ids from {at_least} would include dense ones (below {self._dense})")
         keys = np.full(self._keys.shape[0], EMPTY, dtype=np.uint64)
         times = np.zeros(self._times.shape[0], dtype=np.int32)
         _relabel(self._keys, self._times, keys, times, np.uint64(at_least), np.uint64(delta % (1 << 64)), self._dense)

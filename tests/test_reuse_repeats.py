@@ -129,12 +129,15 @@ def test_dense_engine_relabels_and_grows_exactly():
     first = engine.feed_distances(ids[:1500])
     twin = engine.copy()
     twin.relabel(OFFSET, OFFSET)  # now core 2's: its offset ids move one bank up
+    back = twin.copy()
+    back.relabel(2 * OFFSET, -OFFSET)  # and back to core 1's bank: a move down is allowed too
     engine.reserve_dense(500)
     rest = engine.feed_distances(ids[1500:])
     moved = ids[1500:].copy()
     moved[moved >= OFFSET] += np.uint64(OFFSET)
     assert np.concatenate([first, rest]).tolist() == brute_distances(ids)
     assert twin.feed_distances(moved).tolist() == rest.tolist()
+    assert back.feed_distances(ids[1500:]).tolist() == rest.tolist()
     with pytest.raises(ValueError):
         engine.relabel(10, 5)  # would move dense ids
 
