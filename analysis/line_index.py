@@ -14,7 +14,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from analysis.reuse import EMPTY, STORE_TAG, _hash_shift, _home, _prefetch
+from analysis.reuse import EMPTY, STORE_TAG, _free_slot, _hash_shift, _home, _prefetch
 
 _MAX_LOAD = 0.7
 _AHEAD = 12  # accesses between a slot's prefetch and its probe
@@ -42,9 +42,7 @@ def _number(lines, keys, ids, state, out, recent_keys, recent_ids):
         if recent_keys[r] != line:
             if i + _AHEAD < n:
                 _prefetch(keys, _home(lines[i + _AHEAD] & ~tag, hash_shift, mask))
-            slot = _home(line, hash_shift, mask)
-            while keys[slot] != line and keys[slot] != EMPTY:
-                slot = (slot + np.uint64(1)) & mask
+            slot = _free_slot(keys, line, 0, hash_shift, mask)
             if keys[slot] != line:
                 if n_ids + 1 > state[2]:
                     break
@@ -68,9 +66,7 @@ def _rehash_ids(keys, ids, new_keys, new_ids):
     for s in range(keys.shape[0]):
         if keys[s] == EMPTY:
             continue
-        slot = _home(keys[s], hash_shift, mask)
-        while new_keys[slot] != EMPTY:
-            slot = (slot + np.uint64(1)) & mask
+        slot = _free_slot(new_keys, keys[s], 0, hash_shift, mask)
         new_keys[slot] = keys[s]
         new_ids[slot] = ids[s]
 

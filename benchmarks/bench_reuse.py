@@ -123,6 +123,15 @@ def interleaved_cpu_seconds(fns: list[Callable[[], object]], repeats: int = 5) -
     return best
 
 
+def sweep_seconds(info: TraceInfo, factory: callable, repeats: int = 5) -> list[float]:
+    """Best-of CPU seconds of the single-core analysis, of every core count in CORES, and of
+    every core count without coherence, in interleaved rounds."""
+    return interleaved_cpu_seconds([lambda: compute_profiles_from(info, factory, [1]),
+                                    lambda: compute_profiles_from(info, factory, CORES),
+                                    lambda: compute_profiles_from(info, factory, CORES, coherence=False)],
+                                   repeats)
+
+
 def children_cpu() -> float:
     """CPU seconds of the waited-for child processes so far (worker processes of jobs > 1)."""
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -175,10 +184,7 @@ def bench_core_sweep() -> list[dict]:
     info, factory = atax_trace()
     compute_profiles_from(info, factory, [1, 2])  # JIT warm-up
     compute_profiles_from(info, factory, [1, 2], coherence=False)
-    single, every, every_plain = interleaved_cpu_seconds([
-        lambda: compute_profiles_from(info, factory, [1]),
-        lambda: compute_profiles_from(info, factory, CORES),
-        lambda: compute_profiles_from(info, factory, CORES, coherence=False)])
+    single, every, every_plain = sweep_seconds(info, factory)
     ratio, ratio_plain = every / single, every_plain / single
     ps = compute_profiles_from(info, factory, CORES)
     engine_refs = sum(p.total for p in ps.prd.values()) + sum(p.total for c, p in ps.crd.items() if c > 1)
@@ -215,10 +221,7 @@ def bench_real_sweep(name: str = REAL_SWEEP[0], size: str = REAL_SWEEP[1]) -> li
         bench, d = build_benchmark(name, size, Path(tmp))
         instrument.run_trace(d / "trace.inst", bench.args, d / "t.trace")
         info, factory = open_chunks(d / "t.trace")
-        single, every, plain = interleaved_cpu_seconds([
-            lambda: compute_profiles_from(info, factory, [1]),
-            lambda: compute_profiles_from(info, factory, CORES),
-            lambda: compute_profiles_from(info, factory, CORES, coherence=False)], repeats=3)
+        single, every, plain = sweep_seconds(info, factory, repeats=3)
     label = f"{name} {size} ({info.n_accesses / 1e6:.1f}M refs, decode included)"
     return [row(f"{label}: single_core_analysis_cpu", single, "s", "", True),
             row(f"{label}: all_core_counts_over_single", every / single, "x", "<= 5", every / single <= 5),
