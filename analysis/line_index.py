@@ -81,6 +81,8 @@ class LineIndex:
         self._state = np.zeros(3, dtype=np.int64)  # ids given, next index, most keys
         self._recent_keys = np.full(_RECENT, EMPTY, dtype=np.uint64)
         self._recent_ids = np.zeros(_RECENT, dtype=np.uint32)
+        self._last = np.full(0, -1, dtype=np.int64)  # per id, where it was last touched (neighbours)
+        self._seen = 0  # where the last chunk given to neighbours ended
 
     @property
     def count(self) -> int:
@@ -104,3 +106,40 @@ class LineIndex:
             ids = np.zeros(keys.shape[0], dtype=np.uint32)
             _rehash_ids(self._keys, self._ids, keys, ids)
             self._keys, self._ids = keys, ids
+
+    def neighbours(self, ids: np.ndarray, at: int) -> tuple[np.ndarray, np.ndarray]:
+        """For each access of a chunk of ids (given by ids(), store tag ignored) that begins at
+        access `at` of the trace, the positions in the chunk of the previous and the next access
+        to its line (int32; -1 and len(ids) where there is none in the chunk). Chunks may be
+        skipped, but come in trace order."""
+        if len(ids) >= 1 << 31:
+            raise ValueError(f"neighbours: {len(ids)} accesses in one chunk; at most 2^31 - 1")
+        if at < self._seen:
+            raise ValueError(f"neighbours: a chunk at access {at}, before the end of the last ({self._seen})")
+        if self.count > len(self._last):
+            grown = np.full(max(self.count, 2 * len(self._last)), -1, dtype=np.int64)
+            grown[:len(self._last)] = self._last
+            self._last = grown
+        prev, nxt = _neighbours(np.ascontiguousarray(ids, dtype=np.uint64), self._last, at)
+        self._seen = at + len(ids)
+        return prev, nxt
+
+
+@numba.njit(cache=True, nogil=True)
+def _neighbours(ids, last, base):
+    """LineIndex.neighbours: last[id] holds trace positions (chunks start at base), so it is
+    never cleared between chunks."""
+    n = ids.shape[0]
+    prev = np.empty(n, dtype=np.int32)
+    nxt = np.full(n, n, dtype=np.int32)
+    untag = ~np.uint64(STORE_TAG)
+    for i in range(n):
+        k = ids[i] & untag
+        p = last[k] - base
+        if p >= 0:
+            prev[i] = p
+            nxt[p] = i
+        else:
+            prev[i] = -1
+        last[k] = base + i
+    return prev, nxt

@@ -294,6 +294,40 @@ def _scatter(prep: "PreparedChunk", run_core: np.ndarray, p: int, shift: int) ->
     return [_gather_core(prep.lines, prep.offrows, prep.starts, runs[c], rows[c], c, shift) for c in range(p)]
 
 
+@numba.njit(cache=True, nogil=True)
+def _segments(starts, runs):
+    """A core's unbroken stretches of rows (its runs, those that follow each other merged): the
+    first row of each, and where each begins in the core's part, plus the part's length."""
+    rows = np.empty(runs.shape[0], dtype=np.int64)
+    breaks = np.empty(runs.shape[0] + 1, dtype=np.int64)
+    f = 0
+    k = 0
+    end = -1
+    for r in runs:
+        a = starts[r]
+        if a != end:
+            rows[k] = a
+            breaks[k] = f
+            k += 1
+        f += starts[r + 1] - a
+        end = starts[r + 1]
+    breaks[k] = f
+    return rows[:k].copy(), breaks[:k + 1].copy()
+
+
+def core_segments(prep: "PreparedChunk", run_core: np.ndarray, p: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each core, its part's (split_runs) unbroken stretches of the chunk's rows: the first
+    row of each and where each begins in the part, plus its length (for ReuseEngine.feed_runs)."""
+    n = int(prep.starts[-1]) if len(prep.starts) else 0
+    if p == 1 or (len(run_core) and (run_core == run_core[0]).all() and run_core[0] != ALL_CORES):
+        whole = 0 if p == 1 else int(run_core[0])
+        none = (np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64))
+        return [(np.zeros(1, dtype=np.int64), np.array([0, n], dtype=np.int64)) if c == whole else none
+                for c in range(p)]
+    order, first, every, _ = _core_runs(prep.starts, run_core, p)
+    return [_segments(prep.starts, _merge_runs(order[first[c]:first[c + 1]], every)) for c in range(p)]
+
+
 @dataclass
 class PreparedChunk:
     """What every core count's split of one chunk shares: computed once per chunk."""

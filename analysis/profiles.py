@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.interleave import Batch, Interleaver, Lanes, resolve_memory_budget
-from analysis.private_traces import (ALL_CORES, OFFSET_BITS, CoreMap, InterleaveSpec, PreparedChunk, line_shift,
-                                     loop_starts, prepare_chunk, resolve_mode, rows_before)
+from analysis.private_traces import (ALL_CORES, OFFSET_BITS, CoreMap, InterleaveSpec, PreparedChunk, core_segments,
+                                     line_shift, loop_starts, prepare_chunk, resolve_mode, rows_before)
 from instrument.trace_types import TraceChunk, TraceInfo
 from pptmc.errors import InputError, PptmcError
 from pptmc.io import write_json, write_table
@@ -247,6 +247,12 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
     # MEDIUM 5.3 -> 5.0 s, gramschmidt 4.95 -> 4.55 s; jacobi-2d MEDIUM +0.11 s (its engines
     # replay most copies, the numbering sees them all).
     index = LineIndex() if resolved == "iteration" and n_shared else None
+    # Private traces of p > 1 follow the one-core trace within their unbroken stretches of rows
+    # (ReuseEngine.feed_runs). Its line ids correspond one to one to theirs there: iteration mode
+    # offsets stack lines, and a line no longer than a page is all stack or none of it.
+    one = next((j for j, t in enumerate(tasks) if t.spec.cores == 1), None)
+    follow_one = index is not None and one is not None and line_size <= _PAGE
+    rows_seen = 0  # accesses of the trace before this chunk
     by_cores = sorted(range(len(tasks)), key=lambda j: tasks[j].spec.cores)
     suffixes = _Suffixes(tasks, by_cores, memory_budget // 8)
     watching = [t for t in tasks if t.loop_period]
@@ -273,7 +279,9 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
         lenders = {leader[0] for follower, leader in leader_of.items() if tasks[follower[0]].coherent}
         lenders |= suffixes.lenders(follow, leader_of)
         for j, t in enumerate(tasks):  # a one-core task may lead the engines of coherent tasks' cores 0
-            t.distances = t.coherent or j in lenders
+            t.distances = t.coherent or j in lenders or (follow_one and j == one)
+        lead = _OneCoreChunk(index, prep.lines, rows_seen) if follow_one else None
+        rows_seen += len(prep.lines)
         for j in by_cores:  # class leaders (fewest cores first, then lower cores) are fed before their followers
             def lend(c: int, j: int = j) -> np.ndarray:
                 lj, lc = leader_of[(j, c)]
@@ -281,13 +289,63 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
 
             tasks[j].feed(splits[j][0], skip=mirrors.following(j), lend=lend if tag else None,
                           shared=mirrors.members(j), follow=suffixes.providers(follow.get(j, {}), leader_of),
-                          ids=index.count if index is not None else 0)
+                          ids=index.count if index is not None else 0,
+                          runs=_lead_runs(lead, tasks, one, j, prep, splits[j][1]))
         if bar is not None:
             bar.update(len(ch) * len(tasks))
     if bar is not None:
         bar.close()
     mirrors.finish()
     return [task.finish() for task in tasks]
+
+
+_PAGE = 4096  # bytes: stack bounds are page aligned
+
+
+def _lead_runs(chunk: "_OneCoreChunk | None", tasks: list["CoreCountTask"], one: int | None, j: int,
+               prep: PreparedChunk, run_core: np.ndarray) -> "LeadRuns | None":
+    """What task j's private engines need to follow the one-core trace through this chunk (its
+    engine fed before them), or None (not following, or the one-core engine kept no distances,
+    e.g. a replay)."""
+    if chunk is None or j == one:
+        return None
+    distances = tasks[one].last_distances.get(0)
+    if distances is None or len(distances) != len(prep.lines):
+        return None
+    chunk.distances = distances
+    return LeadRuns(chunk, prep, run_core, tasks[j].spec.cores)
+
+
+class _OneCoreChunk:
+    """A chunk of the one-core trace as private traces follow it (reuse.LeadTrace), made when
+    first needed: engines that replay their copies never need it."""
+
+    def __init__(self, index, ids: np.ndarray, at: int) -> None:
+        self.index, self.ids, self.at = index, ids, at
+        self.distances: np.ndarray | None = None  # the one-core engine's (set before use)
+        self._trace = None
+
+    def trace(self) -> "LeadTrace":
+        from analysis.reuse import LeadTrace
+
+        if self._trace is None:
+            self._trace = LeadTrace(self.distances, *self.index.neighbours(self.ids, self.at))
+        return self._trace
+
+
+class LeadRuns:
+    """What ReuseEngine.feed_runs follows for the cores of one task in one chunk: the one-core
+    trace's accesses, and each core's unbroken stretches of them (private_traces.core_segments,
+    made when first needed)."""
+
+    def __init__(self, chunk: _OneCoreChunk, prep: PreparedChunk, run_core: np.ndarray, cores: int) -> None:
+        self.chunk, self.prep, self.run_core, self.cores = chunk, prep, run_core, cores
+        self._segments: list[tuple[np.ndarray, np.ndarray]] | None = None
+
+    def segments(self, core: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._segments is None:
+            self._segments = core_segments(self.prep, self.run_core, self.cores)
+        return self._segments[core]
 
 
 def job_groups(counts: list[int], jobs: int) -> list[list[int]]:
@@ -762,14 +820,16 @@ class CoreCountTask:
 
     def feed(self, parts: list[np.ndarray], skip: set[int] | frozenset[int] = frozenset(),
              lend: Callable[[int], np.ndarray] | None = None, shared: set[int] | None = None,
-             follow: dict[int, Callable[[int], np.ndarray | None]] | None = None, ids: int = 0) -> None:
+             follow: dict[int, Callable[[int], np.ndarray | None]] | None = None, ids: int = 0,
+             runs: LeadRuns | None = None) -> None:
         """Add every core's part of one chunk (CoreMap.split); the engines of cores in skip are kept
         elsewhere, and lend(core) gives their distances for this chunk when they are needed. When
         self.distances, the distances (int32) of the parts fed here are left in self.last_distances.
         The engines of cores not in `shared` (None: all) are shared with no other task ever again
         (_Mirrors), so they may replay their periodic stretches (_PrivateReplay). follow[core](n)
         gives the distances of the n accesses a following core (_Suffix) repeats, None if unknown.
-        ids > 0: the parts are dense ids below it (analysis.line_index), for every chunk."""
+        ids > 0: the parts are dense ids below it (analysis.line_index), for every chunk.
+        runs: the parts' distances in the one-core trace, which plain engines follow (feed_runs)."""
         from analysis.coherence import strip
 
         own: dict[int, np.ndarray] = {}
@@ -782,7 +842,8 @@ class CoreCountTask:
             if not len(lines):
                 continue
             if core not in skip:  # the engines ignore the store tag themselves
-                out = self._feed_core(core, lines, shared, (follow or {}).get(core))
+                out = self._feed_core(core, lines, shared, (follow or {}).get(core),
+                                      runs)
                 if out is not None:
                     own[core] = out
             self.pushed[core] += len(lines)
@@ -793,9 +854,11 @@ class CoreCountTask:
         self._drain()
 
     def _feed_core(self, core: int, lines: np.ndarray, shared: set[int] | None,
-                   lead: Callable[[int], np.ndarray | None] | None) -> np.ndarray | None:
-        """Feed one core's accesses to its engine (through its replay, or from its lead's distances
-        while it follows one); their distances (int32) when wanted or known."""
+                   lead: Callable[[int], np.ndarray | None] | None,
+                   runs: LeadRuns | None = None) -> np.ndarray | None:
+        """Feed one core's accesses to its engine (through its replay, from its lead's distances
+        while it follows one, or following the one-core trace's distances within its unbroken
+        stretches: `runs`); their distances (int32) when wanted or known."""
         engine = self.private[core]
         if isinstance(engine, _Suffix):
             dist = lead(len(lines)) if lead is not None else None
@@ -804,6 +867,8 @@ class CoreCountTask:
             engine = self.private[core] = engine.materialise()  # its trace stopped following
         if shared is not None and core not in shared and self.private_period[core]:
             return self._own_replay(core).feed(lines)
+        if runs is not None:
+            return engine.feed_runs(lines, runs.chunk.trace(), *runs.segments(core), tagged=self.tagged)
         if self.distances:
             return engine.feed_distances(lines, tagged=self.tagged, dtype=np.int32)
         engine.feed(lines, tagged=self.tagged)

@@ -24,6 +24,8 @@ of analysis/coherence.py shares the engine's lookup (`feed_shared`).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numba
 import numpy as np
 from llvmlite import ir
@@ -444,6 +446,97 @@ def _suffix_firsts(first, held, ahead, seen, known, out, hist, hist_sum):
             hist[cold] += 1
 
 
+_RUN_SHARE = 0.7  # feed_runs: a segment's first and last touches replace it when they are at most this share of it
+
+
+@numba.njit(cache=True, nogil=True)
+def _plan_runs(lines, lead, prev, nxt, rows, breaks, share, out_lines, out_pos, lasts, dist, hist, hist_sum):
+    """What the engine must be fed for feed_runs, segment by segment; returns how many.
+
+    Segment s is lines[breaks[s]:breaks[s+1]], rows rows[s].. of the lead trace. A segment
+    whose first touches (no previous access in it: prev below its first row) and last touches
+    (next access beyond it) together are at most `share` of it is fed as its first touches,
+    counted (out_pos = their index in lines), then its last touches in order, not counted
+    (out_pos = -1); its other accesses reuse a line touched in it, and are counted here at their
+    lead distance (also written to dist). Any other segment is fed whole.
+    One pass over a segment (the last touches wait in `lasts`); the reuses of a segment that is
+    fed whole after all are taken off the histogram again."""
+    m = 0
+    for s in range(breaks.shape[0] - 1):
+        f0 = breaks[s]
+        n = breaks[s + 1] - f0
+        a = rows[s]
+        b = a + n
+        f = m
+        g = 0
+        run_d = -1  # reuses at one distance are counted in registers, then added at once: a
+        run_n = 0   # column walk's reuses are mostly at one distance, and hist[d] += 1 each waits on the last
+        for k in range(n):
+            r = a + k
+            d = lead[r]
+            dist[f0 + k] = d
+            if prev[r] < a:
+                out_lines[f] = lines[f0 + k]
+                out_pos[f] = f0 + k
+                f += 1
+            elif d == run_d:
+                run_n += 1
+            else:
+                _add_count(run_d, run_n, hist, hist_sum)
+                run_d = d
+                run_n = 1
+            if nxt[r] >= b:
+                lasts[g] = lines[f0 + k]
+                g += 1
+        _add_count(run_d, run_n, hist, hist_sum)
+        if f - m + g <= share * n:
+            out_lines[f:f + g] = lasts[:g]
+            out_pos[f:f + g] = -1
+            m = f + g
+            continue
+        for k in range(n):  # fed whole after all: the reuses come off the histogram
+            r = a + k
+            if prev[r] >= a:
+                _add_count(lead[r], -1, hist, hist_sum)
+        out_lines[m:m + n] = lines[f0:f0 + n]
+        for k in range(n):
+            out_pos[m + k] = f0 + k
+        m += n
+    return m
+
+
+@numba.njit(cache=True, nogil=True, _nrt=False)
+def _add_count(d, n, hist, hist_sum):
+    """Add n accesses (n < 0: take -n off) at distance d >= 0 to a histogram laid out as the
+    engine's (none for n = 0).
+    _nrt=False: no reference counts (see instrument/tracefile.py's _decode helpers)."""
+    if n == 0:
+        return
+    if d < EXACT_LIMIT:  # exact bin: its sum is filled in by histogram()
+        hist[d] += n
+    else:
+        bi = _bin_of(d)
+        hist[bi] += n
+        hist_sum[bi] += n * d
+
+
+@numba.njit(cache=True, nogil=True)
+def _settle_runs(fed, out_pos, dist, hist, hist_sum):
+    """After feed_runs' engine pass: each counted access's distance to its place in dist (which
+    holds the lead's for the others); the uncounted last touches (hits) taken off the histogram."""
+    for k in range(out_pos.shape[0]):
+        d = fed[k]
+        pos = out_pos[k]
+        if pos >= 0:
+            dist[pos] = d
+        elif d < EXACT_LIMIT:
+            hist[d] -= 1
+        else:
+            b = _bin_of(d)
+            hist[b] -= 1
+            hist_sum[b] -= d
+
+
 @numba.njit(cache=True, nogil=True)
 def _compact(keys, times, bits, now, new_bits, new_tree):
     """Renumber live times 0..M-1 in order; rebuild bitmap and Fenwick tree. Returns M.
@@ -500,6 +593,17 @@ def _time_axis(t_len: int) -> tuple[np.ndarray, np.ndarray]:
     """The live bitmap and the per-word Fenwick tree for t_len times."""
     t_len = int(_axis_length(t_len))
     return np.zeros(t_len // 64, dtype=np.uint64), np.zeros(t_len // 64 + 1, dtype=np.int32)
+
+
+@dataclass
+class LeadTrace:
+    """A trace's accesses as another follows them (ReuseEngine.feed_runs): each access's distance
+    (int32, -1 cold) and the positions of the previous and next access to its line (int32, -1
+    and len when there is none; line_index.LineIndex.neighbours)."""
+
+    distances: np.ndarray
+    prev: np.ndarray
+    next: np.ndarray
 
 
 class ReuseEngine:
@@ -571,6 +675,35 @@ class ReuseEngine:
         out = np.empty(lines.shape[0], dtype=dtype)
         self._run(lines, out, stale, tagged)
         return out
+
+    def feed_runs(self, lines: np.ndarray, lead: "LeadTrace", rows: np.ndarray, breaks: np.ndarray,
+                  tagged: bool = False) -> np.ndarray:
+        """Like feed_distances (int32), for accesses that are stretches of another trace (the lead):
+        segment s, lines[breaks[s]:breaks[s+1]], is the lead's rows rows[s].. in order, and within
+        a segment line ids correspond one to one to the lead's.
+
+        Why: a private trace is stretches of the sequential one. An access that reuses a line
+        touched earlier in its segment does so at the same distance in both traces (every line
+        between was touched in the segment). The others are first touches: fed here, their
+        distance is the stack above them plus the lines seen so far in the segment. Then the
+        segment's last touches, fed in order (not counted), put the stack in its true order. A
+        segment of long reuses costs the engine 2 x its distinct lines, not its length."""
+        lines = np.ascontiguousarray(lines, dtype=np.uint64)
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        breaks = np.ascontiguousarray(breaks, dtype=np.int64)
+        if len(breaks) != len(rows) + 1 or breaks[-1] != len(lines):
+            raise ValueError(f"feed_runs: breaks ({len(breaks)}) must bound the {len(rows)} segments of "
+                             f"{len(lines)} accesses")
+        if self._words:
+            raise ValueError("feed_runs: an engine with sharer sets is fed by feed_shared")
+        n = lines.shape[0]
+        out_lines, out_pos, lasts = np.empty(n, dtype=np.uint64), np.empty(n, dtype=np.int32), np.empty(n, np.uint64)
+        dist = np.empty(n, dtype=np.int32)
+        m = _plan_runs(lines, lead.distances, lead.prev, lead.next, rows, breaks, _RUN_SHARE, out_lines, out_pos,
+                       lasts, dist, self._hist, self._hist_sum)
+        fed = self.feed_distances(out_lines[:m], tagged=tagged, dtype=np.int32)
+        _settle_runs(fed, out_pos[:m], dist, self._hist, self._hist_sum)
+        return dist
 
     @property
     def coherence_misses(self) -> int:

@@ -1,0 +1,117 @@
+"""ReuseEngine.feed_runs (a private trace following the sequential one within its unbroken
+stretches) and the tables it needs (LineIndex.neighbours, private_traces.core_segments),
+against brute-force stack distances and plain feeding."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from analysis.line_index import LineIndex
+from analysis.private_traces import ALL_CORES, PreparedChunk, core_segments
+from analysis.reuse import LeadTrace, ReuseEngine
+from tests.test_reuse import brute_distances
+from tests.test_reuse_repeats import OFFSET, periodic_trace
+
+TAG = np.uint64(1 << 63)
+
+
+def sequential_trace(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Dense ids (first-touch order) of a mix of periodic windows, strides and random lines."""
+    kind = int(rng.integers(3))
+    if kind == 0:
+        raw = periodic_trace(rng, n)
+    elif kind == 1:
+        raw = (np.arange(n) * int(rng.integers(1, 9)) % int(rng.integers(5, 400))).astype(np.uint64)
+    else:
+        raw = rng.integers(0, int(rng.integers(2, 300)), n).astype(np.uint64)
+    return LineIndex().ids(raw)
+
+
+def stretches(rng: np.random.Generator, n: int) -> list[tuple[int, int]]:
+    """A private trace's rows: some of the stretches between random cuts, in order."""
+    cuts = np.unique(rng.integers(1, n, int(rng.integers(0, 12)))) if n > 1 else np.zeros(0, dtype=np.int64)
+    edges = [0, *cuts.tolist(), n]
+    return [(a, b) for a, b in zip(edges, edges[1:]) if rng.random() < 0.7]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_feed_runs_equals_plain_feeding_and_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    seq = sequential_trace(rng, int(rng.integers(1, 2500)))
+    tagged = seed % 3 == 0
+    if tagged:  # store tags on the lead's ids are ignored like the engine's
+        seq = seq | (rng.random(len(seq)) < 0.3).astype(np.uint64) << np.uint64(63)
+    index = LineIndex()
+    index.ids(seq & ~TAG)  # the same numbering: ids are already dense
+    lead = LeadTrace(ReuseEngine().feed_distances(seq, tagged=True, dtype=np.int32), *index.neighbours(seq, 0))
+    # core 1's stack lines carry the per-core offset: one to one with the lead's
+    stack = rng.random(int((seq & ~TAG).max()) + 1) < 0.3
+    core_ids = seq + np.uint64(OFFSET) * stack[(seq & ~TAG).astype(np.int64)].astype(np.uint64)
+    kept = stretches(rng, len(seq))
+    plain, follow = ReuseEngine(), ReuseEngine()
+    got, want = [], []
+    for group in np.array_split(np.arange(len(kept)), int(rng.integers(1, 4))):  # several calls
+        segs = [kept[k] for k in group]
+        lines = np.concatenate([core_ids[a:b] for a, b in segs]) if segs else np.zeros(0, dtype=np.uint64)
+        rows = np.array([a for a, _ in segs], dtype=np.int64)
+        breaks = np.concatenate([[0], np.cumsum([b - a for a, b in segs])]).astype(np.int64)
+        want.append(plain.feed_distances(lines, tagged=tagged, dtype=np.int32))
+        got.append(follow.feed_runs(lines, lead, rows, breaks, tagged=tagged))
+    private = np.concatenate([core_ids[a:b] for a, b in kept]) if kept else np.zeros(0, dtype=np.uint64)
+    assert np.concatenate(got).tolist() == brute_distances(private & ~TAG)
+    assert np.concatenate(got).tolist() == np.concatenate(want).tolist()
+    a, b = plain.histogram(), follow.histogram()
+    assert (a.count.tolist(), a.dist_sum.tolist(), a.cold, a.total) == \
+        (b.count.tolist(), b.dist_sum.tolist(), b.cold, b.total)
+    more = core_ids[rng.integers(0, len(seq), 300)]  # the stack order after following is exact
+    assert plain.feed_distances(more, tagged=tagged).tolist() == follow.feed_distances(more, tagged=tagged).tolist()
+
+
+def test_feed_runs_feeds_only_first_and_last_touches_of_a_reuse_heavy_stretch():
+    """A segment of 40 sweeps over 25 lines costs the engine 2 x 25 accesses, not 1000."""
+    seq = np.tile(np.arange(25, dtype=np.uint64), 40)
+    index = LineIndex()
+    index.ids(seq)
+    lead = LeadTrace(ReuseEngine().feed_distances(seq, dtype=np.int32), *index.neighbours(seq, 0))
+    engine = ReuseEngine()
+    out = engine.feed_runs(seq, lead, np.array([0]), np.array([0, len(seq)]))
+    assert out.tolist() == brute_distances(seq)
+    assert engine._state[0] == 50  # the engine's clock: accesses it was fed
+
+
+def test_feed_runs_rejects_breaks_that_do_not_bound_the_accesses():
+    seq = np.arange(4, dtype=np.uint64)
+    index = LineIndex()
+    index.ids(seq)
+    lead = LeadTrace(np.full(4, -1, dtype=np.int32), *index.neighbours(seq, 0))
+    with pytest.raises(ValueError, match="breaks"):
+        ReuseEngine().feed_runs(seq, lead, np.array([0]), np.array([0, 3]))
+
+
+def test_neighbours_find_previous_and_next_access_within_each_chunk():
+    rng = np.random.default_rng(3)
+    index = LineIndex()
+    at = 0
+    for n in (50, 0, 80, 30):
+        ids = index.ids(rng.integers(0, 20, n).astype(np.uint64))
+        ids[::4] |= TAG  # tags ignored
+        prev, nxt = index.neighbours(ids, at)
+        plain = (ids & ~TAG).tolist()
+        assert prev.tolist() == [max((j for j in range(i) if plain[j] == plain[i]), default=-1) for i in range(n)]
+        assert nxt.tolist() == [min((j for j in range(i + 1, n) if plain[j] == plain[i]), default=n)
+                                for i in range(n)]
+        at += n + (7 if n == 80 else 0)  # a skipped stretch of the trace is allowed
+    with pytest.raises(ValueError, match="before the end"):
+        index.neighbours(ids, 0)
+
+
+def test_core_segments_merge_adjacent_runs_in_row_order():
+    starts = np.array([0, 3, 5, 9, 10, 14], dtype=np.int64)  # five runs
+    prep = PreparedChunk(np.zeros(14, dtype=np.uint64), np.zeros(0, dtype=np.int64), starts,
+                         np.zeros(14, dtype=np.int64), np.zeros(14, dtype=np.int64), offsets=False)
+    run_core = np.array([0, 0, 1, ALL_CORES, 0], dtype=np.int64)
+    (rows0, breaks0), (rows1, breaks1) = core_segments(prep, run_core, 2)
+    assert rows0.tolist() == [0, 9] and breaks0.tolist() == [0, 5, 10]  # rows 0-4, then 9-13
+    assert rows1.tolist() == [5] and breaks1.tolist() == [0, 5]  # rows 5-9 (its run and the shared one)
+    whole = core_segments(prep, np.array([1] * 5, dtype=np.int64), 2)
+    assert whole[0][1].tolist() == [0] and whole[1][0].tolist() == [0] and whole[1][1].tolist() == [0, 14]
