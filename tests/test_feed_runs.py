@@ -115,3 +115,63 @@ def test_core_segments_merge_adjacent_runs_in_row_order():
     assert rows1.tolist() == [5] and breaks1.tolist() == [0, 5]  # rows 5-9 (its run and the shared one)
     whole = core_segments(prep, np.array([1] * 5, dtype=np.int64), 2)
     assert whole[0][1].tolist() == [0] and whole[1][0].tolist() == [0] and whole[1][1].tolist() == [0, 14]
+
+
+def column_walk_trace(seed: int):
+    """gramschmidt-like: loop instances whose trip counts shrink (no two alike, so no mirrors or
+    replays), each iteration walking a column (lines reused by the next iterations) and a shared
+    vector, with stack accesses and random stores."""
+    from instrument.trace_types import NO_LOOP, SCHED_STATIC, BlockInfo, LoopInstance
+    from tests.test_private_traces import HEAP, SHARED, STACK, rows_to_trace
+
+    blocks = {0: BlockInfo(0, "OUT__1", "entry", False), 1: BlockInfo(1, "OUT__1", "for.body", False)}
+    rows, loops = [], []
+    for lp in range(8):
+        trip = 64 - 4 * lp
+        loops.append(LoopInstance(lp, 0, trip, SCHED_STATIC, 0))
+        rows.append((STACK, 0, NO_LOOP, -1, True))
+        for it in range(trip):
+            j = it + lp
+            for i in range(6):
+                rows.append((HEAP + 256 * i + 8 * j, 1, lp, it, False))
+                rows.append((SHARED + 64 * i, 1, lp, it, False))
+            rows.append((STACK - 64, 1, lp, it, True))
+    info, chunk = rows_to_trace(rows, blocks, loops)
+    chunk.is_store[:] = np.random.default_rng(seed).random(len(chunk)) < 0.2
+    return info, chunk
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_sweep_that_follows_the_one_core_trace_equals_each_core_count_alone(seed, monkeypatch):
+    """A sweep with one core follows it (feed_runs); each p > 1 alone does not: same profiles,
+    coherence misses included, and without coherence the same as the plain mimicked traces."""
+    import analysis.reuse as reuse
+    from analysis.profiles import compute_profiles_from
+    from tests.test_private_traces import chunker
+    from tests.test_profiles import same, straightforward_profiles
+
+    planned = []
+    plan = reuse._plan_runs
+
+    def counting_plan(lines, *args):
+        fed = plan(lines, *args)
+        planned.append((fed, len(lines)))
+        return fed
+
+    monkeypatch.setattr(reuse, "_plan_runs", counting_plan)
+    info, chunk = column_walk_trace(seed)
+    cores = [1, 2, 3, 4, 8]
+    for coherence in (True, False):
+        sweep = compute_profiles_from(info, chunker(chunk, 997), cores, coherence=coherence)
+        for p in cores[1:]:
+            alone = compute_profiles_from(info, chunker(chunk, 997), [p], coherence=coherence)
+            assert all(same(sweep.prd[(p, c)], alone.prd[(p, c)]) for c in range(p))
+            assert same(sweep.crd[p], alone.crd[p])
+    ref = straightforward_profiles(info, chunker(chunk, 53), cores, "iteration", "rr", 0, 1)
+    for p in cores:
+        assert all(same(sweep.prd[(p, c)], ref[p][0][c]) for c in range(p)) and same(sweep.crd[p], ref[p][1])
+    assert sweep.prd[(8, 3)].coherence == 0 and \
+        sum(compute_profiles_from(info, chunker(chunk, 997), cores).prd[(p, c)].coherence
+            for p in cores[1:] for c in range(p)) > 0  # the stores made coherence misses to check
+    fed, total = map(sum, zip(*planned))
+    assert fed < 0.6 * total  # the stretches' reuses did not reach the engines
