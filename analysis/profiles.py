@@ -343,6 +343,7 @@ class LeadRuns:
         self._segments: list[tuple[np.ndarray, np.ndarray]] | None = None
 
     def segments(self, core: int) -> tuple[np.ndarray, np.ndarray]:
+        """Core's stretches: their first rows and where they begin in its part (plus its length)."""
         if self._segments is None:
             self._segments = core_segments(self.prep, self.run_core, self.cores)
         return self._segments[core]
@@ -842,8 +843,7 @@ class CoreCountTask:
             if not len(lines):
                 continue
             if core not in skip:  # the engines ignore the store tag themselves
-                out = self._feed_core(core, lines, shared, (follow or {}).get(core),
-                                      runs)
+                out = self._feed_core(core, lines, shared, (follow or {}).get(core), runs)
                 if out is not None:
                     own[core] = out
             self.pushed[core] += len(lines)

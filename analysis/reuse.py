@@ -529,12 +529,8 @@ def _settle_runs(fed, out_pos, dist, hist, hist_sum):
         pos = out_pos[k]
         if pos >= 0:
             dist[pos] = d
-        elif d < EXACT_LIMIT:
-            hist[d] -= 1
         else:
-            b = _bin_of(d)
-            hist[b] -= 1
-            hist_sum[b] -= d
+            _add_count(d, -1, hist, hist_sum)
 
 
 @numba.njit(cache=True, nogil=True)
