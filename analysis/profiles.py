@@ -219,7 +219,10 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
 
     What does not depend on the core count (line ids, offset masks, the runs on which cores
     are decided) is computed once per chunk and shared by every task, and so are private
-    traces that coincide (see `_Mirrors`; with coherence too, see CoreCountTask).
+    traces that coincide (see `_Mirrors`; with coherence too, see CoreCountTask). With the
+    one-core task among them, the private engines of the others follow its distances within
+    their unbroken stretches of rows (`ReuseEngine.feed_runs`); without it they are fed every
+    access (same profiles).
     coherence: count write-invalidate coherence misses in the PRDs of p > 1 (ANALYSIS.md).
     """
     if jobs < 1:
