@@ -400,12 +400,8 @@ def _count(d, hist, hist_sum):
     """Add one distance (-1: cold) to a histogram laid out as the engine's."""
     if d < 0:
         hist[hist.shape[0] - 1] += 1
-    elif d < EXACT_LIMIT:  # exact bin: its sum is filled in by histogram()
-        hist[d] += 1
     else:
-        b = _bin_of(d)
-        hist[b] += 1
-        hist_sum[b] += d
+        _add_count(d, 1, hist, hist_sum)
 
 
 @numba.njit(cache=True, nogil=True)
