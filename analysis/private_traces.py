@@ -315,12 +315,18 @@ def _segments(starts, runs):
     return rows[:k].copy(), breaks[:k + 1].copy()
 
 
+def whole_core(run_core: np.ndarray) -> int:
+    """The core that runs every run of a chunk, or ALL_CORES when the runs are split between cores
+    (or every core runs them)."""
+    return int(run_core[0]) if len(run_core) and (run_core == run_core[0]).all() else ALL_CORES
+
+
 def core_segments(prep: "PreparedChunk", run_core: np.ndarray, p: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """For each core, its part's (split_runs) unbroken stretches of the chunk's rows: the first
     row of each and where each begins in the part, plus its length (for ReuseEngine.feed_runs)."""
     n = int(prep.starts[-1]) if len(prep.starts) else 0
-    if p == 1 or (len(run_core) and (run_core == run_core[0]).all() and run_core[0] != ALL_CORES):
-        whole = 0 if p == 1 else int(run_core[0])
+    whole = 0 if p == 1 else whole_core(run_core)
+    if whole != ALL_CORES:
         none = (np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64))
         return [(np.zeros(1, dtype=np.int64), np.array([0, n], dtype=np.int64)) if c == whole else none
                 for c in range(p)]
@@ -440,7 +446,7 @@ class CoreMap:
         run_core = _run_cores(self.mode == "iteration", prep.starts, prep.key0, prep.key1, *self._tables())
         if self.cores == 1:  # one core: the sequential trace itself (core 0's offset is zero)
             return [prep.lines], run_core
-        whole = int(run_core[0]) if len(run_core) and (run_core == run_core[0]).all() else ALL_CORES
+        whole = whole_core(run_core)
         if whole != ALL_CORES:  # the chunk is one core's (static schedules, mostly): no scatter copy
             return _one_core(prep, whole, self.cores, shift), run_core
         return _scatter(prep, run_core, self.cores, shift), run_core
