@@ -143,7 +143,7 @@ def _commit(bits, tree, c_hi, upto):
 
 @numba.njit(cache=True, nogil=True)
 def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_out, limit, stale, use_stale,
-             line_mask, sharers, pattern, events, min_axis, dense):
+             line_mask, sharers, pattern, events, min_axis, dense, retimes):
     """Feed lines from state[3]; compact the time axis in place when it fills, and stop early when
     a table must grow (or the axis must be longer). Returns the next index.
 
@@ -172,6 +172,12 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
     back `live` minus a prefix walk, which only reads committed words. The tree changes only
     for a mark leaving a committed word (one walk), or entering one right after a compaction
     (which commits every word), so short and near reuses and first touches never walk it.
+
+    Retimes (ReuseEngine.feed_runs, None otherwise): an access with retimes[i] = r < 0 is the
+    last touch of a segment whose u first touches were just fed, so they hold the top u live
+    times, consecutive (nothing in between killed one, and a compaction keeps them so): its line
+    takes time now + r, and the -r - 1 after it in the segment take the times above. That is the
+    stack the whole segment leaves; the bitmap, the tree and the histogram do not change.
 
     The slot (key, time, sharer set) of the access _AHEAD on is prefetched: the probes of cold
     and long-unused lines miss every cache.
@@ -234,6 +240,10 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
             slot = base + _home(line, hash_shift, mask)
             while keys[slot] != line and keys[slot] != full:
                 slot = base + ((slot - base + one) & mask)
+        if retimes is not None and retimes[i] < 0:  # see below
+            times[slot] = now + retimes[i]
+            i += 1
+            continue
         hit = keys[slot] == line
         if hit:
             t = times[slot]
@@ -452,8 +462,8 @@ def _plan_runs(lines, lead, prev, nxt, rows, breaks, share, out_lines, out_pos, 
     Segment s is lines[breaks[s]:breaks[s+1]], rows rows[s].. of the lead trace. A segment
     whose first touches (no previous access in it: prev below its first row) and last touches
     (next access beyond it) together are at most `share` of it is fed as its first touches,
-    counted (out_pos = their index in lines), then its last touches in order, not counted
-    (out_pos = -1); its other accesses reuse a line touched in it, and are counted here at their
+    counted (out_pos = their index in lines), then its last touches in order, which _process
+    retimes (out_pos = j - g for the j-th of g); its other accesses reuse a line touched in it, and are counted here at their
     lead distance (also written to dist). Any other segment is fed whole.
     One pass over a segment (the last touches wait in `lasts`); the reuses of a segment that is
     fed whole after all are taken off the histogram again."""
@@ -487,7 +497,8 @@ def _plan_runs(lines, lead, prev, nxt, rows, breaks, share, out_lines, out_pos, 
         _add_count(run_d, run_n, hist, hist_sum)
         if f - m + g <= share * n:
             out_lines[f:f + g] = lasts[:g]
-            out_pos[f:f + g] = -1
+            for j in range(g):  # the j-th of g last touches takes the time of the j-th first touch
+                out_pos[f + j] = j - g
             m = f + g
             continue
         for k in range(n):  # fed whole after all: the reuses come off the histogram
@@ -517,16 +528,13 @@ def _add_count(d, n, hist, hist_sum):
 
 
 @numba.njit(cache=True, nogil=True)
-def _settle_runs(fed, out_pos, dist, hist, hist_sum):
+def _settle_runs(fed, out_pos, dist):
     """After feed_runs' engine pass: each counted access's distance to its place in dist (which
-    holds the lead's for the others); the uncounted last touches (hits) taken off the histogram."""
+    holds the lead's for the others)."""
     for k in range(out_pos.shape[0]):
-        d = fed[k]
         pos = out_pos[k]
         if pos >= 0:
-            dist[pos] = d
-        else:
-            _add_count(d, -1, hist, hist_sum)
+            dist[pos] = fed[k]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -678,8 +686,9 @@ class ReuseEngine:
         touched earlier in its segment does so at the same distance in both traces (every line
         between was touched in the segment). The others are first touches: fed here, their
         distance is the stack above them plus the lines seen so far in the segment. Then the
-        segment's last touches, fed in order (not counted), put the stack in its true order. A
-        segment of long reuses costs the engine 2 x its distinct lines, not its length."""
+        segment's last touches, in order, take the times its first touches were given (_process's
+        retimes), which puts the stack in its true order. A segment of long reuses costs the engine its
+        distinct lines and a retiming of each, not its length."""
         lines = np.ascontiguousarray(lines, dtype=np.uint64)
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         breaks = np.ascontiguousarray(breaks, dtype=np.int64)
@@ -693,8 +702,9 @@ class ReuseEngine:
         dist = np.empty(n, dtype=np.int32)
         m = _plan_runs(lines, lead.distances, lead.prev, lead.next, rows, breaks, _RUN_SHARE, out_lines, out_pos,
                        lasts, dist, self._hist, self._hist_sum)
-        fed = self.feed_distances(out_lines[:m], tagged=tagged, dtype=np.int32)
-        _settle_runs(fed, out_pos[:m], dist, self._hist, self._hist_sum)
+        fed = np.empty(m, dtype=np.int32)
+        self._run(out_lines[:m], fed, tagged=tagged, retimes=out_pos[:m])
+        _settle_runs(fed, out_pos[:m], dist)
         return dist
 
     @property
@@ -739,7 +749,8 @@ class ReuseEngine:
         return events[:int(self._state[6])]
 
     def _run(self, lines: np.ndarray, out: np.ndarray | None, stale: np.ndarray | None = None,
-             tagged: bool = False, pattern: np.ndarray | None = None, events: np.ndarray = _NO_EVENTS) -> None:
+             tagged: bool = False, pattern: np.ndarray | None = None, events: np.ndarray = _NO_EVENTS,
+             retimes: np.ndarray | None = None) -> None:
         """Drive the kernel, growing tables whenever it stops early."""
         want = out is not None
         buf = out if want else np.empty(0, dtype=np.int64)
@@ -754,7 +765,7 @@ class ReuseEngine:
         while _process(lines, self._keys, self._times, self._bits, self._tree, self._state,
                        buf, self._hist, self._hist_sum, want, self._key_limit(), flags, use_stale,
                        _UNTAGGED if tagged else _ALL_BITS, self._sharers, pattern, events,
-                       self._min_axis, self._dense) < lines.shape[0]:
+                       self._min_axis, self._dense, retimes) < lines.shape[0]:
             if self._state[7] + 1 > self._key_limit():
                 self._grow_hash()
             if self._state[0] >= self._bits.shape[0] * 64:

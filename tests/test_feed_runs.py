@@ -68,7 +68,8 @@ def test_feed_runs_equals_plain_feeding_and_brute_force(seed):
 
 
 def test_feed_runs_feeds_only_first_and_last_touches_of_a_reuse_heavy_stretch():
-    """A segment of 40 sweeps over 25 lines costs the engine 2 x 25 accesses, not 1000."""
+    """A segment of 40 sweeps over 25 lines costs the engine its 25 first touches, not 1000 (the
+    last touches are retimed), and leaves the stack in the order the plain feed leaves it."""
     seq = np.tile(np.arange(25, dtype=np.uint64), 40)
     index = LineIndex()
     index.ids(seq)
@@ -76,7 +77,11 @@ def test_feed_runs_feeds_only_first_and_last_touches_of_a_reuse_heavy_stretch():
     engine = ReuseEngine()
     out = engine.feed_runs(seq, lead, np.array([0]), np.array([0, len(seq)]))
     assert out.tolist() == brute_distances(seq)
-    assert engine._state[0] == 50  # the engine's clock: accesses it was fed
+    assert engine._state[0] == 25  # the engine's clock: accesses it was fed
+    plain = ReuseEngine()
+    plain.feed(seq)
+    after = np.array([3, 24, 0, 7, 7, 12], dtype=np.uint64)
+    assert engine.feed_distances(after).tolist() == plain.feed_distances(after).tolist() == [21, 1, 24, 19, 0, 15]
 
 
 def test_feed_runs_rejects_breaks_that_do_not_bound_the_accesses():
