@@ -239,5 +239,7 @@ def run() -> list[dict]:
 
 
 if __name__ == "__main__":
+    from pptmc.allocator import keep_freed_memory
+    keep_freed_memory()  # as `make bench` and the pptmc command
     for r in run():
         print(r)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from pptmc.allocator import keep_freed_memory
 from pptmc.io import write_table
 
 COLUMNS = ["benchmark", "metric", "value", "unit", "target", "ok"]
@@ -40,6 +41,7 @@ def run_module(name: str) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the selected (default: all) bench modules and print the table."""
+    keep_freed_memory()  # measure with the allocator settings the pptmc command runs with
     names = argv if argv else discover()
     rows = [row for name in names for row in run_module(name)]
     table = pd.DataFrame(rows, columns=COLUMNS + [c for c in {k for r in rows for k in r} if c not in COLUMNS])

@@ -13,6 +13,7 @@ import sys
 from typing import Sequence
 
 from pptmc import __version__, doctor
+from pptmc.allocator import keep_freed_memory
 from pptmc.errors import PptmcError
 
 STAGE_MODULES = (
@@ -72,7 +73,9 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console entry point: the only place that prints errors and exits."""
+    """Console entry point: the only place that prints errors and exits (and that sets the
+    process-wide allocator settings, see pptmc/allocator.py)."""
+    keep_freed_memory()
     try:
         code = run(argv)
     except PptmcError as exc:
