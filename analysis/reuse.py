@@ -173,7 +173,8 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
     for a mark leaving a committed word (one walk), or entering one right after a compaction
     (which commits every word), so short and near reuses and first touches never walk it.
 
-    Retimes (ReuseEngine.feed_runs, None otherwise): an access with retimes[i] = r < 0 is the
+    Retimes (ReuseEngine.feed_runs, None otherwise): an access with retimes[i] >= 0 is counted
+    and its distance goes to out[retimes[i]]; one with retimes[i] = r < 0 is the
     last touch of a segment whose u first touches were just fed, so they hold the top u live
     times, consecutive (nothing in between killed one, and a compaction keeps them so): its line
     takes time now + r, and the -r - 1 after it in the segment take the times above. That is the
@@ -323,7 +324,10 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
         cw |= one << np.uint64(now & 63)
         now += 1
         if want_out:
-            out[i] = d
+            if retimes is not None:  # feed_runs: each counted access's distance goes to its place
+                out[retimes[i]] = d
+            else:
+                out[i] = d
         if d < 0:
             hist[cold] += 1
         elif d < EXACT_LIMIT:  # exact bin: its sum is count * d, filled in by histogram()
@@ -462,9 +466,10 @@ def _plan_runs(lines, lead, prev, nxt, rows, breaks, share, out_lines, out_pos, 
     Segment s is lines[breaks[s]:breaks[s+1]], rows rows[s].. of the lead trace. A segment
     whose first touches (no previous access in it: prev below its first row) and last touches
     (next access beyond it) together are at most `share` of it is fed as its first touches,
-    counted (out_pos = their index in lines), then its last touches in order, which _process
-    retimes (out_pos = j - g for the j-th of g); its other accesses reuse a line touched in it, and are counted here at their
-    lead distance (also written to dist). Any other segment is fed whole.
+    counted (out_pos = their index in lines, where _process writes their distance in dist), then
+    its last touches in order, which _process retimes (out_pos = j - g for the j-th of g); its
+    other accesses reuse a line touched in it, and are counted here at their lead distance
+    (also written to dist). Any other segment is fed whole.
     One pass over a segment (the last touches wait in `lasts`); the reuses of a segment that is
     fed whole after all are taken off the histogram again."""
     m = 0
@@ -480,17 +485,18 @@ def _plan_runs(lines, lead, prev, nxt, rows, breaks, share, out_lines, out_pos, 
         for k in range(n):
             r = a + k
             d = lead[r]
-            dist[f0 + k] = d
             if prev[r] < a:
                 out_lines[f] = lines[f0 + k]
                 out_pos[f] = f0 + k
                 f += 1
-            elif d == run_d:
-                run_n += 1
             else:
-                _add_count(run_d, run_n, hist, hist_sum)
-                run_d = d
-                run_n = 1
+                dist[f0 + k] = d
+                if d == run_d:
+                    run_n += 1
+                else:
+                    _add_count(run_d, run_n, hist, hist_sum)
+                    run_d = d
+                    run_n = 1
             if nxt[r] >= b:
                 lasts[g] = lines[f0 + k]
                 g += 1
@@ -525,16 +531,6 @@ def _add_count(d, n, hist, hist_sum):
         bi = _bin_of(d)
         hist[bi] += n
         hist_sum[bi] += n * d
-
-
-@numba.njit(cache=True, nogil=True)
-def _settle_runs(fed, out_pos, dist):
-    """After feed_runs' engine pass: each counted access's distance to its place in dist (which
-    holds the lead's for the others)."""
-    for k in range(out_pos.shape[0]):
-        pos = out_pos[k]
-        if pos >= 0:
-            dist[pos] = fed[k]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -702,9 +698,7 @@ class ReuseEngine:
         dist = np.empty(n, dtype=np.int32)
         m = _plan_runs(lines, lead.distances, lead.prev, lead.next, rows, breaks, _RUN_SHARE, out_lines, out_pos,
                        lasts, dist, self._hist, self._hist_sum)
-        fed = np.empty(m, dtype=np.int32)
-        self._run(out_lines[:m], fed, tagged=tagged, retimes=out_pos[:m])
-        _settle_runs(fed, out_pos[:m], dist)
+        self._run(out_lines[:m], dist, tagged=tagged, retimes=out_pos[:m])
         return dist
 
     @property
