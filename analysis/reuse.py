@@ -241,7 +241,7 @@ def _process(lines, keys, times, bits, tree, state, out, hist, hist_sum, want_ou
             slot = base + _home(line, hash_shift, mask)
             while keys[slot] != line and keys[slot] != full:
                 slot = base + ((slot - base + one) & mask)
-        if retimes is not None and retimes[i] < 0:  # see below
+        if retimes is not None and retimes[i] < 0:  # a last touch to retime (see Retimes above)
             times[slot] = now + retimes[i]
             i += 1
             continue
@@ -683,8 +683,8 @@ class ReuseEngine:
         between was touched in the segment). The others are first touches: fed here, their
         distance is the stack above them plus the lines seen so far in the segment. Then the
         segment's last touches, in order, take the times its first touches were given (_process's
-        retimes), which puts the stack in its true order. A segment of long reuses costs the engine its
-        distinct lines and a retiming of each, not its length."""
+        retimes), which puts the stack in its true order. A segment of long reuses costs the
+        engine its distinct lines and a retiming of each, not its length."""
         lines = np.ascontiguousarray(lines, dtype=np.uint64)
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         breaks = np.ascontiguousarray(breaks, dtype=np.int64)
