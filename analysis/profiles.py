@@ -237,7 +237,8 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
     shift = line_shift(line_size)
     n_shared = sum(1 for p in counts if p > 1)  # only interleaving tasks buffer references
     tasks = [CoreCountTask(info, InterleaveSpec(p, interleave, seed, refs_per_turn), resolved, shift, paper_chunk,
-                           memory_budget // max(n_shared, 1), spill_dir, coherence) for p in counts]
+                           memory_budget // max(n_shared, 1), spill_dir, coherence)
+             for p in with_lead(info, counts, resolved, line_size)]
     mirrors = _Mirrors(tasks, shift)
     tag = any(t.coherent for t in tasks)
     for t in tasks:
@@ -295,14 +296,32 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
                           ids=index.count if index is not None else 0,
                           runs=_lead_runs(lead, tasks, one, j, prep, splits[j][1]))
         if bar is not None:
-            bar.update(len(ch) * len(tasks))
+            bar.update(len(ch) * len(counts))
     if bar is not None:
         bar.close()
     mirrors.finish()
-    return [task.finish() for task in tasks]
+    return [task.finish() for task in tasks][:len(counts)]  # without the lead with_lead added
 
 
 _PAGE = 4096  # bytes: stack bounds are page aligned
+_FOLLOWERS_FOR_A_LEAD = 3  # core counts p > 1 that make a one-core task worth adding (with_lead)
+
+
+def with_lead(info: TraceInfo, counts: list[int], mode: str, line_size: int) -> list[int]:
+    """The core counts to run: `counts`, and 1 after them when it is missing and at least
+    _FOLLOWERS_FOR_A_LEAD counts p > 1 would follow it (ReuseEngine.feed_runs); its profiles
+    are dropped.
+
+    Why: the one-core engine costs about one pass over the trace; each task that follows it
+    saves part of one. Measured (CPU s, MEDIUM traces, {2, 4, 8, 16} without -> with the lead):
+    gramschmidt 4.28 -> 3.63, 2mm 5.21 -> 4.95-5.15, covariance 3.14 -> 2.61-2.71, lu 4.08 ->
+    4.16 (its one-iteration stretches save little). With two followers it does not pay on
+    every trace: {8, 16} gramschmidt 2.57 -> 2.35, lu 2.47 -> 2.68. Not when loop instances
+    repeat (loop_period): those engines replay their copies instead (jacobi-2d)."""
+    followers = sum(1 for p in counts if p > 1)
+    if 1 in counts or mode != "iteration" or line_size > _PAGE or followers < _FOLLOWERS_FOR_A_LEAD:
+        return list(counts)
+    return list(counts) if loop_period(info) else [*counts, 1]
 
 
 def _lead_runs(chunk: "_OneCoreChunk | None", tasks: list["CoreCountTask"], one: int | None, j: int,

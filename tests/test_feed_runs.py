@@ -180,3 +180,29 @@ def test_sweep_that_follows_the_one_core_trace_equals_each_core_count_alone(seed
             for p in cores[1:] for c in range(p)) > 0  # the stores made coherence misses to check
     fed, total = map(sum, zip(*planned))
     assert fed < 0.6 * total  # the stretches' reuses did not reach the engines
+
+
+def test_core_counts_without_one_follow_a_hidden_one_core_task(monkeypatch):
+    """With three or more counts p > 1 and no 1, a one-core task is added for them to follow
+    (with_lead); its profiles are not returned, and the others equal the plain mimicked traces'."""
+    import analysis.reuse as reuse
+    from analysis.profiles import compute_profiles_from, profile_configs, with_lead
+    from tests.test_private_traces import chunker
+    from tests.test_profiles import same, straightforward_profiles
+
+    info, chunk = column_walk_trace(0)
+    assert with_lead(info, [2, 3, 4], "iteration", 64) == [2, 3, 4, 1]
+    assert with_lead(info, [1, 2, 3, 4], "iteration", 64) == [1, 2, 3, 4]
+    assert with_lead(info, [8, 16], "iteration", 64) == [8, 16]  # two followers: not worth it
+    assert with_lead(info, [2, 3, 4], "paper", 64) == [2, 3, 4]  # paper mode offsets every line
+    assert with_lead(info, [2, 3, 4], "iteration", 8192) == [2, 3, 4]  # a line may be part stack
+    followed = []
+    plan = reuse._plan_runs
+    monkeypatch.setattr(reuse, "_plan_runs", lambda lines, *a: followed.append(len(lines)) or plan(lines, *a))
+    cores = [2, 3, 4]
+    assert len(profile_configs(info, chunker(chunk, 997), cores, "iteration", "rr", 0, 1, 64)) == 3  # one per count
+    sweep = compute_profiles_from(info, chunker(chunk, 997), cores, coherence=False)
+    assert followed and sorted(sweep.crd) == cores and {p for p, _ in sweep.prd} == set(cores)
+    ref = straightforward_profiles(info, chunker(chunk, 53), cores, "iteration", "rr", 0, 1)
+    for p in cores:
+        assert all(same(sweep.prd[(p, c)], ref[p][0][c]) for c in range(p)) and same(sweep.crd[p], ref[p][1])
