@@ -314,8 +314,8 @@ def with_lead(info: TraceInfo, counts: list[int], mode: str, line_size: int) -> 
 
     Why: the one-core engine costs about one pass over the trace; each task that follows it
     saves part of one. Measured (CPU s, MEDIUM traces, {2, 4, 8, 16} without -> with the lead):
-    gramschmidt 4.28 -> 3.63, 2mm 5.21 -> 4.95-5.15, covariance 3.14 -> 2.61-2.71, lu 4.08 ->
-    4.16 (its one-iteration stretches save little). With two followers it does not pay on
+    gramschmidt 4.28 -> 3.63, 2mm 4.93 -> 4.69, covariance 2.76 -> 2.33, lu 4.08 -> 4.16 (its
+    one-iteration stretches save little). With two followers it does not pay on
     every trace: {8, 16} gramschmidt 2.57 -> 2.35, lu 2.47 -> 2.68. Not when loop instances
     repeat (loop_period): those engines replay their copies instead (jacobi-2d)."""
     followers = sum(1 for p in counts if p > 1)
