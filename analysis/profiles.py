@@ -252,10 +252,9 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
     # replay most copies, the numbering sees them all).
     index = LineIndex() if resolved == "iteration" and n_shared else None
     # Private traces of p > 1 follow the one-core trace within their unbroken stretches of rows
-    # (ReuseEngine.feed_runs). Its line ids correspond one to one to theirs there: iteration mode
-    # offsets stack lines, and a line no longer than a page is all stack or none of it.
+    # (ReuseEngine.feed_runs).
     one = next((j for j, t in enumerate(tasks) if t.spec.cores == 1), None)
-    follow_one = index is not None and one is not None and line_size <= _PAGE
+    follow_one = index is not None and one is not None and _may_follow_one(resolved, line_size)
     rows_seen = 0  # accesses of the trace before this chunk
     by_cores = sorted(range(len(tasks)), key=lambda j: tasks[j].spec.cores)
     suffixes = _Suffixes(tasks, by_cores, memory_budget // 8)
@@ -315,13 +314,20 @@ def with_lead(info: TraceInfo, counts: list[int], mode: str, line_size: int) -> 
     Why: the one-core engine costs about one pass over the trace; each task that follows it
     saves part of one. Measured (CPU s, MEDIUM traces, {2, 4, 8, 16} without -> with the lead):
     gramschmidt 4.28 -> 3.63, 2mm 4.93 -> 4.69, covariance 2.76 -> 2.33, lu 4.08 -> 4.16 (its
-    one-iteration stretches save little). With two followers it does not pay on
-    every trace: {8, 16} gramschmidt 2.57 -> 2.35, lu 2.47 -> 2.68. Not when loop instances
-    repeat (loop_period): those engines replay their copies instead (jacobi-2d)."""
+    one-iteration stretches save little). With two followers it does not pay on every trace:
+    {8, 16} gramschmidt 2.57 -> 2.35, lu 2.47 -> 2.68. Not when loop instances repeat
+    (loop_period): those engines replay their copies instead (jacobi-2d)."""
     followers = sum(1 for p in counts if p > 1)
-    if 1 in counts or mode != "iteration" or line_size > _PAGE or followers < _FOLLOWERS_FOR_A_LEAD:
+    if 1 in counts or not _may_follow_one(mode, line_size) or followers < _FOLLOWERS_FOR_A_LEAD:
         return list(counts)
     return list(counts) if loop_period(info) else [*counts, 1]
+
+
+def _may_follow_one(mode: str, line_size: int) -> bool:
+    """Whether private traces can follow the one-core trace: their line ids correspond one to
+    one to its ids within a stretch (iteration mode offsets only stack lines, and a line no
+    longer than a page is all stack or none of it)."""
+    return mode == "iteration" and line_size <= _PAGE
 
 
 def _lead_runs(chunk: "_OneCoreChunk | None", tasks: list["CoreCountTask"], one: int | None, j: int,
