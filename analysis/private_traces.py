@@ -348,11 +348,12 @@ class PreparedChunk:
 
 
 def prepare_chunk(ch: TraceChunk, mode: str, shared_block: np.ndarray, shift: int, path: str,
-                  stores: bool = False) -> PreparedChunk:
+                  stores: bool = False, line_ids: np.ndarray | None = None) -> PreparedChunk:
     """Line ids, offset masks and core-decision runs of a chunk, for any number of cores.
 
     stores: tag store accesses' line ids with analysis.coherence.STORE_TAG (for coherence);
-    every consumer of tagged ids must strip the tag first."""
+    every consumer of tagged ids must strip the tag first.
+    line_ids: the chunk's line ids, already made (as stores asks; line_index.LineIndex.number)."""
     if len(ch) and int(ch.addr.max()) >> OFFSET_BITS:
         raise InputError(f"{path}: address {int(ch.addr.max()):#x} is above 2^{OFFSET_BITS}; "
                          f"per-core offsets would collide (unsupported address space)")
@@ -360,7 +361,9 @@ def prepare_chunk(ch: TraceChunk, mode: str, shared_block: np.ndarray, shift: in
     flag = ch.is_stack if iteration else ~shared_block[ch.block]
     offrows = np.flatnonzero(flag)
     key0, key1 = (ch.loop, ch.iteration) if iteration else (ch.block, ch.block_instance)
-    if stores:
+    if line_ids is not None:
+        lines = line_ids
+    elif stores:
         from analysis.coherence import tagged_lines
 
         lines = tagged_lines(ch.addr, ch.is_store, shift)

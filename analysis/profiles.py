@@ -265,9 +265,9 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
         if not tasks:
             break
         tasks[0].cmap.check(ch)  # the header tables checked are the same for every core count
-        prep = prepare_chunk(ch, resolved, tasks[0].cmap.shared_block, shift, info.path, stores=tag)
-        if index is not None:  # in place: prepare_chunk made the array for this pass alone
-            prep.lines = index.ids(prep.lines, in_place=True)
+        ids, prev, nxt = index.number(ch.addr, ch.is_store if tag else None, shift, rows_seen, follow_one) \
+            if index is not None else (None, None, None)
+        prep = prepare_chunk(ch, resolved, tasks[0].cmap.shared_block, shift, info.path, stores=tag, line_ids=ids)
         splits = [t.cmap.split_runs(prep, shift) for t in tasks]
         if watching:
             marks, started = loop_starts(prep, seen)
@@ -283,7 +283,7 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
         lenders |= suffixes.lenders(follow, leader_of)
         for j, t in enumerate(tasks):  # a one-core task may lead the engines of coherent tasks' cores 0
             t.distances = t.coherent or j in lenders or (follow_one and j == one)
-        lead = _OneCoreChunk(index, prep.lines, rows_seen) if follow_one else None
+        lead = _OneCoreChunk(prev, nxt) if follow_one else None
         rows_seen += len(prep.lines)
         for j in by_cores:  # class leaders (fewest cores first, then lower cores) are fed before their followers
             def lend(c: int, j: int = j) -> np.ndarray:
@@ -345,20 +345,18 @@ def _lead_runs(chunk: "_OneCoreChunk | None", tasks: list["CoreCountTask"], one:
 
 
 class _OneCoreChunk:
-    """A chunk of the one-core trace as private traces follow it (reuse.LeadTrace), made when
-    first needed: engines that replay their copies never need it."""
+    """A chunk of the one-core trace as private traces follow it (reuse.LeadTrace): where each
+    access's line was touched before and is touched next (LineIndex.number), and, once the
+    one-core engine has taken the chunk, its distances."""
 
-    def __init__(self, index, ids: np.ndarray, at: int) -> None:
-        self.index, self.ids, self.at = index, ids, at
+    def __init__(self, prev: np.ndarray, nxt: np.ndarray) -> None:
+        self.prev, self.next = prev, nxt  # LineIndex.number's
         self.distances: np.ndarray | None = None  # the one-core engine's (set before use)
-        self._trace = None
 
     def trace(self) -> "LeadTrace":
         from analysis.reuse import LeadTrace
 
-        if self._trace is None:
-            self._trace = LeadTrace(self.distances, *self.index.neighbours(self.ids, self.at))
-        return self._trace
+        return LeadTrace(self.distances, self.prev, self.next)
 
 
 class LeadRuns:
@@ -867,6 +865,9 @@ class CoreCountTask:
             engine = self.shared if self.shared is not None else self.private[0]
             if not isinstance(engine, _Suffix):
                 engine.reserve_dense(ids)
+            for engine in self.private if self.shared is not None else ():
+                if not isinstance(engine, _Suffix) and (engine.dense or 2 * engine.distinct_lines >= ids):
+                    engine.reserve_dense(ids)
         for core, lines in enumerate(parts):
             if not len(lines):
                 continue

@@ -41,9 +41,9 @@ def test_feed_runs_equals_plain_feeding_and_brute_force(seed):
     tagged = seed % 3 == 0
     if tagged:  # store tags on the lead's ids are ignored like the engine's
         seq = seq | (rng.random(len(seq)) < 0.3).astype(np.uint64) << np.uint64(63)
-    index = LineIndex()
-    index.ids(seq & ~TAG)  # the same numbering: ids are already dense
-    lead = LeadTrace(ReuseEngine().feed_distances(seq, tagged=True, dtype=np.int32), *index.neighbours(seq, 0))
+    ids, prev, nxt = LineIndex().number(seq, None, 0, 0)
+    assert ids.tolist() == seq.tolist()  # the same numbering: ids are already dense, tags kept
+    lead = LeadTrace(ReuseEngine().feed_distances(seq, tagged=True, dtype=np.int32), prev, nxt)
     # core 1's stack lines carry the per-core offset: one to one with the lead's
     stack = rng.random(int((seq & ~TAG).max()) + 1) < 0.3
     core_ids = seq + np.uint64(OFFSET) * stack[(seq & ~TAG).astype(np.int64)].astype(np.uint64)
@@ -71,9 +71,7 @@ def test_feed_runs_feeds_only_first_and_last_touches_of_a_reuse_heavy_stretch():
     """A segment of 40 sweeps over 25 lines costs the engine its 25 first touches, not 1000 (the
     last touches are retimed), and leaves the stack in the order the plain feed leaves it."""
     seq = np.tile(np.arange(25, dtype=np.uint64), 40)
-    index = LineIndex()
-    index.ids(seq)
-    lead = LeadTrace(ReuseEngine().feed_distances(seq, dtype=np.int32), *index.neighbours(seq, 0))
+    lead = LeadTrace(ReuseEngine().feed_distances(seq, dtype=np.int32), *LineIndex().number(seq, None, 0, 0)[1:])
     engine = ReuseEngine()
     out = engine.feed_runs(seq, lead, np.array([0]), np.array([0, len(seq)]))
     assert out.tolist() == brute_distances(seq)
@@ -86,28 +84,35 @@ def test_feed_runs_feeds_only_first_and_last_touches_of_a_reuse_heavy_stretch():
 
 def test_feed_runs_rejects_breaks_that_do_not_bound_the_accesses():
     seq = np.arange(4, dtype=np.uint64)
-    index = LineIndex()
-    index.ids(seq)
-    lead = LeadTrace(np.full(4, -1, dtype=np.int32), *index.neighbours(seq, 0))
+    lead = LeadTrace(np.full(4, -1, dtype=np.int32), *LineIndex().number(seq, None, 0, 0)[1:])
     with pytest.raises(ValueError, match="breaks"):
         ReuseEngine().feed_runs(seq, lead, np.array([0]), np.array([0, 3]))
 
 
-def test_neighbours_find_previous_and_next_access_within_each_chunk():
+def test_number_gives_first_touch_ids_store_tags_and_neighbours_within_each_chunk():
+    """LineIndex.number against a dict numbering and brute-force neighbours: addresses of one
+    line share an id, ids follow first touches across chunks (and table growth: 16 initial
+    slots for up to 300 lines), stores carry the tag, and prev/next stay within a chunk."""
     rng = np.random.default_rng(3)
-    index = LineIndex()
+    index, numbering = LineIndex(initial_lines=16), {}
     at = 0
-    for n in (50, 0, 80, 30):
-        ids = index.ids(rng.integers(0, 20, n).astype(np.uint64))
-        ids[::4] |= TAG  # tags ignored
-        prev, nxt = index.neighbours(ids, at)
-        plain = (ids & ~TAG).tolist()
-        assert prev.tolist() == [max((j for j in range(i) if plain[j] == plain[i]), default=-1) for i in range(n)]
-        assert nxt.tolist() == [min((j for j in range(i + 1, n) if plain[j] == plain[i]), default=n)
+    for n in (50, 0, 80, 900, 30):
+        addr = rng.integers(0, 300 * 64, n).astype(np.uint64)
+        is_store = rng.random(n) < 0.3
+        ids, prev, nxt = index.number(addr, is_store, 6, at)
+        lines = (addr >> np.uint64(6)).tolist()
+        want = [numbering.setdefault(line, len(numbering)) for line in lines]
+        assert (ids & ~TAG).tolist() == want
+        assert ((ids & TAG) != 0).tolist() == is_store.tolist()
+        assert prev.tolist() == [max((j for j in range(i) if lines[j] == lines[i]), default=-1) for i in range(n)]
+        assert nxt.tolist() == [min((j for j in range(i + 1, n) if lines[j] == lines[i]), default=n)
                                 for i in range(n)]
         at += n + (7 if n == 80 else 0)  # a skipped stretch of the trace is allowed
+    assert index.count == len(numbering)
+    ids, prev, nxt = index.number(addr, None, 6, at, neighbours=False)  # tags only from is_store
+    assert ids.tolist() == [numbering[int(a) >> 6] for a in addr] and prev is None and nxt is None
     with pytest.raises(ValueError, match="before the end"):
-        index.neighbours(ids, 0)
+        index.number(addr, None, 6, 0)
 
 
 def test_core_segments_merge_adjacent_runs_in_row_order():
