@@ -300,7 +300,7 @@ def test_jobs_give_the_plain_path_profiles(interleave, k):
                    for c in range(p))
 
 
-@pytest.mark.parametrize("p", [5, 70])
+@pytest.mark.parametrize("p", [4, 5, 70])
 def test_engine_sharer_sets_match_directory_walk(p):
     """The CRD engine's sharer sets (ReuseEngine.feed_shared, as the sweep calls it on
     Interleaver Batches) and CoherenceMisses.add against Directory.walk of the laid-out trace
