@@ -866,7 +866,7 @@ class CoreCountTask:
             if not isinstance(engine, _Suffix):
                 engine.reserve_dense(ids)
             for engine in self.private if self.shared is not None else ():
-                if not isinstance(engine, _Suffix) and (engine.dense or 2 * engine.distinct_lines >= ids):
+                if not isinstance(engine, _Suffix) and 2 * engine.distinct_lines >= ids:  # <= 48 B a line it holds
                     engine.reserve_dense(ids)
         for core, lines in enumerate(parts):
             if not len(lines):

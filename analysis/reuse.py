@@ -626,11 +626,6 @@ class ReuseEngine:
         return int(self._state[1])
 
     @property
-    def dense(self) -> int:
-        """Ids below this have dense slots (reserve_dense)."""
-        return self._dense
-
-    @property
     def nbytes(self) -> int:
         """Bytes held by the tables that grow with distinct lines."""
         return sum(a.nbytes for a in (self._keys, self._times, self._sharers, self._bits, self._tree))
