@@ -108,16 +108,6 @@ class LineIndex:
         """Ids given so far: every id is below it."""
         return int(self._state[0])
 
-    def ids(self, lines: np.ndarray, in_place: bool = False) -> np.ndarray:
-        """The id of each line (uint64, store tag kept), numbering the new ones; in_place: written
-        over `lines` (a contiguous uint64 array), which saves a fresh array's page faults."""
-        lines = np.ascontiguousarray(lines, dtype=np.uint64)
-        if in_place and not lines.flags.writeable:
-            raise ValueError("LineIndex.ids: in_place needs a writeable array")
-        out = lines if in_place else np.empty(lines.shape[0], dtype=np.uint64)
-        self._run(lines, 0, _NO_STORES, out, 0, _NO_NEIGHBOURS, _NO_NEIGHBOURS)
-        return out
-
     def number(self, addr: np.ndarray, is_store: np.ndarray | None, shift: int, at: int, neighbours: bool = True
                ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
         """One pass over a chunk of the trace that begins at access `at`: the ids of its cache

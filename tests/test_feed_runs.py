@@ -24,7 +24,7 @@ def sequential_trace(rng: np.random.Generator, n: int) -> np.ndarray:
         raw = (np.arange(n) * int(rng.integers(1, 9)) % int(rng.integers(5, 400))).astype(np.uint64)
     else:
         raw = rng.integers(0, int(rng.integers(2, 300)), n).astype(np.uint64)
-    return LineIndex().ids(raw)
+    return LineIndex().number(raw, None, 0, 0, neighbours=False)[0]
 
 
 def stretches(rng: np.random.Generator, n: int) -> list[tuple[int, int]]:
