@@ -117,9 +117,7 @@ def _add_stale(stale, pattern, per, occ, piece_core, dists, moved, moved_sum):
     finite. (In numpy, with a pass per piece, it cost 0.6 s of lu's 4.8 s sweep.)"""
     plen = pattern.shape[0]
     pow2 = plen & (plen - 1) == 0  # (rr rounds of 2^j cores) a mask and a shift, not a division
-    bits = 0
-    while (1 << bits) < plen:
-        bits += 1
+    bits = _bits(np.uint64(plen - 1))  # log2(plen) when pow2
     for i in stale:
         if pow2:
             q = i & (plen - 1)

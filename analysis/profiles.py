@@ -283,7 +283,7 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
         lenders |= suffixes.lenders(follow, leader_of)
         for j, t in enumerate(tasks):  # a one-core task may lead the engines of coherent tasks' cores 0
             t.distances = t.coherent or j in lenders or (follow_one and j == one)
-        lead = _OneCoreChunk(prev, nxt) if follow_one else None
+        lead = (prev, nxt) if follow_one else None  # where each access's line was touched before and next
         rows_seen += len(prep.lines)
         for j in by_cores:  # class leaders (fewest cores first, then lower cores) are fed before their followers
             def lend(c: int, j: int = j) -> np.ndarray:
@@ -330,33 +330,19 @@ def _may_follow_one(mode: str, line_size: int) -> bool:
     return mode == "iteration" and line_size <= _PAGE
 
 
-def _lead_runs(chunk: "_OneCoreChunk | None", tasks: list["CoreCountTask"], one: int | None, j: int,
-               prep: PreparedChunk, run_core: np.ndarray) -> "LeadRuns | None":
+def _lead_runs(neighbours: tuple[np.ndarray, np.ndarray] | None, tasks: list["CoreCountTask"], one: int | None,
+               j: int, prep: PreparedChunk, run_core: np.ndarray) -> "LeadRuns | None":
     """What task j's private engines need to follow the one-core trace through this chunk (its
-    engine fed before them), or None (not following, or the one-core engine kept no distances,
-    e.g. a replay)."""
-    if chunk is None or j == one:
+    engine fed before them; neighbours: LineIndex.number's previous and next accesses), or None
+    (not following, or the one-core engine kept no distances, e.g. a replay)."""
+    from analysis.reuse import LeadTrace
+
+    if neighbours is None or j == one:
         return None
     distances = tasks[one].last_distances.get(0)
     if distances is None or len(distances) != len(prep.lines):
         return None
-    chunk.distances = distances
-    return LeadRuns(chunk, prep, run_core, tasks[j].spec.cores)
-
-
-class _OneCoreChunk:
-    """A chunk of the one-core trace as private traces follow it (reuse.LeadTrace): where each
-    access's line was touched before and is touched next (LineIndex.number), and, once the
-    one-core engine has taken the chunk, its distances."""
-
-    def __init__(self, prev: np.ndarray, nxt: np.ndarray) -> None:
-        self.prev, self.next = prev, nxt  # LineIndex.number's
-        self.distances: np.ndarray | None = None  # the one-core engine's (set before use)
-
-    def trace(self) -> "LeadTrace":
-        from analysis.reuse import LeadTrace
-
-        return LeadTrace(self.distances, self.prev, self.next)
+    return LeadRuns(LeadTrace(distances, *neighbours), prep, run_core, tasks[j].spec.cores)
 
 
 class LeadRuns:
@@ -364,8 +350,8 @@ class LeadRuns:
     trace's accesses, and each core's unbroken stretches of them (private_traces.core_segments,
     made when first needed)."""
 
-    def __init__(self, chunk: _OneCoreChunk, prep: PreparedChunk, run_core: np.ndarray, cores: int) -> None:
-        self.chunk, self.prep, self.run_core, self.cores = chunk, prep, run_core, cores
+    def __init__(self, trace: "LeadTrace", prep: PreparedChunk, run_core: np.ndarray, cores: int) -> None:
+        self.trace, self.prep, self.run_core, self.cores = trace, prep, run_core, cores
         self._segments: list[tuple[np.ndarray, np.ndarray]] | None = None
 
     def segments(self, core: int) -> tuple[np.ndarray, np.ndarray]:
@@ -897,7 +883,7 @@ class CoreCountTask:
         if shared is not None and core not in shared and self.private_period[core]:
             return self._own_replay(core).feed(lines)
         if runs is not None:
-            return engine.feed_runs(lines, runs.chunk.trace(), *runs.segments(core), tagged=self.tagged)
+            return engine.feed_runs(lines, runs.trace, *runs.segments(core), tagged=self.tagged)
         if self.distances:
             return engine.feed_distances(lines, tagged=self.tagged, dtype=np.int32)
         engine.feed(lines, tagged=self.tagged)
