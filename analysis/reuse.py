@@ -595,7 +595,7 @@ def _time_axis(t_len: int) -> tuple[np.ndarray, np.ndarray]:
 class LeadTrace:
     """A trace's accesses as another follows them (ReuseEngine.feed_runs): each access's distance
     (int32, -1 cold) and the positions of the previous and next access to its line (int32, -1
-    and len when there is none; line_index.LineIndex.neighbours)."""
+    and len when there is none; line_index.LineIndex.number)."""
 
     distances: np.ndarray
     prev: np.ndarray
