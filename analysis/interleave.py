@@ -27,6 +27,8 @@ import numba
 import numpy as np
 import zstandard
 
+from analysis import core_parts
+from analysis.core_parts import CorePart
 from pptmc.errors import InputError, PptmcError
 
 STRATEGIES = ("rr", "random")
@@ -86,7 +88,7 @@ class Batch:
     """A run of the shared trace: line ids in order, and each core's part of them in order."""
 
     lines: np.ndarray
-    pieces: list[tuple[int, np.ndarray]]
+    pieces: list[tuple[int, np.ndarray | CorePart]]  # a CorePart only for its length (rr rounds of CoreParts)
     core_pattern: np.ndarray  # core of each reference is core_pattern tiled `repeats` times
     repeats: int = 1
 
@@ -143,12 +145,13 @@ class _Lane:
         self._write_at = 0
         self.disk_items = 0
 
-    def push_mem(self, lines: np.ndarray) -> None:
+    def push_mem(self, lines: np.ndarray | CorePart) -> None:
         self.mem.append(lines)
         self.mem_items += len(lines)
 
-    def push_disk(self, lines: np.ndarray) -> None:
+    def push_disk(self, lines: np.ndarray | CorePart) -> None:
         """Append a compressed frame at the end of the spill file."""
+        lines = core_parts.as_array(lines)
         data = zstandard.ZstdCompressor(level=1).compress(np.ascontiguousarray(lines, dtype=self.dtype).tobytes())
         try:
             if self._file is None:
@@ -182,15 +185,33 @@ class _Lane:
         while n:
             head = self.mem[0]
             if len(head) <= n:
-                parts.append(self.mem.popleft())
+                parts.append(core_parts.as_array(self.mem.popleft()))
                 n -= len(head)
             else:
-                parts.append(head[:n])
-                self.mem[0] = head[n:]
+                parts.append(head.gather(n) if isinstance(head, CorePart) else head[:n])
+                self.mem[0] = head.after(n) if isinstance(head, CorePart) else head[n:]
                 n = 0
         out = parts[0] if len(parts) == 1 else np.concatenate(parts)
         self.mem_items -= len(out)
         return out
+
+    def take_head(self, n: int) -> np.ndarray | CorePart:
+        """Pop the first n references, all in the first in-memory item, without copying."""
+        head = self.mem[0]
+        if len(head) == n:
+            self.mem.popleft()
+        else:
+            self.mem[0] = head.after(n) if isinstance(head, CorePart) else head[n:]
+            head = head.head(n) if isinstance(head, CorePart) else head[:n]
+        self.mem_items -= n
+        return head
+
+    def settle(self, keep: np.ndarray | None) -> None:
+        """Copy out the CoreParts still waiting, except those of `keep`'s chunk (ids), so that
+        no other chunk's arrays are held."""
+        if any(isinstance(x, CorePart) and x.ids is not keep for x in self.mem):
+            self.mem = deque(x if isinstance(x, CorePart) and x.ids is keep else core_parts.as_array(x)
+                             for x in self.mem)
 
     @property
     def exhausted(self) -> bool:
@@ -223,14 +244,25 @@ class Interleaver:
         self.blocked: int | None = None  # core whose references are needed to continue
         self.batch_refs = _REFS_PER_BATCH * (4 if reuse else 1)
         self.buffer = np.empty(self.batch_refs + 1, dtype=np.uint64) if reuse else None
+        self.latest: np.ndarray | None = None  # the ids of the chunk of the last CorePart pushed
 
-    def push(self, core: int, lines: np.ndarray) -> None:
-        """Append references of one core (in its program order)."""
+    def push(self, core: int, lines: np.ndarray | CorePart) -> None:
+        """Append references of one core (in its program order). A CorePart is kept as it is
+        until `settle`."""
         lane = self.lanes[core]
         if lane.disk_items or (sum(ln.mem_items for ln in self.lanes) + len(lines)) * 8 > self.budget:
             lane.push_disk(lines)
+        elif isinstance(lines, CorePart):
+            lane.push_mem(lines)
+            self.latest = lines.ids
         else:  # a view pins its whole parent array (all cores' lines): copy unless it is most of it
             lane.push_mem(np.array(lines, dtype=np.uint64, copy=_pins_much(lines)))
+
+    def settle(self) -> None:
+        """Copy out the waiting CoreParts but those of the chunk pushed last (call after
+        draining: each holds its whole chunk's arrays; at most one chunk's are held then)."""
+        for lane in self.lanes:
+            lane.settle(self.latest)
 
     def close(self, core: int) -> None:
         """No more references will come for this core."""
@@ -266,9 +298,8 @@ class Interleaver:
                 if rounds and self.buffer is not None:  # end where a pushed array ends: take() copies nothing
                     rounds = min(rounds, max(1, min(len(self.lanes[c].mem[0]) for c in self.active) // k))
                 if rounds:
-                    parts = [self.lanes[c].take(rounds * k) for c in self.active]
                     pattern = np.repeat(np.asarray(self.active, dtype=np.int64), k)
-                    yield Batch(_rounds(parts, k, self.buffer), list(zip(self.active, parts)), pattern, rounds)
+                    yield self._full_rounds(rounds, pattern)
                     continue
             batch = self._partial_round(avail)
             if batch is not None:
@@ -276,6 +307,20 @@ class Interleaver:
             if self.blocked is not None:
                 return
         self.blocked = None
+
+    def _full_rounds(self, rounds: int, pattern: np.ndarray) -> Batch:
+        """`rounds` whole rounds of the active cores: CoreParts read in place when some core's
+        next references are one (reuse only, where every core's are in its first item)."""
+        n = rounds * self.k
+        heads = [self.lanes[c].mem[0] for c in self.active] if self.buffer is not None else []
+        if len(heads) > 1 and any(isinstance(h, CorePart) for h in heads) and min(len(h) for h in heads) >= n:
+            parts = [self.lanes[c].take_head(n) for c in self.active]
+            lines = core_parts.rounds([x if isinstance(x, CorePart) else CorePart.whole(x) for x in parts],
+                                      self.k, self.buffer)
+        else:
+            parts = [self.lanes[c].take(n) for c in self.active]
+            lines = _rounds(parts, self.k, self.buffer)
+        return Batch(lines, list(zip(self.active, parts)), pattern, rounds)
 
     def _partial_round(self, avail: np.ndarray) -> Batch | None:
         """The turns from the current one to the end of the round (or to the first core that

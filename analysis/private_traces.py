@@ -33,6 +33,7 @@ from typing import Callable, Iterable, Iterator
 import numba
 import numpy as np
 
+from analysis.core_parts import CorePart
 from analysis.interleave import Batch, Interleaver, resolve_memory_budget
 from instrument.trace_types import NO_LOOP, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_STATIC, TraceChunk, TraceInfo
 from pptmc.errors import InputError
@@ -294,6 +295,13 @@ def _scatter(prep: "PreparedChunk", run_core: np.ndarray, p: int, shift: int) ->
     return [_gather_core(prep.lines, prep.offrows, prep.starts, runs[c], rows[c], c, shift) for c in range(p)]
 
 
+def _core_parts(prep: "PreparedChunk", run_core: np.ndarray, p: int, shift: int) -> list[CorePart]:
+    """_scatter() without the copies: every core's stretches of the chunk's rows."""
+    offrows = prep.offrows if prep.offsets else prep.offrows[:0]
+    return [CorePart(prep.lines, offrows, c << (OFFSET_BITS - shift), rows, breaks)
+            for c, (rows, breaks) in enumerate(core_segments(prep, run_core, p))]
+
+
 @numba.njit(cache=True, nogil=True)
 def _segments(starts, runs):
     """A core's unbroken stretches of rows (its runs, those that follow each other merged): the
@@ -444,14 +452,20 @@ class CoreMap:
         """split() of a chunk already checked and prepared (shared by every core count)."""
         return self.split_runs(prep, shift)[0]
 
-    def split_runs(self, prep: PreparedChunk, shift: int) -> tuple[list[np.ndarray], np.ndarray]:
-        """split_prepared(), and the core of each of prep's runs (ALL_CORES: every core)."""
+    def split_runs(self, prep: PreparedChunk, shift: int, in_place: bool = False
+                   ) -> tuple[list[np.ndarray | CorePart], np.ndarray]:
+        """split_prepared(), and the core of each of prep's runs (ALL_CORES: every core).
+
+        in_place: a chunk split between cores gives each core a CorePart (read through, not
+        copied out) unless most rows take the offset (paper mode)."""
         run_core = _run_cores(self.mode == "iteration", prep.starts, prep.key0, prep.key1, *self._tables())
         if self.cores == 1:  # one core: the sequential trace itself (core 0's offset is zero)
             return [prep.lines], run_core
         whole = whole_core(run_core)
         if whole != ALL_CORES:  # the chunk is one core's (static schedules, mostly): no scatter copy
             return _one_core(prep, whole, self.cores, shift), run_core
+        if in_place and prep.offmask is None:
+            return _core_parts(prep, run_core, self.cores, shift), run_core
         return _scatter(prep, run_core, self.cores, shift), run_core
 
 

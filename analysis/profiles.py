@@ -22,6 +22,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 import pandas as pd
 
+from analysis.core_parts import CorePart, as_array
 from analysis.interleave import Batch, Interleaver, Lanes, resolve_memory_budget
 from analysis.private_traces import (ALL_CORES, OFFSET_BITS, CoreMap, InterleaveSpec, PreparedChunk, core_segments,
                                      line_shift, loop_starts, prepare_chunk, resolve_mode, rows_before)
@@ -268,7 +269,8 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], mo
         ids, prev, nxt = index.number(ch.addr, ch.is_store if tag else None, shift, rows_seen, follow_one) \
             if index is not None else (None, None, None)
         prep = prepare_chunk(ch, resolved, tasks[0].cmap.shared_block, shift, info.path, stores=tag, line_ids=ids)
-        splits = [t.cmap.split_runs(prep, shift) for t in tasks]
+        # with dense ids, a chunk's split parts are read in place (core_parts.CorePart)
+        splits = [t.cmap.split_runs(prep, shift, in_place=index is not None) for t in tasks]
         if watching:
             marks, started = loop_starts(prep, seen)
             if len(started):
@@ -831,7 +833,7 @@ class CoreCountTask:
         self.private_period = [0] * spec.cores  # each core's period, where it repeats (see watch)
         self.own_replay: list[_PrivateReplay | None] = [None] * spec.cores
 
-    def feed(self, parts: list[np.ndarray], skip: set[int] | frozenset[int] = frozenset(),
+    def feed(self, parts: list[np.ndarray | CorePart], skip: set[int] | frozenset[int] = frozenset(),
              lend: Callable[[int], np.ndarray] | None = None, shared: set[int] | None = None,
              follow: dict[int, Callable[[int], np.ndarray | None]] | None = None, ids: int = 0,
              runs: LeadRuns | None = None) -> None:
@@ -863,12 +865,12 @@ class CoreCountTask:
                     own[core] = out
             self.pushed[core] += len(lines)
             if self.itl is not None:
-                self.itl.push(core, lines if self.coherent or not self.tagged else strip(lines))
+                self.itl.push(core, lines if self.coherent or not self.tagged else strip(as_array(lines)))
             if self.dlanes is not None:
                 self.dlanes.push(core, own[core] if core not in skip else lend(core))
         self._drain()
 
-    def _feed_core(self, core: int, lines: np.ndarray, shared: set[int] | None,
+    def _feed_core(self, core: int, lines: np.ndarray | CorePart, shared: set[int] | None,
                    lead: Callable[[int], np.ndarray | None] | None,
                    runs: LeadRuns | None = None) -> np.ndarray | None:
         """Feed one core's accesses to its engine (through its replay, from its lead's distances
@@ -878,12 +880,14 @@ class CoreCountTask:
         if isinstance(engine, _Suffix):
             dist = lead(len(lines)) if lead is not None else None
             if dist is not None:
-                return engine.follow(lines, dist)
+                return engine.follow(as_array(lines), dist)
             engine = self.private[core] = engine.materialise()  # its trace stopped following
         if shared is not None and core not in shared and self.private_period[core]:
-            return self._own_replay(core).feed(lines)
+            return self._own_replay(core).feed(as_array(lines))
         if runs is not None:
-            return engine.feed_runs(lines, runs.trace, *runs.segments(core), tagged=self.tagged)
+            stretches = (lines.rows, lines.breaks) if isinstance(lines, CorePart) else runs.segments(core)
+            return engine.feed_runs(lines, runs.trace, *stretches, tagged=self.tagged)
+        lines = as_array(lines)
         if self.distances:
             return engine.feed_distances(lines, tagged=self.tagged, dtype=np.int32)
         engine.feed(lines, tagged=self.tagged)
@@ -932,6 +936,7 @@ class CoreCountTask:
                 self.replay.feed(batch)
             else:
                 self.feed_batch(batch)
+        self.itl.settle()
 
     def feed_batch(self, batch: Batch) -> None:
         """Feed one Batch of the shared trace to the CRD engine (and find its coherence misses)."""

@@ -33,6 +33,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from analysis.core_parts import CorePart
 from analysis.profiles import ReuseProfile, histogram_bins
 from pptmc.errors import PptmcError
 
@@ -460,24 +461,34 @@ _RUN_SHARE = 0.7  # feed_runs: a segment's first and last touches replace it whe
 
 
 @numba.njit(cache=True, nogil=True)
-def _plan_runs(lines, lead, prev, nxt, rows, breaks, share, out_lines, out_pos, lasts, dist, hist, hist_sum):
+def _plan_runs(src, at, offrows, offset, lead, prev, nxt, rows, breaks, share, out_lines, out_pos, lasts, dist,
+               hist, hist_sum):
     """What the engine must be fed for feed_runs, segment by segment; returns how many.
 
-    Segment s is lines[breaks[s]:breaks[s+1]], rows rows[s].. of the lead trace. A segment
-    whose first touches (no previous access in it: prev below its first row) and last touches
-    (next access beyond it) together are at most `share` of it is fed as its first touches,
-    counted (out_pos = their index in lines, where _process writes their distance in dist), then
-    its last touches in order, which _process retimes (out_pos = j - g for the j-th of g); its
-    other accesses reuse a line touched in it, and are counted here at their lead distance
-    (also written to dist). Any other segment is fed whole.
+    Segment s is the part's accesses breaks[s]..breaks[s+1], rows rows[s].. of the lead trace,
+    with line ids src[at[s]..] (plus offset at src's rows offrows, sorted; none when offset
+    is 0). A segment whose first touches (no previous access in it: prev below its first row)
+    and last touches (next access beyond it) together are at most `share` of it is fed as its
+    first touches, counted (out_pos = their index in the part, where _process writes their
+    distance in dist), then its last touches in order, which _process retimes (out_pos = j - g
+    for the j-th of g); its other accesses reuse a line touched in it, and are counted here at
+    their lead distance (also written to dist). Any other segment is fed whole.
     One pass over a segment (the last touches wait in `lasts`); the reuses of a segment that is
     fed whole after all are taken off the histogram again."""
     m = 0
+    j = 0
+    n_off = offrows.shape[0] if offset else 0
+    last_at = np.empty(lasts.shape[0], dtype=np.int64)
+    offs = offrows[:n_off]
     for s in range(breaks.shape[0] - 1):
         f0 = breaks[s]
         n = breaks[s + 1] - f0
         a = rows[s]
         b = a + n
+        sa = at[s]
+        if j < n_off and offs[j] < sa:  # other cores' offset rows lie between: skip by bisection
+            j += np.searchsorted(offs[j:], sa)
+        j0 = j
         f = m
         g = 0
         run_d = -1  # reuses at one distance are counted in registers, then added at once: a
@@ -486,7 +497,7 @@ def _plan_runs(lines, lead, prev, nxt, rows, breaks, share, out_lines, out_pos, 
             r = a + k
             d = lead[r]
             if prev[r] < a:
-                out_lines[f] = lines[f0 + k]
+                out_lines[f] = src[sa + k]
                 out_pos[f] = f0 + k
                 f += 1
             else:
@@ -498,22 +509,34 @@ def _plan_runs(lines, lead, prev, nxt, rows, breaks, share, out_lines, out_pos, 
                     run_d = d
                     run_n = 1
             if nxt[r] >= b:
-                lasts[g] = lines[f0 + k]
+                lasts[g] = src[sa + k]
+                last_at[g] = k
                 g += 1
         _add_count(run_d, run_n, hist, hist_sum)
+        while j < n_off and offs[j] < sa + n:  # the offset rows' ids, fixed afterwards: a check per
+            k = offs[j] - sa                    # access in the scan made it 20 % slower
+            if prev[a + k] < a:
+                out_lines[m + np.searchsorted(out_pos[m:f], f0 + k)] += offset
+            if nxt[a + k] >= b:
+                lasts[np.searchsorted(last_at[:g], k)] += offset
+            j += 1
         if f - m + g <= share * n:
             out_lines[f:f + g] = lasts[:g]
-            for j in range(g):  # the j-th of g last touches takes the time of the j-th first touch
-                out_pos[f + j] = j - g
+            for x in range(g):  # the x-th of g last touches takes the time of the x-th first touch
+                out_pos[f + x] = x - g
             m = f + g
             continue
         for k in range(n):  # fed whole after all: the reuses come off the histogram
             r = a + k
             if prev[r] >= a:
                 _add_count(lead[r], -1, hist, hist_sum)
-        out_lines[m:m + n] = lines[f0:f0 + n]
+        out_lines[m:m + n] = src[sa:sa + n]
         for k in range(n):
             out_pos[m + k] = f0 + k
+        x = j0
+        while x < n_off and offs[x] < sa + n:
+            out_lines[m + offs[x] - sa] += offset
+            x += 1
         m += n
     return m
 
@@ -672,11 +695,12 @@ class ReuseEngine:
         self._run(lines, out, stale, tagged)
         return out
 
-    def feed_runs(self, lines: np.ndarray, lead: "LeadTrace", rows: np.ndarray, breaks: np.ndarray,
+    def feed_runs(self, lines: "np.ndarray | CorePart", lead: "LeadTrace", rows: np.ndarray, breaks: np.ndarray,
                   tagged: bool = False) -> np.ndarray:
         """Like feed_distances (int32), for accesses that are stretches of another trace (the lead):
         segment s, lines[breaks[s]:breaks[s+1]], is the lead's rows rows[s].. in order, and within
-        a segment line ids correspond one to one to the lead's.
+        a segment line ids correspond one to one to the lead's. lines may be a whole CorePart of
+        the lead's chunk (its rows and breaks given): its ids are read in place.
 
         Why: a private trace is stretches of the sequential one. An access that reuses a line
         touched earlier in its segment does so at the same distance in both traces (every line
@@ -685,19 +709,25 @@ class ReuseEngine:
         segment's last touches, in order, take the times its first touches were given (_process's
         retimes), which puts the stack in its true order. A segment of long reuses costs the
         engine its distinct lines and a retiming of each, not its length."""
-        lines = np.ascontiguousarray(lines, dtype=np.uint64)
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         breaks = np.ascontiguousarray(breaks, dtype=np.int64)
-        if len(breaks) != len(rows) + 1 or breaks[-1] != len(lines):
+        n = len(lines)
+        if len(breaks) != len(rows) + 1 or breaks[-1] != n:
             raise ValueError(f"feed_runs: breaks ({len(breaks)}) must bound the {len(rows)} segments of "
-                             f"{len(lines)} accesses")
+                             f"{n} accesses")
         if self._words:
             raise ValueError("feed_runs: an engine with sharer sets is fed by feed_shared")
-        n = lines.shape[0]
+        if isinstance(lines, CorePart):
+            if lines.start or lines.stop != n or not np.array_equal(lines.rows, rows):
+                raise ValueError("feed_runs: a CorePart is followed whole, through its own stretches")
+            src, at, offrows, offset = lines.ids, rows, lines.offrows, np.uint64(lines.offset)
+        else:
+            src, at = np.ascontiguousarray(lines, dtype=np.uint64), breaks[:-1]
+            offrows, offset = np.zeros(0, dtype=np.int64), np.uint64(0)
         out_lines, out_pos, lasts = np.empty(n, dtype=np.uint64), np.empty(n, dtype=np.int32), np.empty(n, np.uint64)
         dist = np.empty(n, dtype=np.int32)
-        m = _plan_runs(lines, lead.distances, lead.prev, lead.next, rows, breaks, _RUN_SHARE, out_lines, out_pos,
-                       lasts, dist, self._hist, self._hist_sum)
+        m = _plan_runs(src, at, offrows, offset, lead.distances, lead.prev, lead.next, rows, breaks, _RUN_SHARE,
+                       out_lines, out_pos, lasts, dist, self._hist, self._hist_sum)
         self._run(out_lines[:m], dist, tagged=tagged, retimes=out_pos[:m])
         return dist
 

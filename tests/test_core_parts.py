@@ -1,0 +1,118 @@
+"""core_parts.CorePart (a core's accesses read in place from its chunk's ids) against the
+copied-out parts (private_traces._scatter) and the plain round-robin layout."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from analysis.core_parts import CorePart, rounds
+from analysis.interleave import Interleaver, interleave_arrays
+from analysis.private_traces import ALL_CORES, PreparedChunk, _core_parts, _scatter
+from analysis.reuse import LeadTrace, ReuseEngine
+from analysis.line_index import LineIndex
+
+SHIFT = 6
+
+
+def split_chunk(rng: np.random.Generator, n: int, p: int) -> tuple[PreparedChunk, np.ndarray]:
+    """A chunk of n random ids in runs of random length, each run on a random core (or all),
+    with a few offset (stack) rows."""
+    cuts = np.unique(rng.integers(1, n, max(1, n // 40)))
+    starts = np.concatenate([[0], cuts, [n]]).astype(np.int64)
+    run_core = rng.integers(-1, p, len(starts) - 1).astype(np.int64)
+    run_core[run_core < 0] = ALL_CORES
+    offrows = np.flatnonzero(rng.random(n) < 0.05).astype(np.int64)
+    lines = rng.integers(0, 1 << 20, n).astype(np.uint64)
+    zero = np.zeros(n, dtype=np.int64)
+    return PreparedChunk(lines, offrows, starts, zero, zero, offsets=bool(len(offrows))), run_core
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_core_parts_gather_what_scatter_copies_out_and_slice_like_arrays(seed):
+    rng = np.random.default_rng(seed)
+    p = int(rng.integers(2, 6))
+    prep, run_core = split_chunk(rng, int(rng.integers(50, 3000)), p)
+    copied = _scatter(prep, run_core, p, SHIFT)
+    parts = _core_parts(prep, run_core, p, SHIFT)
+    for want, part in zip(copied, parts):
+        assert len(part) == len(want) and part.gather().tolist() == want.tolist()
+        a = int(rng.integers(0, len(want) + 1))
+        b = int(rng.integers(a, len(want) + 1))
+        middle = part.after(a).head(b - a)
+        assert len(middle) == b - a and middle.gather().tolist() == want[a:b].tolist()
+        assert part.after(a).gather(b - a).tolist() == want[a:b].tolist()
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+@pytest.mark.parametrize("seed", range(4))
+def test_rounds_of_core_parts_of_two_chunks_and_arrays_equal_the_plain_layout(k, seed):
+    """Each core's next references are a CorePart of one of two chunks, or an array."""
+    rng = np.random.default_rng(seed)
+    p = int(rng.integers(2, 7))
+    chunks = [split_chunk(rng, int(rng.integers(2000, 5000)), p) for _ in range(2)]
+    parts = [_core_parts(prep, rc, p, SHIFT) for prep, rc in chunks]
+    n = min(len(x) for x in parts[0] + parts[1]) // k
+    if n == 0:
+        pytest.skip("a core without references")
+    chosen = []
+    for c in range(p):
+        part = parts[int(rng.integers(2))][c]
+        part = part.after(int(rng.integers(0, len(part) - n * k + 1))).head(n * k)
+        chosen.append(CorePart.whole(part.gather()) if rng.random() < 0.2 else part)
+    out = np.empty(n * k * p + 5, dtype=np.uint64)
+    want = interleave_arrays([x.gather() for x in chosen], "rr", refs_per_turn=k)[0]
+    assert rounds(chosen, k, out).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_interleaver_fed_core_parts_chunk_by_chunk_lays_out_the_reference_trace(k):
+    """Pushed CoreParts, settled after each chunk's drain (only the last chunk's kept), give
+    the shared trace of the copied-out parts; the Batches' pieces have their lengths."""
+    rng = np.random.default_rng(5)
+    p = 4
+    chunks = [split_chunk(rng, int(rng.integers(20_000, 60_000)), p) for _ in range(5)]
+    itl = Interleaver(p, "rr", refs_per_turn=k, reuse=True)
+    got, cores = [], []
+
+    def drain():
+        for b in itl.drain():
+            got.append(b.lines.copy())
+            cores.append(b.core)
+            assert len(b.lines) == sum(len(piece) for _, piece in b.pieces)
+
+    for prep, rc in chunks:
+        for c, part in enumerate(_core_parts(prep, rc, p, SHIFT)):
+            itl.push(c, part)
+        drain()
+        itl.settle()
+        held = [x.ids for lane in itl.lanes for x in lane.mem if isinstance(x, CorePart)]
+        assert all(ids is prep.lines for ids in held)  # no older chunk is held
+    itl.close_all()
+    drain()
+    private = [np.concatenate([_scatter(prep, rc, p, SHIFT)[c] for prep, rc in chunks]) for c in range(p)]
+    want, want_cores = interleave_arrays(private, "rr", refs_per_turn=k)
+    assert np.concatenate(got).tolist() == want.tolist()
+    assert np.concatenate(cores).tolist() == want_cores.tolist()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_feed_runs_reads_a_core_part_in_place_like_its_copy(seed):
+    """feed_runs of a CorePart (ids read from the chunk, offsets added at its stack rows) gives
+    the distances and stack of feed_runs of the copied-out part."""
+    rng = np.random.default_rng(seed)
+    p = 3
+    prep, run_core = split_chunk(rng, int(rng.integers(100, 4000)), p)
+    prep.lines = rng.integers(0, int(rng.integers(5, 300)), len(prep.lines)).astype(np.uint64)
+    prep.lines, prev, nxt = LineIndex().number(prep.lines, None, 0, 0)
+    lead = LeadTrace(ReuseEngine().feed_distances(prep.lines, dtype=np.int32), prev, nxt)
+    for part in _core_parts(prep, run_core, p, SHIFT):
+        if not len(part):
+            continue
+        in_place, copied = ReuseEngine(), ReuseEngine()
+        got = in_place.feed_runs(part, lead, part.rows, part.breaks)
+        want = copied.feed_runs(part.gather(), lead, part.rows, part.breaks)
+        assert got.tolist() == want.tolist()
+        probe = prep.lines[rng.integers(0, len(prep.lines), 200)] + np.uint64(part.offset)
+        assert in_place.feed_distances(probe).tolist() == copied.feed_distances(probe).tolist()
+    with pytest.raises(ValueError, match="followed whole"):
+        ReuseEngine().feed_runs(part.after(1), lead, part.rows, part.breaks - 1)
