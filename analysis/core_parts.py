@@ -109,6 +109,9 @@ def _single_turns(ids_t, order, group, offrows_t, offsets, rows_t, breaks_t, sta
     left = np.empty(p, dtype=np.int64)  # ids left in its stretch
     seg = np.empty(p, dtype=np.int64)
     jj = np.zeros(p, dtype=np.int64)
+    which = np.zeros(p, dtype=np.int64)  # (two or three chunks) which the core reads
+    for i in range(group.shape[0] - 1):
+        which[order[group[i]:group[i + 1]]] = i
     for c in range(p):
         s = _stretch_at(breaks_t[c], starts[c])
         seg[c] = s
@@ -125,6 +128,15 @@ def _single_turns(ids_t, order, group, offrows_t, offsets, rows_t, breaks_t, sta
                 o = (f + r) * p
                 for c in range(p):
                     out[o + c] = ids[pos[c] + r]
+        elif group.shape[0] <= 4:  # two or three chunks (some cores still read earlier ones): a
+            ids = ids_t[order[0]]      # branch per reference, as the cores come, not the cores in
+            other = ids_t[order[group[1]]]  # groups (1.7 against 2.6 ns a reference)
+            third = ids_t[order[group[-2]]]
+            for r in range(m):
+                o = (f + r) * p
+                for c in range(p):
+                    w = which[c]
+                    out[o + c] = ids[pos[c] + r] if w == 0 else (other[pos[c] + r] if w == 1 else third[pos[c] + r])
         else:
             for i in range(group.shape[0] - 1):
                 ids = ids_t[order[group[i]]]

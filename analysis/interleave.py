@@ -80,7 +80,11 @@ def parse_budget(text: str, where: str) -> int:
 DEFAULT_MEMORY_BUDGET = _physical_budget()  # bytes of waiting references, shared by all core counts of one pass
 _TURNS_PER_BATCH = 1 << 15
 _REFS_PER_BATCH = 1 << 18  # round-robin batches stay cache-sized: the layout writes each line p times
-_FRAME = struct.Struct("<QQ")  # references, compressed bytes
+_FRAME = struct.Struct("<QQ")
+# chunks whose CoreParts wait in place (older ones are copied out): with two, a core that has not
+# finished the last chunk when the next one comes still reads it in place (lu MEDIUM: a fifth of
+# the 16-core rounds); the chunks' arrays held are outside the memory budget's count
+_HELD_CHUNKS = 3  # references, compressed bytes
 
 
 @dataclass
@@ -206,12 +210,14 @@ class _Lane:
         self.mem_items -= n
         return head
 
-    def settle(self, keep: np.ndarray | None) -> None:
-        """Copy out the CoreParts still waiting, except those of `keep`'s chunk (ids), so that
-        no other chunk's arrays are held."""
-        if any(isinstance(x, CorePart) and x.ids is not keep for x in self.mem):
-            self.mem = deque(x if isinstance(x, CorePart) and x.ids is keep else core_parts.as_array(x)
-                             for x in self.mem)
+    def settle(self, keep: list[np.ndarray]) -> None:
+        """Copy out the CoreParts still waiting, except those of the chunks (ids) in `keep`, so
+        that no other chunk's arrays are held."""
+        def kept(x) -> bool:
+            return isinstance(x, CorePart) and any(x.ids is ids for ids in keep)
+
+        if any(isinstance(x, CorePart) and not kept(x) for x in self.mem):
+            self.mem = deque(x if kept(x) else core_parts.as_array(x) for x in self.mem)
 
     @property
     def exhausted(self) -> bool:
@@ -244,7 +250,7 @@ class Interleaver:
         self.blocked: int | None = None  # core whose references are needed to continue
         self.batch_refs = _REFS_PER_BATCH * (4 if reuse else 1)
         self.buffer = np.empty(self.batch_refs + 1, dtype=np.uint64) if reuse else None
-        self.latest: np.ndarray | None = None  # the ids of the chunk of the last CorePart pushed
+        self.latest: list[np.ndarray] = []  # the ids of the chunks of the last CoreParts pushed (_HELD_CHUNKS)
 
     def push(self, core: int, lines: np.ndarray | CorePart) -> None:
         """Append references of one core (in its program order). A CorePart is kept as it is
@@ -254,13 +260,14 @@ class Interleaver:
             lane.push_disk(lines)
         elif isinstance(lines, CorePart):
             lane.push_mem(lines)
-            self.latest = lines.ids
+            if not any(lines.ids is ids for ids in self.latest):
+                self.latest = [*self.latest[1 - _HELD_CHUNKS:], lines.ids]
         else:  # a view pins its whole parent array (all cores' lines): copy unless it is most of it
             lane.push_mem(np.array(lines, dtype=np.uint64, copy=_pins_much(lines)))
 
     def settle(self) -> None:
-        """Copy out the waiting CoreParts but those of the chunk pushed last (call after
-        draining: each holds its whole chunk's arrays; at most one chunk's are held then)."""
+        """Copy out the waiting CoreParts but those of the last _HELD_CHUNKS chunks pushed
+        (call after draining: each holds its whole chunk's arrays)."""
         for lane in self.lanes:
             lane.settle(self.latest)
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from analysis.core_parts import CorePart, rounds
-from analysis.interleave import Interleaver, interleave_arrays
+from analysis.interleave import _HELD_CHUNKS, Interleaver, interleave_arrays
 from analysis.private_traces import ALL_CORES, PreparedChunk, _core_parts, _scatter
 from analysis.reuse import LeadTrace, ReuseEngine
 from analysis.line_index import LineIndex
@@ -44,19 +44,21 @@ def test_core_parts_gather_what_scatter_copies_out_and_slice_like_arrays(seed):
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])
-@pytest.mark.parametrize("seed", range(4))
-def test_rounds_of_core_parts_of_two_chunks_and_arrays_equal_the_plain_layout(k, seed):
-    """Each core's next references are a CorePart of one of two chunks, or an array."""
+@pytest.mark.parametrize("n_chunks", [1, 2, 3, 5])
+@pytest.mark.parametrize("seed", range(3))
+def test_rounds_of_core_parts_of_several_chunks_and_arrays_equal_the_plain_layout(k, n_chunks, seed):
+    """Each core's next references are a CorePart of one of n_chunks chunks, or an array (one
+    chunk, two or three, more: each a path of its own)."""
     rng = np.random.default_rng(seed)
-    p = int(rng.integers(2, 7))
-    chunks = [split_chunk(rng, int(rng.integers(2000, 5000)), p) for _ in range(2)]
+    p = int(rng.integers(2, 9))
+    chunks = [split_chunk(rng, int(rng.integers(3000, 6000)), p) for _ in range(n_chunks)]
     parts = [_core_parts(prep, rc, p, SHIFT) for prep, rc in chunks]
-    n = min(len(x) for x in parts[0] + parts[1]) // k
+    n = min(len(x) for x in sum(parts, [])) // k
     if n == 0:
         pytest.skip("a core without references")
     chosen = []
     for c in range(p):
-        part = parts[int(rng.integers(2))][c]
+        part = parts[c % n_chunks if c < n_chunks else int(rng.integers(n_chunks))][c]
         part = part.after(int(rng.integers(0, len(part) - n * k + 1))).head(n * k)
         chosen.append(CorePart.whole(part.gather()) if rng.random() < 0.2 else part)
     out = np.empty(n * k * p + 5, dtype=np.uint64)
@@ -66,13 +68,17 @@ def test_rounds_of_core_parts_of_two_chunks_and_arrays_equal_the_plain_layout(k,
 
 @pytest.mark.parametrize("k", [1, 3])
 def test_interleaver_fed_core_parts_chunk_by_chunk_lays_out_the_reference_trace(k):
-    """Pushed CoreParts, settled after each chunk's drain (only the last chunk's kept), give
-    the shared trace of the copied-out parts; the Batches' pieces have their lengths."""
+    """Pushed CoreParts, settled after each chunk's drain (only the last chunks' kept), give
+    the shared trace of the copied-out parts; the Batches' pieces have their lengths. Core 3
+    has few references, so the others wait over several chunks."""
     rng = np.random.default_rng(5)
     p = 4
-    chunks = [split_chunk(rng, int(rng.integers(20_000, 60_000)), p) for _ in range(5)]
+    chunks = [split_chunk(rng, int(rng.integers(20_000, 60_000)), p) for _ in range(6)]
+    for _, rc in chunks:
+        rc[(rc == 3) & (rng.random(len(rc)) < 0.8)] = 0
     itl = Interleaver(p, "rr", refs_per_turn=k, reuse=True)
-    got, cores = [], []
+    got, cores, got_chunks = [], [], []
+    copied_out = 0
 
     def drain():
         for b in itl.drain():
@@ -86,7 +92,11 @@ def test_interleaver_fed_core_parts_chunk_by_chunk_lays_out_the_reference_trace(
         drain()
         itl.settle()
         held = [x.ids for lane in itl.lanes for x in lane.mem if isinstance(x, CorePart)]
-        assert all(ids is prep.lines for ids in held)  # no older chunk is held
+        recent = [q.lines for q, _ in chunks[:len(got_chunks) + 1][-_HELD_CHUNKS:]]
+        assert all(any(ids is r for r in recent) for ids in held)  # no older chunk is held
+        got_chunks.append(prep)
+        copied_out += sum(isinstance(x, np.ndarray) for lane in itl.lanes for x in lane.mem)
+    assert copied_out  # the parts of chunks older than the held ones were copied out
     itl.close_all()
     drain()
     private = [np.concatenate([_scatter(prep, rc, p, SHIFT)[c] for prep, rc in chunks]) for c in range(p)]
