@@ -718,7 +718,7 @@ class ReuseEngine:
         if self._words:
             raise ValueError("feed_runs: an engine with sharer sets is fed by feed_shared")
         if isinstance(lines, CorePart):
-            if lines.start or lines.stop != n or not np.array_equal(lines.rows, rows):
+            if lines.start or lines.stop != n or (rows is not lines.rows and not np.array_equal(lines.rows, rows)):
                 raise ValueError("feed_runs: a CorePart is followed whole, through its own stretches")
             src, at, offrows, offset = lines.ids, rows, lines.offrows, np.uint64(lines.offset)
         else:
