@@ -709,7 +709,8 @@ class ReuseEngine:
         segment's last touches, in order, take the times its first touches were given (_process's
         retimes), which puts the stack in its true order. A segment of long reuses costs the
         engine its distinct lines and a retiming of each, not its length."""
-        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        given = rows
+        rows = np.ascontiguousarray(rows, dtype=np.int64)  # (a new view even when no copy is needed)
         breaks = np.ascontiguousarray(breaks, dtype=np.int64)
         n = len(lines)
         if len(breaks) != len(rows) + 1 or breaks[-1] != n:
@@ -718,7 +719,7 @@ class ReuseEngine:
         if self._words:
             raise ValueError("feed_runs: an engine with sharer sets is fed by feed_shared")
         if isinstance(lines, CorePart):
-            if lines.start or lines.stop != n or (rows is not lines.rows and not np.array_equal(lines.rows, rows)):
+            if lines.start or lines.stop != n or (given is not lines.rows and not np.array_equal(lines.rows, rows)):
                 raise ValueError("feed_runs: a CorePart is followed whole, through its own stretches")
             src, at, offrows, offset = lines.ids, rows, lines.offrows, np.uint64(lines.offset)
         else:
