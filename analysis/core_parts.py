@@ -136,7 +136,8 @@ def _single_turns(ids_t, order, group, offrows_t, offsets, rows_t, breaks_t, sta
                 o = (f + r) * p
                 for c in range(p):
                     w = which[c]
-                    out[o + c] = ids[pos[c] + r] if w == 0 else (other[pos[c] + r] if w == 1 else third[pos[c] + r])
+                    x = pos[c] + r
+                    out[o + c] = ids[x] if w == 0 else (other[x] if w == 1 else third[x])
         else:
             for i in range(group.shape[0] - 1):
                 ids = ids_t[order[group[i]]]
