@@ -215,7 +215,8 @@ def rounds(parts: list[CorePart], k: int, out: np.ndarray) -> np.ndarray:
                             len(parts[0]) // k, k, out)
     # the cores grouped by the chunk they read, in plain Python: numpy's argsort and diff cost
     # more for 16 cores (0.04 s of lu's sweep)
-    chunk_of = [next(i for i, y in enumerate(parts) if y.ids is x.ids) for x in parts]
+    numbers: dict[int, int] = {}  # id() of a chunk's ids -> its number
+    chunk_of = [numbers.setdefault(id(x.ids), len(numbers)) for x in parts]
     order = sorted(range(len(parts)), key=chunk_of.__getitem__)
     group = [0, *(x for x in range(1, len(parts)) if chunk_of[order[x]] != chunk_of[order[x - 1]]), len(parts)]
     return _single_turns(tuple(x.ids for x in parts), np.array(order, dtype=np.int64),
