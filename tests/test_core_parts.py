@@ -66,16 +66,26 @@ def test_rounds_of_core_parts_of_several_chunks_and_arrays_equal_the_plain_layou
     assert rounds(chosen, k, out).tolist() == want.tolist()
 
 
+def core_part_chunks(rng: np.random.Generator, p: int) -> list[tuple[PreparedChunk, np.ndarray]]:
+    """Six chunks in which the last core has few references, so the others wait over several."""
+    chunks = [split_chunk(rng, int(rng.integers(20_000, 60_000)), p) for _ in range(6)]
+    for _, rc in chunks:
+        rc[(rc == p - 1) & (rng.random(len(rc)) < 0.8)] = 0
+    return chunks
+
+
+def reference_trace(chunks: list, p: int, strategy: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The shared trace of the copied-out parts (private_traces._scatter)."""
+    private = [np.concatenate([_scatter(prep, rc, p, SHIFT)[c] for prep, rc in chunks]) for c in range(p)]
+    return interleave_arrays(private, strategy, seed=3, refs_per_turn=k)
+
+
 @pytest.mark.parametrize("k", [1, 3])
 def test_interleaver_fed_core_parts_chunk_by_chunk_lays_out_the_reference_trace(k):
     """Pushed CoreParts, settled after each chunk's drain (only the last chunks' kept), give
-    the shared trace of the copied-out parts; the Batches' pieces have their lengths. Core 3
-    has few references, so the others wait over several chunks."""
-    rng = np.random.default_rng(5)
+    the shared trace of the copied-out parts; the Batches' pieces have their lengths."""
     p = 4
-    chunks = [split_chunk(rng, int(rng.integers(20_000, 60_000)), p) for _ in range(6)]
-    for _, rc in chunks:
-        rc[(rc == 3) & (rng.random(len(rc)) < 0.8)] = 0
+    chunks = core_part_chunks(np.random.default_rng(5), p)
     itl = Interleaver(p, "rr", refs_per_turn=k, reuse=True)
     got, cores, got_chunks = [], [], []
     copied_out = 0
@@ -99,10 +109,29 @@ def test_interleaver_fed_core_parts_chunk_by_chunk_lays_out_the_reference_trace(
     assert copied_out  # the parts of chunks older than the held ones were copied out
     itl.close_all()
     drain()
-    private = [np.concatenate([_scatter(prep, rc, p, SHIFT)[c] for prep, rc in chunks]) for c in range(p)]
-    want, want_cores = interleave_arrays(private, "rr", refs_per_turn=k)
+    want, want_cores = reference_trace(chunks, p, "rr", k)
     assert np.concatenate(got).tolist() == want.tolist()
     assert np.concatenate(cores).tolist() == want_cores.tolist()
+
+
+@pytest.mark.parametrize("strategy", ["rr", "random"])
+def test_core_parts_spilled_to_disk_or_taken_at_random_give_the_reference_trace(strategy, tmp_path):
+    """CoreParts pushed beyond the memory budget are copied out into the spill files; random
+    turns take them copied out: the same shared trace either way."""
+    p = 3
+    chunks = core_part_chunks(np.random.default_rng(7), p)
+    itl = Interleaver(p, strategy, seed=3, memory_budget=8 * 30_000, spill_dir=tmp_path, reuse=strategy == "rr")
+    got, spilled = [], False
+    for prep, rc in chunks:
+        for c, part in enumerate(_core_parts(prep, rc, p, SHIFT)):
+            itl.push(c, part)
+        spilled |= any(lane.disk_items for lane in itl.lanes)
+        got += [b.lines.copy() for b in itl.drain()]
+        itl.settle()
+    assert spilled
+    itl.close_all()
+    got += [b.lines.copy() for b in itl.drain()]
+    assert np.concatenate(got).tolist() == reference_trace(chunks, p, strategy, 1)[0].tolist()
 
 
 @pytest.mark.parametrize("seed", range(8))
