@@ -193,8 +193,8 @@ def _merge_runs(own, every):
 
 @numba.njit(cache=True, nogil=True)
 def _gather_core_dense(lines, offmask, starts, runs, n, core, shift):
-    """_gather_core for chunks where most rows take the offset (paper mode): one pass that adds
-    the offset where the row's mask is set."""
+    """A core's line ids (its runs in row order, _merge_runs) for chunks where most rows take the
+    offset (paper mode): one pass that adds the offset where the row's mask is set."""
     out = np.empty(n, dtype=np.uint64)
     coff = np.uint64(core) << np.uint64(OFFSET_BITS - shift)
     f = 0
@@ -202,31 +202,6 @@ def _gather_core_dense(lines, offmask, starts, runs, n, core, shift):
         for i in range(starts[r], starts[r + 1]):
             out[f] = lines[i] + coff if offmask[i] else lines[i]
             f += 1
-    return out
-
-
-@numba.njit(cache=True, nogil=True)
-def _gather_core(lines, offrows, starts, runs, n, core, shift):
-    """Core `core`'s n line ids: its runs in row order (_merge_runs), each copied whole, then the
-    per-core offset added at its offset rows (offrows: sorted row indices, few: a copy and a sparse
-    fix cost less than reading a mask beside every row)."""
-    out = np.empty(n, dtype=np.uint64)
-    coff = np.uint64(core) << np.uint64(OFFSET_BITS - shift)
-    n_off = offrows.shape[0] if core else 0
-    j = 0  # the runs come in row order, so the next offset row to look at only moves forward
-    f = 0
-    for r in runs:
-        a = starts[r]
-        b = starts[r + 1]
-        out[f:f + b - a] = lines[a:b]
-        if j < n_off and offrows[j] < a:  # skip the other cores' offset rows by bisection: in paper
-            # mode nearly every row has an offset, and stepping over them one by one cost every core a
-            # pass over all of them
-            j += np.searchsorted(offrows[j:n_off], a)
-        while j < n_off and offrows[j] < b:
-            out[f + offrows[j] - a] += coff
-            j += 1
-        f += b - a
     return out
 
 
@@ -287,12 +262,12 @@ def rows_before(prep: "PreparedChunk", run_core: np.ndarray, runs: np.ndarray, p
 def _scatter(prep: "PreparedChunk", run_core: np.ndarray, p: int, shift: int) -> list[np.ndarray]:
     """Every core's line ids, offsets applied, each its own array (an Interleaver keeps it
     without copying; parts of one shared array were copied, 0.14 s of the jacobi-2d sweep)."""
-    order, first, every, rows = _core_runs(prep.starts, run_core, p)
-    runs = [_merge_runs(order[first[c]:first[c + 1]], every) for c in range(p)]
     if prep.offmask is not None:
-        return [_gather_core_dense(prep.lines, prep.offmask, prep.starts, runs[c], rows[c], c, shift)
+        order, first, every, rows = _core_runs(prep.starts, run_core, p)
+        return [_gather_core_dense(prep.lines, prep.offmask, prep.starts, _merge_runs(order[first[c]:first[c + 1]],
+                                                                                       every), rows[c], c, shift)
                 for c in range(p)]
-    return [_gather_core(prep.lines, prep.offrows, prep.starts, runs[c], rows[c], c, shift) for c in range(p)]
+    return [part.gather() for part in _core_parts(prep, run_core, p, shift)]  # (few offset rows: copies)
 
 
 def _core_parts(prep: "PreparedChunk", run_core: np.ndarray, p: int, shift: int) -> list[CorePart]:

@@ -1,5 +1,5 @@
-"""core_parts.CorePart (a core's accesses read in place from its chunk's ids) against the
-copied-out parts (private_traces._scatter) and the plain round-robin layout."""
+"""core_parts.CorePart (a core's accesses read in place from its chunk's ids) against each core's
+rows copied out one by one (copied_parts) and the plain round-robin layout."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 
 from analysis.core_parts import CorePart, rounds
 from analysis.interleave import _HELD_CHUNKS, Interleaver, interleave_arrays
-from analysis.private_traces import ALL_CORES, PreparedChunk, _core_parts, _scatter
+from analysis.private_traces import ALL_CORES, OFFSET_BITS, PreparedChunk, _core_parts, _scatter
 from analysis.reuse import LeadTrace, ReuseEngine
 from analysis.line_index import LineIndex
 
@@ -27,12 +27,25 @@ def split_chunk(rng: np.random.Generator, n: int, p: int) -> tuple[PreparedChunk
     return PreparedChunk(lines, offrows, starts, zero, zero, offsets=bool(len(offrows))), run_core
 
 
+def copied_parts(prep: PreparedChunk, run_core: np.ndarray, p: int) -> list[np.ndarray]:
+    """Every core's ids, row by row: the rows of its runs and of the every-core runs, in order,
+    with the offset at the offset rows."""
+    core_of_row = np.repeat(run_core, np.diff(prep.starts))
+    stack = np.isin(np.arange(len(prep.lines)), prep.offrows)
+    out = []
+    for c in range(p):
+        rows = np.flatnonzero((core_of_row == c) | (core_of_row == ALL_CORES))
+        out.append(prep.lines[rows] + (stack[rows] * (c << (OFFSET_BITS - SHIFT))).astype(np.uint64))
+    return out
+
+
 @pytest.mark.parametrize("seed", range(6))
-def test_core_parts_gather_what_scatter_copies_out_and_slice_like_arrays(seed):
+def test_core_parts_gather_the_rows_of_each_core_and_slice_like_arrays(seed):
     rng = np.random.default_rng(seed)
     p = int(rng.integers(2, 6))
     prep, run_core = split_chunk(rng, int(rng.integers(50, 3000)), p)
-    copied = _scatter(prep, run_core, p, SHIFT)
+    copied = copied_parts(prep, run_core, p)
+    assert [x.tolist() for x in _scatter(prep, run_core, p, SHIFT)] == [x.tolist() for x in copied]
     parts = _core_parts(prep, run_core, p, SHIFT)
     for want, part in zip(copied, parts):
         assert len(part) == len(want) and part.gather().tolist() == want.tolist()
@@ -75,8 +88,8 @@ def core_part_chunks(rng: np.random.Generator, p: int) -> list[tuple[PreparedChu
 
 
 def reference_trace(chunks: list, p: int, strategy: str, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The shared trace of the copied-out parts (private_traces._scatter)."""
-    private = [np.concatenate([_scatter(prep, rc, p, SHIFT)[c] for prep, rc in chunks]) for c in range(p)]
+    """The shared trace of the copied-out parts (copied_parts)."""
+    private = [np.concatenate([copied_parts(prep, rc, p)[c] for prep, rc in chunks]) for c in range(p)]
     return interleave_arrays(private, strategy, seed=3, refs_per_turn=k)
 
 
