@@ -86,7 +86,7 @@ def _gather(ids, offrows, offset, rows, breaks, start, n):
         m = min(n - f, breaks[s + 1] - at)
         out[f:f + m] = ids[a:a + m]
         if offset:
-            j = _fix_turns(out, f, 1, 1, 0, a, m, offrows, j, offset)
+            j = add_offsets(out, f, 1, 1, 0, a, m, offrows, j, offset)
         f += m
         s += 1
     return out
@@ -148,7 +148,7 @@ def _single_turns(ids_t, order, group, offrows_t, offsets, rows_t, breaks_t, sta
                         out[o + c] = ids[pos[c] + r]
         for c in range(p):
             if offsets[c]:
-                jj[c] = _fix_turns(out, f, 1, p, c, pos[c], m, offrows_t[c], jj[c], offsets[c])
+                jj[c] = add_offsets(out, f, 1, p, c, pos[c], m, offrows_t[c], jj[c], offsets[c])
             pos[c] += m
             left[c] -= m
             if left[c] == 0 and f + m < rounds:
@@ -182,14 +182,14 @@ def _rounds_from(ids_t, offrows_t, offsets, rows_t, breaks_t, starts, rounds, k,
                 g = f + x
                 out[(g // k) * step + c * k + g % k] = ids[a + x]
             if offsets[c]:
-                j = _fix_turns(out, f, k, step, c, a, m, offrows_t[c], j, offsets[c])
+                j = add_offsets(out, f, k, step, c, a, m, offrows_t[c], j, offsets[c])
             f += m
             s += 1
     return out[:n * p]
 
 
 @numba.njit(cache=True, nogil=True)
-def _fix_turns(out, f, k, step, c, a, m, offrows, j, offset):
+def add_offsets(out, f, k, step, c, a, m, offrows, j, offset):
     """Add offset where a core's references f..f+m (chunk rows a..a+m) are at offset rows, in
     a round-robin layout of k per turn, `step` per round (a plain copy: k = step = 1, c = 0).
     j: where to look in offrows (it only moves forward); returns the new j."""

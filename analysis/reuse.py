@@ -33,7 +33,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from analysis.core_parts import CorePart, _fix_turns
+from analysis.core_parts import CorePart, add_offsets
 from analysis.profiles import ReuseProfile, histogram_bins
 from pptmc.errors import PptmcError
 
@@ -533,7 +533,7 @@ def _plan_runs(src, at, offrows, offset, lead, prev, nxt, rows, breaks, share, o
         out_lines[m:m + n] = src[sa:sa + n]
         for k in range(n):
             out_pos[m + k] = f0 + k
-        _fix_turns(out_lines, m, 1, 1, 0, sa, n, offs, j0, offset)
+        add_offsets(out_lines, m, 1, 1, 0, sa, n, offs, j0, offset)
         m += n
     return m
 
