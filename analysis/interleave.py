@@ -80,11 +80,11 @@ def parse_budget(text: str, where: str) -> int:
 DEFAULT_MEMORY_BUDGET = _physical_budget()  # bytes of waiting references, shared by all core counts of one pass
 _TURNS_PER_BATCH = 1 << 15
 _REFS_PER_BATCH = 1 << 18  # round-robin batches stay cache-sized: the layout writes each line p times
-_FRAME = struct.Struct("<QQ")
-# chunks whose CoreParts wait in place (older ones are copied out): with two, a core that has not
-# finished the last chunk when the next one comes still reads it in place (lu MEDIUM: a fifth of
-# the 16-core rounds); the chunks' arrays held are outside the memory budget's count
-_HELD_CHUNKS = 3  # references, compressed bytes
+_FRAME = struct.Struct("<QQ")  # references, compressed bytes
+# chunks whose CoreParts wait in place (older ones are copied out): with more than one, a core
+# that has not finished the last chunk when the next one comes still reads it in place (lu
+# MEDIUM: a fifth of the 16-core rounds); the chunks' arrays held are outside the memory budget's count
+_HELD_CHUNKS = 3
 
 
 @dataclass
