@@ -78,30 +78,29 @@ def _prefetch(typingctx, arr, idx):
     return types.none(arr, idx), codegen
 
 
+@intrinsic
+def _floor_log2(typingctx, x):
+    """floor(log2(x)) of an integer x > 0, from llvm.ctlz (a count of leading zeros, one
+    instruction): numba has no public one, and a search by comparisons mispredicts its
+    branches when distances vary."""
+    if not isinstance(x, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        value = context.cast(builder, args[0], sig.args[0], types.int64)
+        ctlz = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64, ir.IntType(1)]),
+                                              "llvm.ctlz.i64")
+        return builder.sub(i64(63), builder.call(ctlz, [value, ir.IntType(1)(1)]))
+    return types.int64(x), codegen
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
 def _bin_of(d: int) -> int:
     """Histogram bin of a distance (see the layout above)."""
     if d < EXACT_LIMIT:
         return d
-    j = 0  # floor(log2(d)) by binary search: a bit loop costs ~20 steps per access
-    x = d
-    if x >= 1 << 32:
-        x >>= 32
-        j += 32
-    if x >= 1 << 16:
-        x >>= 16
-        j += 16
-    if x >= 1 << 8:
-        x >>= 8
-        j += 8
-    if x >= 1 << 4:
-        x >>= 4
-        j += 4
-    if x >= 1 << 2:
-        x >>= 2
-        j += 2
-    if x >= 1 << 1:
-        j += 1
+    j = _floor_log2(d)
     sub = (d >> (j - SUB_BITS)) & (SUB_BINS - 1)
     return EXACT_LIMIT + (j - EXACT_BITS) * SUB_BINS + sub
 
