@@ -17,7 +17,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from analysis.reuse import EXACT_LIMIT, N_BINS, STORE_TAG, _bin_of
+from analysis.reuse import EXACT_LIMIT, N_BINS, STORE_TAG, _bin_of, _bit_length
 
 _EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
 _MAX_LOAD = 0.7
@@ -50,15 +50,6 @@ def _home(line, hs):
     return (line * np.uint64(0x9E3779B97F4A7C15)) >> hs
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _bits(mask):
-    n = 0
-    while mask:
-        mask >>= np.uint64(1)
-        n += 1
-    return n
-
-
 @numba.njit(cache=True, nogil=True)
 def _walk(tagged, core, dist, use_dist, start, keys, sharers, state, limit, lines_out, stale_out, moved, moved_sum):
     """Apply accesses from `start` in order; stop when the table must grow. Returns the next index.
@@ -71,7 +62,7 @@ def _walk(tagged, core, dist, use_dist, start, keys, sharers, state, limit, line
     inexact bins) so the private histogram can move it to the cold slot.
     sharers[slot, w] bit b: core 64 * w + b holds a valid copy. state = [n_keys]."""
     mask = np.uint64(keys.shape[0] - 1)
-    hs = np.uint64(64 - _bits(mask))
+    hs = np.uint64(64 - _bit_length(mask))
     n_words = sharers.shape[1]
     i = start
     while i < tagged.shape[0]:
@@ -117,7 +108,7 @@ def _add_stale(stale, pattern, per, occ, piece_core, dists, moved, moved_sum):
     finite. (In numpy, with a pass per piece, it cost 0.6 s of lu's 4.8 s sweep.)"""
     plen = pattern.shape[0]
     pow2 = plen & (plen - 1) == 0  # (rr rounds of 2^j cores) a mask and a shift, not a division
-    bits = _bits(np.uint64(plen - 1))  # log2(plen) when pow2
+    bits = _bit_length(np.uint64(plen - 1))  # log2(plen) when pow2
     for i in stale:
         if pow2:
             q = i & (plen - 1)
@@ -138,7 +129,7 @@ def _add_stale(stale, pattern, per, occ, piece_core, dists, moved, moved_sum):
 @numba.njit(cache=True, nogil=True)
 def _rehash(keys, sharers, new_keys, new_sharers):
     mask = np.uint64(new_keys.shape[0] - 1)
-    hs = np.uint64(64 - _bits(mask))
+    hs = np.uint64(64 - _bit_length(mask))
     for s in range(keys.shape[0]):
         if keys[s] == _EMPTY:
             continue

@@ -96,6 +96,12 @@ def _floor_log2(typingctx, x):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def _bit_length(x) -> int:
+    """Bits needed for an integer x >= 0 (0 for 0), like Python's int.bit_length."""
+    return 0 if x == 0 else _floor_log2(x) + 1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def _bin_of(d: int) -> int:
     """Histogram bin of a distance (see the layout above)."""
     if d < EXACT_LIMIT:
@@ -588,12 +594,7 @@ def _compact(keys, times, bits, now, new_bits, new_tree):
 def _axis_length(t_len: int) -> int:
     """Round a time-axis length up to a multiple of 64 on a 1/8-octave grid, so that a
     growing engine keeps the same length (and compacts in place) over most compactions."""
-    bit_length = 0
-    x = t_len
-    while x:
-        x >>= 1
-        bit_length += 1
-    step = max(64, 1 << max(0, bit_length - 4))
+    step = max(64, 1 << max(0, _bit_length(t_len) - 4))
     return (t_len + step - 1) // step * step
 
 
