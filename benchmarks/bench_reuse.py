@@ -13,8 +13,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from analysis.profiles import compute_profiles_from
-from analysis.reuse import ReuseEngine
+from analysis.profiles.sweep import compute_profiles_from
+from analysis.profiles.reuse import ReuseEngine
 from instrument.trace_types import CHUNK_DTYPES, NO_LOOP, SCHED_STATIC, BlockInfo, LoopInstance, TraceChunk, TraceInfo
 
 ENGINE_REFS = 50_000_000
@@ -218,7 +218,7 @@ def bench_real_sweep(name: str = REAL_SWEEP[0], size: str = REAL_SWEEP[1]) -> li
     from pathlib import Path
 
     import instrument
-    from analysis.profiles import open_chunks
+    from analysis.profiles.sweep import open_chunks
     from benchmarks.bench_sampling import build_benchmark
 
     with tempfile.TemporaryDirectory(prefix="pptmc-bench-reuse-") as tmp:
@@ -239,7 +239,7 @@ def run() -> list[dict]:
 
 
 if __name__ == "__main__":
-    from pptmc.allocator import keep_freed_memory
+    from common.allocator import keep_freed_memory
     keep_freed_memory()  # as `make bench` and the pptmc command
     for r in run():
         print(r)

@@ -11,7 +11,7 @@ pass alone is reported as the ceiling of any sampler that must look at every acc
 exclude trace generation; both sides stream the same 1M-row chunks; each is the best of 3 runs.
 `pptmc profile` end to end (decode, mimic, interleave, engines) is timed on a real trace.
 
-Source sampling (the default of `pptmc profile --sample-rate` since issue #6, analysis/source_sampling.py;
+Source sampling (the default of `pptmc profile --sample-rate` since issue #6, analysis/sampling/source.py;
 rows "1% source ..."): the exact profiles and the 1% source-sampled ones for cores 1,2,4,8,16, CPU time of
 this process (best of 3), on the synthetic trace (in memory, paper mode) and on jacobi-2d MEDIUM (traced
 here; end to end, decode included on both sides), with the worst hit-rate error over L1, L2, L3, every core
@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from analysis.profiles import ReuseProfile
+from analysis.profiles.profileset import ReuseProfile
 from instrument.trace_types import TraceChunk, TraceInfo
 
 LEVELS = (("L1", 32 << 10, 8), ("L2", 256 << 10, 8), ("L3", 20 << 20, 20))
@@ -75,14 +75,14 @@ def as_trace(addr: np.ndarray, block: np.ndarray, per_instance: dict[int, int],
 
 def hit_rates(profile: ReuseProfile) -> dict[str, float]:
     """SDCM hit rate of each benchmark cache level."""
-    from analysis.sdcm import expected_hits
+    from analysis.hitrates.sdcm import expected_hits
 
     return {name: expected_hits(profile, assoc, size // LINE) / profile.total for name, size, assoc in LEVELS}
 
 
 def exact_run(chunks: list[TraceChunk]) -> tuple[float, ReuseProfile]:
     """Time the exact engine over the whole trace (what `pptmc profile` does on one core)."""
-    from analysis.reuse import ReuseEngine
+    from analysis.profiles.reuse import ReuseEngine
 
     start = time.perf_counter()
     engine = ReuseEngine()
@@ -94,7 +94,7 @@ def exact_run(chunks: list[TraceChunk]) -> tuple[float, ReuseProfile]:
 def sampled_run(info: TraceInfo, chunks: list[TraceChunk], method: str, rate: float,
                 window: int) -> tuple[float, ReuseProfile]:
     """Time one sampled profile, mixing per-block profiles with the trace's own counts."""
-    from analysis.sampling import sample_profile
+    from analysis.sampling.blocks import sample_profile
 
     start = time.perf_counter()
     prof = sample_profile(info, chunks, rate, window=window, seed=1, method=method).combined()
@@ -140,8 +140,8 @@ def as_chunks(addr: np.ndarray, block: np.ndarray, inst: np.ndarray, rows: int =
 
 def scaling_rows(small_n: int = 25, large_n: int = 200) -> list[dict]:
     """Hit-rate error of AMM input scaling, matmul small_n -> large_n."""
-    from analysis.sampling import sample_profile
-    from analysis.scaling import scale_profile
+    from analysis.sampling.blocks import sample_profile
+    from analysis.counts.scaling import scale_profile
 
     s_info, s_chunks = matmul_chunks(small_n)
     l_info, l_chunks = matmul_chunks(large_n)
@@ -165,7 +165,7 @@ def _warm_up() -> None:
     for method in ("instance", "spatial", "hybrid"):
         sampled_run(info, chunks, method, 0.5, 64)
     stream_run(chunks, "window", 0.5, 0)
-    from analysis.source_sampling import SourceSampling, source_profiles
+    from analysis.sampling.source import SourceSampling, source_profiles
 
     source_profiles(info, iter(chunks), [1, 2], SourceSampling(0.5, 0), "paper")
 
@@ -178,7 +178,7 @@ def _best_of(fn, repeats: int = REPEATS):
 
 def stream_run(chunks: list[TraceChunk], method: str, rate: float, seed: int) -> tuple[float, ReuseProfile]:
     """Time one StreamSampler over the whole trace: what `pptmc profile --sample-method window` runs per stream."""
-    from analysis.sampling import StreamSampler
+    from analysis.sampling.blocks import StreamSampler
 
     start = time.perf_counter()
     sampler = StreamSampler(rate, seed, method)
@@ -189,11 +189,11 @@ def stream_run(chunks: list[TraceChunk], method: str, rate: float, seed: int) ->
 
 def hash_pass_time(chunks: list[TraceChunk]) -> tuple[float, None]:
     """The SHARDS line filter alone: one pass over every access, the floor of any SHARDS-based sampler."""
-    from analysis.sampling import _hash_pick
+    from analysis.sampling.blocks import hash_pick
 
     start = time.perf_counter()
     for c in chunks:
-        _hash_pick(c.addr >> np.uint64(6), np.uint64(1), np.uint64(1 << 25))
+        hash_pick(c.addr >> np.uint64(6), np.uint64(1), np.uint64(1 << 25))
     return time.perf_counter() - start, None
 
 
@@ -256,7 +256,7 @@ def _cpu_best(fn, repeats: int = REPEATS):
 
 def level_rates(ps) -> dict[tuple[int, str], float]:
     """SDCM hit rate of each benchmark level per core count: private levels over every core's PRD, L3 the CRD."""
-    from analysis.sdcm import expected_hits
+    from analysis.hitrates.sdcm import expected_hits
 
     out = {}
     for p in ps.cores:
@@ -268,7 +268,7 @@ def level_rates(ps) -> dict[tuple[int, str], float]:
 
 def _profile_set(info, results, cores):
     """A ProfileSet from source_profiles' per-core-count results."""
-    from analysis.profiles import ProfileSet
+    from analysis.profiles.profileset import ProfileSet
 
     ps = ProfileSet(LINE, "paper", "rr", 0, 1, info.path)
     for p, (prd, crd) in zip(cores, results):
@@ -296,8 +296,8 @@ def _source_result_rows(label: str, t_exact: float, t_sampled: float, errs: dict
 def source_synthetic_rows(info: TraceInfo, chunks: list[TraceChunk]) -> list[dict]:
     """`pptmc profile` exact vs 1% source-sampled profiles of the synthetic trace (paper mode: no loop markers),
     every core count, CPU time best of 3; errors over 3 seeds. No decode: the chunks are in memory."""
-    from analysis.profiles import compute_profiles_from
-    from analysis.source_sampling import SourceSampling, source_profiles
+    from analysis.profiles.sweep import compute_profiles_from
+    from analysis.sampling.source import SourceSampling, source_profiles
 
     factory = lambda: iter(chunks)  # noqa: E731
     t_exact, exact = _cpu_best(lambda: compute_profiles_from(info, factory, list(CORES), "paper"))
@@ -317,13 +317,13 @@ def source_synthetic_rows(info: TraceInfo, chunks: list[TraceChunk]) -> list[dic
 
 
 def source_pass_time(chunks: list[TraceChunk]) -> None:
-    """The one pass of source sampling over every row (analysis.source_sampling._pick_rows)."""
-    from analysis.source_sampling import _pick_rows
+    """The one pass of source sampling over every row (analysis.sampling.source._pick_rows)."""
+    from analysis.sampling.source import pick_rows
 
     sel = np.empty(CHUNK_ROWS + 1, np.int64)
     starts = np.empty(CHUNK_ROWS + 1, np.int64)
     for c in chunks:
-        _pick_rows(c.addr, c.block, c.block_instance, False, np.uint64(6), np.uint64(12345), np.uint64(1 << 25), sel,
+        pick_rows(c.addr, c.block, c.block_instance, False, np.uint64(6), np.uint64(12345), np.uint64(1 << 25), sel,
                    starts)
 
 
@@ -332,9 +332,9 @@ def source_trace_rows(trace, label: str) -> list[dict]:
     trace (decode included on both sides, CPU time best of 3), errors over 3 seeds, and the share of the
     decode (as the sampled profile decodes: the reader's sampling decode with its line hash, or the columns the
     source pass reads, in its batches)."""
-    from analysis.private_traces import resolve_mode
-    from analysis.profiles import compute_profiles
-    from analysis.source_sampling import (HEAVY_SHARE_WARN, SAMPLED_ROWS, SOURCE_COLUMNS, SOURCE_ROWS,
+    from analysis.profiles.private_traces import resolve_mode
+    from analysis.profiles.sweep import compute_profiles
+    from analysis.sampling.source import (HEAVY_SHARE_WARN, SAMPLED_ROWS, SOURCE_COLUMNS, SOURCE_ROWS,
                                           SourceSampling, decode_replay, sampled_profile_set, source_trace)
 
     info, chunks, sampled = source_trace(str(trace))  # decoded as the sampled profile decodes it
@@ -376,7 +376,7 @@ def source_rows(info: TraceInfo, chunks: list[TraceChunk], workdir=None) -> list
     from pathlib import Path
 
     import instrument
-    from pptmc.io import stdout_to_file
+    from common.io import stdout_to_file
 
     rows = source_synthetic_rows(info, chunks)
     name, size = SOURCE_BENCHMARK
@@ -418,12 +418,12 @@ def scale_one(name: str, small: str, large: str, workdir) -> tuple[dict, list[st
     """AMM input scaling for one benchmark: per-block profiles of the small trace, re-weighted by the
     counts solved from a counting run at the large size; returns per-level rows and missing blocks."""
     import instrument
-    from analysis import bbcounts
-    from analysis.profiles import open_chunks
-    from analysis.reuse import ReuseEngine
-    from analysis.sampling import sample_trace_file
-    from analysis.scaling import compare, scale_profile
-    from pptmc.io import stdout_to_file
+    from analysis.counts import bbcounts
+    from analysis.profiles.sweep import open_chunks
+    from analysis.profiles.reuse import ReuseEngine
+    from analysis.sampling.blocks import sample_trace_file
+    from analysis.counts.scaling import compare, scale_profile
+    from common.io import stdout_to_file
 
     with stdout_to_file(workdir / f"{name}.program.out"):  # the programs' own output
         bench, ds = build_benchmark(name, small, workdir)
@@ -451,10 +451,10 @@ def scale_one(name: str, small: str, large: str, workdir) -> tuple[dict, list[st
 
 def profile_command_rows(trace, label: str, cores=(1, 2, 4, 8)) -> list[dict]:
     """`pptmc profile` exact vs --sample-rate 0.01 on a real trace, and what the engines' share is."""
-    from analysis.private_traces import InterleaveSpec, mimic, resolve_mode
-    from analysis.profiles import compute_profiles, open_chunks
-    from analysis.sampling import StreamSampling, sampled_profiles
-    from analysis.source_sampling import SourceSampling, sampled_profile_set
+    from analysis.profiles.private_traces import InterleaveSpec, mimic, resolve_mode
+    from analysis.profiles.sweep import compute_profiles, open_chunks
+    from analysis.sampling.blocks import StreamSampling, sampled_profiles
+    from analysis.sampling.source import SourceSampling, sampled_profile_set
 
     info, chunks = open_chunks(trace)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.cachesim import simulate_coherent
+from analysis.hitrates.cachesim import simulate_coherent
 from machines import load_machine
 
 MACHINE = "haswell-i7-5960x"
@@ -51,7 +51,7 @@ def accuracy_rows() -> list[dict]:
     """Mean |predicted - ground truth| per level (iteration mode, rr) over 1-16 threads at SMALL size."""
     import pandas as pd
 
-    from analysis.validate import validate_benchmark
+    from analysis.validate.compare import validate_benchmark
     from benchmarks.polybench.catalog import by_name
 
     frames = []
@@ -84,10 +84,10 @@ def suite(size: str, out: Path, interleaves=("rr", "random")) -> None:
     """Validate all 14 benchmarks on the three shipped machines, 1-16 threads; write tables and figures."""
     import pandas as pd
 
-    from analysis.validate import accuracy_summary, outliers, validate_benchmark
-    from analysis.validate_report import write_validation_figures
+    from analysis.validate.compare import accuracy_summary, outliers, validate_benchmark
+    from analysis.validate.report import write_validation_figures
     from benchmarks.polybench.catalog import benchmarks
-    from pptmc.io import write_table
+    from common.io import write_table
 
     machines = ["haswell-i7-5960x", "broadwell-e5-2699v4", "zen2-epyc-7702p"]
     frames = []

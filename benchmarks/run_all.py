@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from pptmc.allocator import keep_freed_memory
-from pptmc.io import write_table
+from common.allocator import keep_freed_memory
+from common.io import write_table
 
 COLUMNS = ["benchmark", "metric", "value", "unit", "target", "ok"]
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import pandas as pd
 
 from passes.irpass import OP_KEYS, PassResult, instrument_ir, shared_labels
-from pptmc.errors import InputError, ToolError
-from pptmc.io import write_json, write_table
-from pptmc.toolchain import toolchain
+from common.errors import InputError, ToolError
+from common.io import write_json, write_table
+from common.toolchain import toolchain
 
 from instrument.trace_types import BlockInfo
 
@@ -98,7 +98,7 @@ def side_paths(binary: Path) -> dict[str, Path]:
 
 
 def assembly_path(binary: Path) -> Path:
-    """The build's assembly side file: the uninstrumented optimised code (analysis/incore.py reads it)."""
+    """The build's assembly side file: the uninstrumented optimised code (analysis/runtime/incore.py reads it)."""
     return side_paths(binary)["asm"]
 
 
@@ -188,7 +188,7 @@ def _optimised_ir(source: Path, work: Path, flags: list[str], functions: str) ->
 
 def _write_assembly(ir: str, work: Path, opt_level: str, dest: Path) -> None:
     """The uninstrumented optimised code as assembly, with LLVM's block and loop comments: what the
-    native build runs, for the in-core loop bound (analysis/incore.py)."""
+    native build runs, for the in-core loop bound (analysis/runtime/incore.py)."""
     plain = work / "plain.ll"
     plain.write_text(ir)
     dest.parent.mkdir(parents=True, exist_ok=True)

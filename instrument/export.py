@@ -8,7 +8,7 @@ import numpy as np
 
 from instrument.trace_types import TraceChunk
 from instrument.tracefile import open_trace
-from pptmc.io import atomic_open
+from common.io import atomic_open
 
 _HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
 _LINE_MAX = 32  # "0x" + 16 hex digits + " L " + 10 decimal digits + "\n" = 32 bytes at most

@@ -13,8 +13,8 @@ from pathlib import Path
 from instrument.build import load_block_table, side_paths
 from instrument.trace_types import TraceInfo
 from instrument.tracefile import FORMAT_VERSION, mark_incomplete, open_trace, read_footer
-from pptmc.errors import InputError, RunError
-from pptmc.io import atomic_path
+from common.errors import InputError, RunError
+from common.io import atomic_path
 
 
 @dataclass

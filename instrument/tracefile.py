@@ -20,7 +20,7 @@ import numpy as np
 import zstandard
 
 from instrument.trace_types import CHUNK_DTYPES, BlockInfo, LoopInstance, TraceChunk, TraceInfo
-from pptmc.errors import InputError
+from common.errors import InputError
 
 FORMAT_VERSION = 1
 FILE_MAGIC = b"PPTMCTR\0"
@@ -144,7 +144,7 @@ def _emit(out, k, s, a, sz, site_block, site_store, last_inst, reg, lp, it, top,
 def _sink_row(sink, k, a, stack, store, ns, both):
     """Row k into a sampling sink: its word (line | stack flag | store flag), and its index appended to the
     kept rows when its line's salted 32-bit hash is below the threshold (the SHARDS filter of
-    analysis.source_sampling; branch-free: write, then advance by the flag). `both` is the highest address."""
+    analysis.sampling.source; branch-free: write, then advance by the flag). `both` is the highest address."""
     words, sel, params = sink[0], sink[1], sink[3]
     line = a >> params[0]
     words[k] = line | (np.uint64(stack) << np.uint64(63)) | (np.uint64(store) << np.uint64(62))
@@ -1109,7 +1109,7 @@ class TraceReader:
                         min_rows: int = 1) -> Iterator[SampledBatch]:
         """Stream every access from the start as SampledBatch views (see SampleSink; each batch is valid until
         the next is read): the batches `chunks(max_rows)` would give, without their columns. period > 0: loop
-        instances i and i + period repeat (analysis.profiles.loop_period); copies of the events that repeat
+        instances i and i + period repeat (analysis.profiles.sweep.loop_period); copies of the events that repeat
         the previous one are not decoded (DecodeReplay, copies of at least min_rows rows): their rows come as
         batches of their own, so the rows are the same but the batches are cut differently."""
         sink = SampleSink(max_rows, shift, salt, threshold)
@@ -1168,7 +1168,7 @@ class SampleSink:
     """Where the sampling decode (TraceReader.sampled_batches) puts its batches of at most `max_rows` rows.
 
     A row is kept when its line's salted 32-bit hash, ((x ^ x >> 32 ^ salt) mod 2^32) * 0x9E3779B1 mod 2^32
-    with x = address >> shift, is below `threshold` (SHARDS, as analysis.source_sampling computes it), so
+    with x = address >> shift, is below `threshold` (SHARDS, as analysis.sampling.source computes it), so
     the sampler never reads the rows back to pick them."""
 
     def __init__(self, max_rows: int, shift: int, salt: int, threshold: int) -> None:

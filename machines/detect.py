@@ -25,8 +25,8 @@ from typing import Callable, Iterable
 
 from machines.loader import SCHEMA_VERSION, validate_machine_dict
 from machines.model import OP_CLASSES
-from pptmc.errors import ToolError
-from pptmc.toolchain import toolchain
+from common.errors import ToolError
+from common.toolchain import toolchain
 
 SYSFS_CPU = Path("/sys/devices/system/cpu")
 Progress = Callable[[str], None]

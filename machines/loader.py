@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from machines.model import OP_CLASSES, CacheLevel, Machine, OpCost, Parallel, Ram, TlbLevel
-from pptmc.errors import InputError
+from common.errors import InputError
 
 SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = (1,)

@@ -106,7 +106,7 @@ class Machine:
     # store before them; 0 = the same as ops.store
     store_new_line_cycles: float = 0.0
     # optional [core] figure: llvm-mca's name of the core's scheduling model (e.g. "haswell"); "" = no
-    # in-core loop bound (analysis/incore.py)
+    # in-core loop bound (analysis/runtime/incore.py)
     llvm_mcpu: str = ""
     # optional [coherence] figure: cycles per line (throughput) an access pays when the line was last written
     # by another core's private cache (a write-invalidate transfer); 0 = charged as the level that serves it

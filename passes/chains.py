@@ -11,7 +11,7 @@ For a block that branches to itself we find, for every value carried around the 
 (a phi's incoming value from the block itself, or a value stored to a loop-invariant address
 and loaded again from it), the longest path of dependent operations from the carried value to
 its next value, and report its operations by class. The machine's latencies are applied later
-by the runtime model (analysis/runtime_model.py); here a nominal table only picks the longest
+by the runtime model (analysis/runtime/model.py); here a nominal table only picks the longest
 of several chains. Chains that span several blocks (loops with internal control flow) are not
 found; those loops are then modelled at throughput, as before.
 """

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import llvmlite.binding as llvm
 
 from passes.chains import FMA_RE, loop_carried_chain, parse_inst
-from pptmc.errors import InputError
+from common.errors import InputError
 
 OP_KEYS = ("int_add", "int_sub", "int_mul", "int_div", "fp_add", "fp_sub", "fp_mul", "fp_div",
            "fp_fma", "cmp", "branch", "load", "store", "load_bytes", "store_bytes", "vector_width")

@@ -1,2 +1,4 @@
 """pptmc: multicore cache and runtime prediction for OpenMP parallel regions from one sequential trace."""
-__version__ = "0.1.0"
+from common.version import VERSION as __version__
+
+__all__ = ["__version__"]

@@ -13,19 +13,19 @@ import sys
 from typing import Sequence
 
 from pptmc import __version__, doctor
-from pptmc.allocator import keep_freed_memory
-from pptmc.errors import PptmcError
+from common.allocator import keep_freed_memory
+from common.errors import PptmcError
 
 STAGE_MODULES = (
-    "translate.cli",
-    "instrument.cli",
-    "analysis.cli",
-    "analysis.counts_cli",
-    "analysis.predict_cli",
-    "machines.cli",
-    "pptmc.commands",
-    "analysis.validate_cli",
-    "pptmc.measure_cli",
+    "pptmc.commands.translate",
+    "pptmc.commands.instrument",
+    "pptmc.commands.profile",
+    "pptmc.commands.counts",
+    "pptmc.commands.predict",
+    "pptmc.commands.machines",
+    "pptmc.commands.pipeline",
+    "pptmc.commands.validate",
+    "pptmc.commands.measure",
 )
 
 
@@ -74,7 +74,7 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console entry point: the only place that prints errors and exits (and that sets the
-    process-wide allocator settings, see pptmc/allocator.py)."""
+    process-wide allocator settings, see common/allocator.py)."""
     keep_freed_memory()
     try:
         code = run(argv)

@@ -5,8 +5,8 @@ import importlib
 import platform
 from dataclasses import dataclass
 
-from pptmc import toolchain as tc
-from pptmc.errors import ToolError
+from common import toolchain as tc
+from common.errors import ToolError
 
 PIP_FIX = "make setup   (creates .venv with the pinned dependencies)"
 
@@ -55,7 +55,7 @@ def _toolchain_checks() -> list[Check]:
 
 def _llvm_mca() -> str | None:
     """Where llvm-mca is (the in-core loop bound of machines with core.llvm_mcpu), or None."""
-    from analysis.incore import find_mca
+    from analysis.runtime.incore import find_mca
 
     return find_mca()
 

@@ -18,8 +18,8 @@ import pandas as pd
 
 from machines.loader import dumps_toml, machine_to_dict
 from machines.model import Machine
-from pptmc.errors import InputError
-from pptmc.io import atomic_path, write_text
+from common.errors import InputError
+from common.io import atomic_path, write_text
 
 Progress = Callable[[str], None]
 
@@ -34,7 +34,7 @@ DEFAULT_LAYOUT = "pipelined"
 DEFAULT_CPU_FORM = "critical-path"
 # Hit rates for the runtime model: "sdcm" from the reuse profiles (the analytic predictor, machine
 # independent), "simulated" from the set-associative LRU simulator run on the same mimicked traces for
-# this machine's caches (analysis/cachesim.py; sees set conflicts, costs a simulation per machine),
+# this machine's caches (analysis/hitrates/cachesim.py; sees set conflicts, costs a simulation per machine),
 # "hybrid" the simulator's L1 (virtually indexed: its conflicts are the trace's) and SDCM's deeper levels
 # (physically indexed: pages land on random frames, SDCM's assumption); hitrates.with_first_level.
 HIT_RATE_SOURCES = ("hybrid", "sdcm", "simulated")
@@ -160,17 +160,16 @@ def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, m
     """Runtime prediction of one benchmark from the pipeline's trace and hit rates (cached under
     workdir/measure/work/<name>), with the runtime model evaluated for `layout`, `contention` and `cpu_form`
     and the hit rates of `hit_rates` (HIT_RATE_SOURCES)."""
-    from analysis.runtime_model import predict_table
-    from pptmc.pipeline import run_pipeline
-    from pptmc.suite import SuiteConfig, pipeline_config
+    from analysis.runtime.model import predict_table
+    from pptmc.pipeline import benchmark_config, run_pipeline
 
     if hit_rates not in HIT_RATE_SOURCES:  # before the pipeline, which may trace for minutes
         raise InputError(f"hit rates {hit_rates!r}: use one of {', '.join(HIT_RATE_SOURCES)}")
     path = machine_file(machine, workdir)
     # Its own folder: a suite run in the same workdir keys its profiles on other cores and machines,
     # and the two would overwrite each other's cached steps.
-    cfg = SuiteConfig(outdir=Path(workdir) / "measure", size=size, machines=(str(path),), cores=tuple(threads))
-    result = run_pipeline(pipeline_config(cfg, bench), progress or (lambda _msg: None))
+    cfg = benchmark_config(bench, size, Path(workdir) / "measure", machines=(str(path),), cores=tuple(threads))
+    result = run_pipeline(cfg, progress or (lambda _msg: None))
     hits = result.hit_rates[result.hit_rates["machine"] == machine.name]
     if hit_rates == "simulated":
         hits = simulated_hit_rates(result.trace_path, result.profiles_dir, machine, threads)
@@ -187,7 +186,7 @@ def hybrid_hit_rates(sdcm: pd.DataFrame, trace: Path, profiles_dir: Path, machin
     """SDCM's table with the first level's rate from the simulator (that level alone is simulated)."""
     from dataclasses import replace
 
-    from analysis.hitrates import with_first_level
+    from analysis.hitrates.rates import with_first_level
 
     first = simulated_hit_rates(trace, profiles_dir, replace(machine, caches=machine.caches[:1]), threads)
     first = first[first["level"] == machine.caches[0].name]
@@ -198,8 +197,8 @@ def simulated_hit_rates(trace: Path, profiles_dir: Path, machine: Machine, threa
     """Per-level hit rates from the LRU simulator on the private/shared traces the profiles were made
     from (same mode, interleaving and seed): hierarchical (a level sees the misses above it), with
     write-invalidate coherence between the private levels when the profiles model it."""
-    from analysis.cachesim import simulate_like
-    from analysis.profiles import ProfileSet
+    from analysis.hitrates.cachesim import simulate_like
+    from analysis.profiles.profileset import ProfileSet
 
     ps = ProfileSet.load(profiles_dir)
     return simulate_like(trace, machine, ps, list(threads), hierarchical=True, coherent=ps.coherence)

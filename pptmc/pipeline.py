@@ -1,7 +1,7 @@
 """The whole pipeline for one OpenMP program: translate → instrument → trace → profile → predict.
 
 Each step writes into its own folder under `workdir` and is skipped when a content key over
-its inputs and parameters matches the previous run (see pptmc.cache). Stages are reached only
+its inputs and parameters matches the previous run (see common.cache). Stages are reached only
 through their public APIs.
 """
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
-from pptmc.cache import code_digest, is_fresh, mark_done, step_key
-from pptmc.io import stdout_to_file, write_table
+from common.cache import code_digest, is_fresh, mark_done, step_key
+from common.io import stdout_to_file, write_table
 
 if TYPE_CHECKING:
-    from analysis.trace_terms import TraceTerms
+    from analysis.runtime.trace_terms import TraceTerms
 
 Progress = Callable[[str], None]
 
@@ -43,6 +43,17 @@ class PipelineConfig:
     layout: str = "pipelined"      # memory-time form (analysis/RUNTIME_MODEL.md); "contiguous" is the paper's
     contention: str = "roofline"   # DRAM contention model: "roofline" or "queuing"
     cpu_form: str = "critical-path"  # T_CPU form (analysis/RUNTIME_MODEL.md); "throughput" is the paper's
+
+
+def benchmark_config(bench, size: str, outdir: Path, **options) -> PipelineConfig:
+    """The pipeline configuration of one catalog benchmark at one size; its cached steps live in
+    outdir/work/<name>, and `options` are PipelineConfig's model fields."""
+    from benchmarks.polybench.catalog import size_define
+
+    return PipelineConfig(
+        source=bench.source, workdir=Path(outdir) / "work" / bench.name, args=tuple(bench.args),
+        include_dirs=(bench.include_dir,), defines=(size_define(size).removeprefix("-D"),),
+        extra_sources=tuple(bench.harness_sources), **options)
 
 
 @dataclass
@@ -147,7 +158,7 @@ def trace_step(cfg: PipelineConfig, binary: Path, progress: Progress) -> Path:
 
 def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress) -> Path:
     """Private and concurrent reuse profiles for every core count (cached)."""
-    from analysis.profiles import compute_profiles
+    from analysis.profiles.sweep import compute_profiles
 
     out = cfg.workdir / "profiles"
     params = {"cores": cfg.cores, "mode": cfg.mode, "interleave": cfg.interleave, "seed": cfg.seed,
@@ -165,7 +176,7 @@ def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress) -> Path:
 
 def page_profile_step(cfg: PipelineConfig, trace: Path, page_bytes: int, progress: Progress) -> Path:
     """Private reuse profiles at page granularity, for the TLB levels of the machines (cached)."""
-    from analysis.tlb import page_profiles
+    from analysis.runtime.tlb import page_profiles
 
     out = cfg.workdir / f"page_profiles_{page_bytes}"
     params = {"cores": cfg.cores, "mode": cfg.mode, "interleave": cfg.interleave, "seed": cfg.seed,
@@ -192,8 +203,8 @@ def _trace_table(out: Path, trace: Path, params: dict, what: str, compute: Calla
 
 
 def trace_terms_step(cfg: PipelineConfig, trace: Path, machine, progress: Progress) -> TraceTerms:
-    """The trace facts this machine prices (analysis/trace_terms.py), each table cached in the work directory."""
-    from analysis.trace_terms import trace_terms
+    """The trace facts this machine prices (analysis/runtime/trace_terms.py), each table cached in the work directory."""
+    from analysis.runtime.trace_terms import trace_terms
 
     def cached(name: str, params: dict, what: str, compute) -> pd.DataFrame:
         stem = "_".join(f"{key}{value}" for key, value in params.items())
@@ -204,8 +215,8 @@ def trace_terms_step(cfg: PipelineConfig, trace: Path, machine, progress: Progre
 
 def tlb_rates_for(cfg: PipelineConfig, machine, trace: Path, progress: Progress) -> pd.DataFrame | None:
     """The machine's TLB miss rates per core count, or None when its file has no [[tlbs]]."""
-    from analysis.profiles import ProfileSet
-    from analysis.tlb import page_sizes, tlb_miss_rates
+    from analysis.profiles.profileset import ProfileSet
+    from analysis.runtime.tlb import page_sizes, tlb_miss_rates
 
     if not machine.tlbs:
         return None
@@ -226,8 +237,8 @@ class Predictions:
 
 def hit_rates_step(cfg: PipelineConfig, profiles_dir: Path) -> pd.DataFrame:
     """SDCM hit rates on every requested machine, one table with a machine column (no runtimes)."""
-    from analysis.hitrates import predict_hit_rates
-    from analysis.profiles import ProfileSet
+    from analysis.hitrates.rates import predict_hit_rates
+    from analysis.profiles.profileset import ProfileSet
     from machines import load_machine
 
     profiles = ProfileSet.load(profiles_dir)
@@ -238,9 +249,9 @@ def hit_rates_step(cfg: PipelineConfig, profiles_dir: Path) -> pd.DataFrame:
 def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: Path,
                  progress: Progress) -> Predictions:
     """Hit rates, runtimes and the TLB and store-line facts on every requested machine."""
-    from analysis.hitrates import coherence_miss_rates
-    from analysis.profiles import ProfileSet
-    from analysis.runtime_model import predict_table
+    from analysis.hitrates.rates import coherence_miss_rates
+    from analysis.profiles.profileset import ProfileSet
+    from analysis.runtime.model import predict_table
     from machines import load_machine
 
     progress("predict")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from pptmc.io import stdout_to_file, write_table
-from pptmc.pipeline import PipelineConfig, PipelineResult, run_pipeline
+from common.io import stdout_to_file, write_table
+from pptmc.pipeline import PipelineConfig, PipelineResult, benchmark_config, run_pipeline
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class BenchmarkOutcome:
 def select_benchmarks(cfg: SuiteConfig):
     """The catalog entries requested, in catalog order; unknown names are an input error."""
     from benchmarks.polybench.catalog import benchmarks
-    from pptmc.errors import InputError
+    from common.errors import InputError
 
     catalog = benchmarks()
     if not cfg.benchmarks:
@@ -67,14 +67,9 @@ def select_benchmarks(cfg: SuiteConfig):
 
 def pipeline_config(cfg: SuiteConfig, bench) -> PipelineConfig:
     """The pipeline configuration of one catalog benchmark."""
-    from benchmarks.polybench.catalog import size_define
-
-    return PipelineConfig(
-        source=bench.source, workdir=cfg.outdir / "work" / bench.name, args=tuple(bench.args),
-        include_dirs=(bench.include_dir,), defines=(size_define(cfg.size).removeprefix("-D"),),
-        extra_sources=tuple(bench.harness_sources), machines=cfg.machines, cores=cfg.cores,
-        mode=cfg.mode, interleave=cfg.interleave, seed=cfg.seed, layout=cfg.layout, contention=cfg.contention,
-        coherence=cfg.coherence, cpu_form=cfg.cpu_form)
+    return benchmark_config(bench, cfg.size, cfg.outdir, machines=cfg.machines, cores=cfg.cores, mode=cfg.mode,
+                            interleave=cfg.interleave, seed=cfg.seed, layout=cfg.layout, contention=cfg.contention,
+                            coherence=cfg.coherence, cpu_form=cfg.cpu_form)
 
 
 def _run_one(pcfg: PipelineConfig) -> BenchmarkOutcome:
@@ -120,7 +115,7 @@ class ValidationOutcome:
 
 def _validate_one(task: tuple[SuiteConfig, object]) -> ValidationOutcome:
     """Worker: `pptmc validate` of one catalog benchmark, in the suite's work folder."""
-    from analysis.validate import validate_benchmark
+    from analysis.validate.compare import validate_benchmark
 
     cfg, bench = task
     workdir = cfg.outdir / "work" / bench.name / "validate"
@@ -179,7 +174,7 @@ def _write_tables(outdir: Path, tables: dict[str, pd.DataFrame]) -> None:
 
 def validation_tables(outcomes: list[ValidationOutcome]) -> dict[str, pd.DataFrame]:
     """All predicted-vs-ground-truth rows, the accuracy summary and the >3 pp outliers."""
-    from analysis.validate import accuracy_summary, outliers
+    from analysis.validate.compare import accuracy_summary, outliers
 
     frames = [o.table for o in outcomes if o.table is not None and not o.table.empty]
     rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -190,8 +185,8 @@ def validation_tables(outcomes: list[ValidationOutcome]) -> dict[str, pd.DataFra
 
 
 def _validation_section(outdir: Path, tables: dict[str, pd.DataFrame]):
-    from analysis.report import ReportSection
-    from analysis.validate_report import write_validation_figures
+    from pptmc.report import ReportSection
+    from analysis.validate.report import write_validation_figures
 
     rows = tables["validation"]
     figures = write_validation_figures(rows, outdir / "figures" / "validation") if not rows.empty else []
@@ -201,7 +196,7 @@ def _validation_section(outdir: Path, tables: dict[str, pd.DataFrame]):
 
 
 def _measurement_section(outdir: Path, tables: dict[str, pd.DataFrame]):
-    from analysis.report import ReportSection
+    from pptmc.report import ReportSection
     from pptmc.measure import write_runtime_figure
 
     rows = tables["runtime_validation"]
@@ -214,7 +209,7 @@ def write_results(cfg: SuiteConfig, outcomes: list[BenchmarkOutcome],
                   validation: list[ValidationOutcome] | None = None,
                   measured: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
     """Write the tables (CSV and Parquet), then the figures and index.html built from them."""
-    from analysis import report
+    from pptmc import report
 
     hits, runs, status = combine(outcomes)
     if validation is not None:

@@ -29,9 +29,9 @@ def chunks_of():
 
 @pytest.fixture()
 def fake_trace_files(monkeypatch):
-    """Route analysis.profiles.open_chunks to in-memory traces: fill the returned dict with
+    """Route analysis.profiles.sweep.open_chunks to in-memory traces: fill the returned dict with
     path -> (TraceInfo, addr, block, instance) and pass the path to any command that opens a trace."""
-    import analysis.profiles
+    import analysis.profiles.sweep
 
     traces: dict[str, tuple[TraceInfo, np.ndarray, np.ndarray, np.ndarray]] = {}
 
@@ -39,14 +39,14 @@ def fake_trace_files(monkeypatch):
         info, addr, block, inst = traces[str(path)]
         return info, lambda: iter(build_chunks(addr, block, inst, min(max_rows, 50)))
 
-    monkeypatch.setattr(analysis.profiles, "open_chunks", open_chunks)
+    monkeypatch.setattr(analysis.profiles.sweep, "open_chunks", open_chunks)
     return traces
 
 
 @pytest.fixture
 def translate_rejects(tmp_path):
     """assert that translating a C file with `text` fails with an InputError matching `match`."""
-    from pptmc.errors import InputError
+    from common.errors import InputError
     from translate import translate_file
 
     def check(name: str, text: str, match: str) -> None:

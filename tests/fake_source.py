@@ -6,9 +6,10 @@ import pytest
 
 @pytest.fixture
 def fake_source_traces(fake_trace_files, monkeypatch):
-    """fake_trace_files, also routing analysis.source_sampling.source_trace to the in-memory traces (with
+    """fake_trace_files, also routing analysis.sampling.source.source_trace to the in-memory traces (with
     every column, whichever the source pass asks for)."""
-    from analysis import profiles, source_sampling
+    from analysis.profiles import sweep as profiles
+    from analysis.sampling import source as source_sampling
 
     def in_memory(path):
         info, factory = profiles.open_chunks(path)

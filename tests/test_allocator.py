@@ -1,4 +1,4 @@
-"""pptmc.allocator: freed chunk-sized arrays are reused without the kernel zeroing fresh pages."""
+"""common.allocator: freed chunk-sized arrays are reused without the kernel zeroing fresh pages."""
 from __future__ import annotations
 
 import subprocess
@@ -12,7 +12,7 @@ _ROUNDS = """
 import resource, sys
 import numpy as np
 if sys.argv[1] == "keep":
-    from pptmc.allocator import keep_freed_memory
+    from common.allocator import keep_freed_memory
     if not keep_freed_memory():
         sys.exit("keep_freed_memory refused")
 def rounds():

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from analysis import bbcounts as bc
-from pptmc.errors import InputError
+from analysis.counts import bbcounts as bc
+from common.errors import InputError
 
 # entry(0) -> ocond(1) -> obody(2) -> icond(3) -> ibody(4) -> icond ; icond -> oinc(5) -> ocond ; ocond -> exit(6)
 NESTED = {"version": 1, "functions": {"main": {

@@ -4,17 +4,17 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from analysis.bitops import popcount
-from analysis.reuse import _popcount
+from analysis.profiles.bitops import popcount
+from analysis.profiles.kernel_ops import popcount_swar
 
 
 @numba.njit(cache=True)
 def _counts(xs):
-    """popcount and _popcount of every value."""
+    """popcount and popcount_swar of every value."""
     out = np.empty((xs.shape[0], 2), np.int64)
     for i in range(xs.shape[0]):
         out[i, 0] = popcount(xs[i])
-        out[i, 1] = _popcount(xs[i])
+        out[i, 1] = popcount_swar(xs[i])
     return out
 
 

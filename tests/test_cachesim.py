@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from cachesim import Cache, CacheSimulator, MainMemory
 
-from analysis.cachesim import LevelSim, simulate_hierarchy, simulate_stream
-from analysis.hitrates import predict_hit_rates
-from analysis.interleave import interleave_arrays
-from analysis.profiles import compute_profiles_from
+from analysis.hitrates.cachesim import LevelSim, simulate_hierarchy, simulate_stream
+from analysis.hitrates.rates import predict_hit_rates
+from analysis.profiles.interleave import interleave_arrays
+from analysis.profiles.sweep import compute_profiles_from
 from instrument.trace_types import SCHED_DYNAMIC, SCHED_STATIC
 from machines.model import CacheLevel, Machine, Ram
 from test_private_traces import chunker, make_trace
@@ -120,7 +120,7 @@ def test_bad_machine():
 
 # --- the coherent ground-truth hierarchy -------------------------------------------------------
 
-from analysis.cachesim import CoherentHierarchy, simulate_coherent  # noqa: E402
+from analysis.hitrates.cachesim import CoherentHierarchy, simulate_coherent  # noqa: E402
 
 
 def coherent_counts(lines, cores, stores, caches, n_cores, batch=None):

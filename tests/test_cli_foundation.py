@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from pptmc import __version__, cli, doctor
-from pptmc.errors import PptmcError
-from pptmc.io import atomic_open, write_table
+from common.errors import PptmcError
+from common.io import atomic_open, write_table
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -6,11 +6,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analysis.coherence import STORE_TAG, Directory, strip, tag_stores, tagged_lines
-from analysis.interleave import interleave_arrays
-from analysis.private_traces import ALL_CORES, OFFSET_BITS, CoreMap
-from analysis.profiles import ProfileSet, ReuseProfile, compute_profiles_from
-from analysis.reuse import ReuseEngine
+from analysis.profiles.coherence import STORE_TAG, Directory, strip, tag_stores, tagged_lines
+from analysis.profiles.interleave import interleave_arrays
+from analysis.profiles.private_traces import ALL_CORES, OFFSET_BITS, CoreMap
+from analysis.profiles.sweep import compute_profiles_from
+from analysis.profiles.profileset import ProfileSet, ReuseProfile
+from analysis.profiles.reuse import ReuseEngine
 from instrument.trace_types import (CHUNK_DTYPES, NO_LOOP, SCHED_DYNAMIC, SCHED_STATIC, BlockInfo, LoopInstance,
                                    TraceChunk, TraceInfo)
 from pptmc.cli import run
@@ -256,7 +257,7 @@ def test_core_count_sweep_with_coherence_matches_plain_path(mode, interleave, k,
 
 def test_store_tags_never_reach_untagging_consumers():
     """mimic (the cache simulator's input) stays untagged; prepare_chunk tags only on request."""
-    from analysis.private_traces import InterleaveSpec, mimic, prepare_chunk
+    from analysis.profiles.private_traces import InterleaveSpec, mimic, prepare_chunk
 
     info, ch = random_trace(9, 8, True, SCHED_STATIC)
     assert ch.is_store.any()
@@ -272,7 +273,7 @@ def test_store_tags_never_reach_untagging_consumers():
 @pytest.mark.parametrize("interleave", ["rr", "random"])
 def test_spilled_coherent_sweep_matches_in_memory(tmp_path, interleave):
     """Lanes of line ids and of distances spilled to disk must interleave alike."""
-    from analysis.profiles import profile_configs
+    from analysis.profiles.sweep import profile_configs
 
     info, ch = random_trace(12, 40, True, SCHED_STATIC)
     args = (info, chunker(ch, 11), [1, 2, 4, 8], "iteration", interleave, 5, 2, 64)
@@ -308,8 +309,8 @@ def test_engine_sharer_sets_match_directory_walk(p):
     (exact and inexact distances), on rr and random batches with many stores, hash table
     growth in mid-batch, and sharer sets of one and of two 64-bit words; the engine's
     distances are those of a plain engine."""
-    from analysis.coherence import CoherenceMisses
-    from analysis.interleave import Interleaver
+    from analysis.profiles.coherence import CoherenceMisses
+    from analysis.profiles.interleave import Interleaver
 
     rng = np.random.default_rng(4)
     private = [tag_stores(rng.integers(0, 3000, 4000).astype(np.uint64), rng.random(4000) < 0.3)
@@ -391,7 +392,7 @@ def test_replayed_periodic_traces_match_brute_force(monkeypatch, p, k, chunk_row
     robin) and of each private trace (profiles._PrivateReplay), give the brute-force per-core
     stacks with invalidations and the brute-force shared and one-core distances; a step that
     differs is fed whole (held-back part included), and steps that all differ are all fed."""
-    from analysis import profiles
+    from analysis.profiles import sweep as profiles
     from test_reuse import brute_distances
 
     skipped: dict[tuple[int, str], int] = {}
@@ -429,7 +430,7 @@ def test_replayed_periodic_traces_match_brute_force(monkeypatch, p, k, chunk_row
 
 def test_loop_period_of_the_loop_table():
     """The smallest shift that maps the loop table onto itself, if it repeats at least three times."""
-    from analysis.profiles import loop_period
+    from analysis.profiles.sweep import loop_period
 
     def table(ids, trips=None):
         trips = trips or [10] * len(ids)

@@ -6,9 +6,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from analysis import runtime_model as rm
-from analysis.hitrates import coherence_miss_rates
-from analysis.profiles import ProfileSet, ReuseProfile
+from analysis.runtime import model as rm
+from analysis.hitrates.rates import coherence_miss_rates
+from analysis.profiles.profileset import ProfileSet, ReuseProfile
 from tests.test_runtime_model import HALF, OPS, toy_machine
 
 

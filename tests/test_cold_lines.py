@@ -1,14 +1,14 @@
-"""First touches of cache lines by column walks (analysis/cold_lines.py) against a brute force."""
+"""First touches of cache lines by column walks (analysis/runtime/cold_lines.py) against a brute force."""
 from collections import deque
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import cold_lines as cl
-from analysis import runtime_model as rm
+from analysis.runtime import cold_lines as cl
+from analysis.runtime import model as rm
 from instrument.trace_types import TraceChunk
-from pptmc.errors import InputError
+from common.errors import InputError
 
 
 def _chunk(addr, block, instance, store=None) -> TraceChunk:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.core_parts import CorePart, rounds
-from analysis.interleave import _HELD_CHUNKS, Interleaver, interleave_arrays
-from analysis.private_traces import ALL_CORES, OFFSET_BITS, PreparedChunk, _core_parts, _scatter
-from analysis.reuse import LeadTrace, ReuseEngine
-from analysis.line_index import LineIndex
+from analysis.profiles.core_parts import CorePart, rounds
+from analysis.profiles.interleave import _HELD_CHUNKS, Interleaver, interleave_arrays
+from analysis.profiles.private_traces import ALL_CORES, OFFSET_BITS, PreparedChunk, _core_parts, _scatter
+from analysis.profiles.reuse import LeadTrace, ReuseEngine
+from analysis.profiles.line_index import LineIndex
 
 SHIFT = 6
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.line_index import LineIndex
-from analysis.private_traces import ALL_CORES, PreparedChunk, core_segments
-from analysis.reuse import LeadTrace, ReuseEngine
+from analysis.profiles.line_index import LineIndex
+from analysis.profiles.private_traces import ALL_CORES, PreparedChunk, core_segments
+from analysis.profiles.reuse import LeadTrace, ReuseEngine
 from tests.test_reuse import brute_distances
 from tests.test_reuse_repeats import OFFSET, periodic_trace
 
@@ -155,8 +155,8 @@ def column_walk_trace(seed: int):
 def test_sweep_that_follows_the_one_core_trace_equals_each_core_count_alone(seed, monkeypatch):
     """A sweep with one core follows it (feed_runs); each p > 1 alone does not: same profiles,
     coherence misses included, and without coherence the same as the plain mimicked traces."""
-    import analysis.reuse as reuse
-    from analysis.profiles import compute_profiles_from
+    import analysis.profiles.reuse as reuse
+    from analysis.profiles.sweep import compute_profiles_from
     from tests.test_private_traces import chunker
     from tests.test_profiles import same, straightforward_profiles
 
@@ -190,8 +190,8 @@ def test_sweep_that_follows_the_one_core_trace_equals_each_core_count_alone(seed
 def test_core_counts_without_one_follow_a_hidden_one_core_task(monkeypatch):
     """With three or more counts p > 1 and no 1, a one-core task is added for them to follow
     (with_lead); its profiles are not returned, and the others equal the plain mimicked traces'."""
-    import analysis.reuse as reuse
-    from analysis.profiles import compute_profiles_from, profile_configs, with_lead
+    import analysis.profiles.reuse as reuse
+    from analysis.profiles.sweep import compute_profiles_from, profile_configs, with_lead
     from tests.test_private_traces import chunker
     from tests.test_profiles import same, straightforward_profiles
 

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import instrument
-from analysis.groundtruth import RegionMerger, ground_truth, merged_stream, thread_accesses
+from analysis.validate.groundtruth import RegionMerger, ground_truth, merged_stream, thread_accesses
 from machines.model import CacheLevel, Machine, Ram
-from pptmc.errors import InputError, RunError
+from common.errors import InputError, RunError
 
 # Region 0: each thread stores its own contiguous slice of a; region 1: each thread stores its slice
 # of b. `volatile` keeps every store scalar (8 bytes), so each thread's sequence is known exactly.
@@ -41,7 +41,7 @@ N = 1000
 @pytest.fixture(scope="module")
 def slices(tmp_path_factory):
     """Build once; trace with 2 and 3 threads. Returns (workdir, binary, {threads: trace})."""
-    from analysis.groundtruth import build_original, trace_threads
+    from analysis.validate.groundtruth import build_original, trace_threads
 
     work = tmp_path_factory.mktemp("gt")
     src = work / "slices.c"

@@ -1,7 +1,7 @@
 """hitrates.with_first_level: a simulated first level combined with SDCM's deeper levels."""
 import pytest
 
-from pptmc.errors import InputError
+from common.errors import InputError
 
 
 def test_with_first_level_replaces_l1_and_recomputes_local_rates():
@@ -9,7 +9,7 @@ def test_with_first_level_replaces_l1_and_recomputes_local_rates():
     an L1 of 0.97 lifts L2 to 0.97 (no level serves fewer accesses than the one above)."""
     import pandas as pd
 
-    from analysis.hitrates import COLUMNS, with_first_level
+    from analysis.hitrates.rates import COLUMNS, with_first_level
 
     hits = pd.DataFrame([(1, lv, c, 0.0, c, 100) for lv, c in (("L1", 0.9), ("L2", 0.95), ("L3", 0.99))],
                         columns=COLUMNS)

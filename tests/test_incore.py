@@ -1,4 +1,4 @@
-"""In-core loop bound (analysis/incore.py): LLVM assembly comments parsed, llvm-mca driven, the bound
+"""In-core loop bound (analysis/runtime/incore.py): LLVM assembly comments parsed, llvm-mca driven, the bound
 combined with the per-block model, and the build's assembly side file on a real program."""
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from analysis import incore
-from analysis import runtime_model as rm
+from analysis.runtime import incore
+from analysis.runtime import model as rm
 from instrument import assembly_path, build_instrumented, run_trace
 from machines import load_machine
 from machines.loader import machine_to_dict, validate_machine_dict
-from pptmc.errors import InputError
+from common.errors import InputError
 
 HAVE_MCA = incore.find_mca() is not None
 needs_mca = pytest.mark.skipif(not HAVE_MCA, reason="llvm-mca (package llvm-19) not installed")

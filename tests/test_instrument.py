@@ -13,8 +13,8 @@ from instrument import (build_instrumented, export_text, load_block_table, load_
                         run_trace)
 from instrument.trace_types import NO_LOOP, SCHED_MASTER, SCHED_STATIC, TraceChunk
 from pptmc import cli
-from pptmc.errors import InputError, RunError
-from pptmc.toolchain import toolchain
+from common.errors import InputError, RunError
+from common.toolchain import toolchain
 
 CASE = Path(__file__).parent / "instrument_cases" / "rose_kernel.c"
 N = 300

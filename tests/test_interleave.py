@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.interleave import Interleaver, interleave_arrays, interleave_streams
-from pptmc.errors import InputError
+from analysis.profiles.interleave import Interleaver, interleave_arrays, interleave_streams
+from common.errors import InputError
 
 
 def reference_rr(private: list[list[int]], k: int) -> tuple[list[int], list[int]]:
@@ -114,7 +114,7 @@ def test_spilling_lanes_to_disk_changes_nothing(strategy, tmp_path):
 
 def test_lanes_follow_the_pushes_in_memory_and_spilled(tmp_path):
     """Lanes (values beside the interleaved references) give back each core's values in push order."""
-    from analysis.interleave import Lanes
+    from analysis.profiles.interleave import Lanes
 
     rng = np.random.default_rng(0)
     pushes = [(int(rng.integers(0, 3)), rng.integers(-1, 1 << 20, int(rng.integers(1, 50))).astype(np.int32))
@@ -135,7 +135,7 @@ def test_lanes_follow_the_pushes_in_memory_and_spilled(tmp_path):
 
 
 def test_memory_budget_default_and_override(monkeypatch):
-    from analysis.interleave import BUDGET_ENV, default_memory_budget, parse_budget
+    from analysis.profiles.interleave import BUDGET_ENV, default_memory_budget, parse_budget
 
     assert parse_budget("256M", "x") == 256 << 20 and parse_budget("1g", "x") == 1 << 30
     assert parse_budget("4096", "x") == 4096 and parse_budget("2KB", "x") == 2048
@@ -156,7 +156,7 @@ def test_pushed_arrays_are_copied_only_when_they_pin_much_more_memory():
     arrays, large views and numba-made arrays are kept; small views of an array or of bytes are copied."""
     import numba
 
-    from analysis.interleave import _pins_much
+    from analysis.profiles.interleave import _pins_much
 
     a = np.arange(100, dtype=np.uint64)
     assert not _pins_much(a) and not _pins_much(a[:50]) and _pins_much(a[:49])

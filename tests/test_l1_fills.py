@@ -1,4 +1,4 @@
-"""Streamed L1 refills per block (analysis/l1_fills.py) against a brute force, and what the model does with them."""
+"""Streamed L1 refills per block (analysis/runtime/l1_fills.py) against a brute force, and what the model does with them."""
 from collections import OrderedDict
 from dataclasses import replace
 
@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import l1_fills as lf
-from analysis import runtime_model as rm
-from analysis.cold_lines import SITES_PER_BLOCK, STRIDED_MIN_BYTES
+from analysis.runtime import l1_fills as lf
+from analysis.runtime import model as rm
+from analysis.runtime.cold_lines import SITES_PER_BLOCK, STRIDED_MIN_BYTES
 from machines import load_machine
 from machines.model import CacheLevel
-from pptmc.errors import InputError
+from common.errors import InputError
 from tests.test_cold_lines import _chunk
 
 SMALL_L1 = CacheLevel(name="L1", size_bytes=4 * 2 * 64, line_bytes=64, associativity=2, latency_cycles=4,

@@ -11,7 +11,7 @@ import machines
 from machines.loader import dumps_toml
 from machines.model import OP_CLASSES
 from pptmc import cli
-from pptmc.errors import InputError
+from common.errors import InputError
 
 SHIPPED = ["broadwell-e5-2699v4", "haswell-i7-5960x", "zen2-epyc-7702p"]
 

@@ -76,7 +76,7 @@ def test_detect_quick_writes_a_valid_plausible_file(detected):
         assert max(m.ram.strided_cold_line_ns) < 2 * m.ram.latency_ns
     # the core named for llvm-mca is one of its processors: the in-core bound runs with it
     if m.llvm_mcpu:
-        from analysis.incore import mca_throughputs
+        from analysis.runtime.incore import mca_throughputs
         assert mca_throughputs([["addq %rax, %rax"]], m.llvm_mcpu)[0].cycles_per_iteration == pytest.approx(1, abs=0.1)
     # lines.c: a level below L1 delivers a line in more time than L1 serves an access, and in less
     # time than one core's RAM bandwidth moves a line

@@ -11,7 +11,7 @@ import pytest
 from benchmarks.polybench.catalog import by_name
 from machines import load_machine
 from pptmc import cli
-from pptmc.errors import InputError, PptmcError
+from common.errors import InputError, PptmcError
 from pptmc.measure import runtime_errors, runtime_summary, validate_runtimes, write_runtime_figure
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from instrument.build import _mark_noinline
 from passes.irpass import instrument_ir, operand_value, split_top
-from pptmc.errors import InputError
+from common.errors import InputError
 
 IR = r"""
 target datalayout = "e-m:e-p270:32:32-p271:32:32-p272:64:64-i64:64-i128:128-f80:128-n8:16:32:64-S128"

@@ -16,8 +16,8 @@ import scipy.stats
 
 from benchmarks.polybench import catalog
 from benchmarks.polybench.build import build_native, parse_output, run_native
-from pptmc.errors import InputError, RunError, ToolError
-from pptmc.toolchain import toolchain
+from common.errors import InputError, RunError, ToolError
+from common.toolchain import toolchain
 
 PAPER_ABBREVS = {"adi", "atx", "bcg", "blk", "c2d", "cov", "dgn", "dbn", "grm", "jcb", "lu", "2mm", "mvt", "smm"}
 NAMES = [b.name for b in catalog.benchmarks()]

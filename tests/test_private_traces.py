@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.private_traces import (OFFSET_BITS, CoreMap, core_stream, core_streams, guided_starts,
+from analysis.profiles.private_traces import (OFFSET_BITS, CoreMap, core_stream, core_streams, guided_starts,
                                      resolve_mode, static_block_core)
 from instrument.trace_types import (CHUNK_DTYPES, NO_LOOP, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_MASTER,
                                     SCHED_STATIC, BlockInfo, LoopInstance, TraceChunk, TraceInfo)
-from pptmc.errors import InputError
+from common.errors import InputError
 
 STACK = 0x7FF000000000
 HEAP = 0x100000
@@ -87,7 +87,7 @@ def test_one_core_chunks_with_and_without_offset_rows():
     """A chunk whose rows all run on one core > 0 is passed on as the prepared line ids when
     none of its rows is offset (PreparedChunk.offsets False) and offset otherwise: chunks of
     1 and 2 rows give both kinds, and core 1's stream is the hand-checked one of the test above."""
-    from analysis.private_traces import prepare_chunk
+    from analysis.profiles.private_traces import prepare_chunk
 
     info, ch = make_trace(trip=10)
     want = stream(info, ch, 2, 1, "iteration")

@@ -9,14 +9,15 @@ import pytest
 
 import instrument
 import machines
-from analysis.hitrates import predict_hit_rates
-from analysis.interleave import interleave_arrays
-from analysis.private_traces import core_streams
-from analysis.profiles import ProfileSet, ReuseProfile, compute_profiles_from
+from analysis.hitrates.rates import predict_hit_rates
+from analysis.profiles.interleave import interleave_arrays
+from analysis.profiles.private_traces import core_streams
+from analysis.profiles.sweep import compute_profiles_from
+from analysis.profiles.profileset import ProfileSet, ReuseProfile
 from instrument.trace_types import SCHED_DYNAMIC, SCHED_GUIDED, SCHED_STATIC
 from machines.model import CacheLevel, Machine, Ram
 from pptmc.cli import run
-from pptmc.errors import InputError
+from common.errors import InputError
 from test_private_traces import chunker, make_trace
 from test_reuse import brute_distances
 
@@ -135,8 +136,8 @@ def test_cli_errors(tmp_path):
 def straightforward_profiles(info, factory, cores, mode, interleave, seed, k):
     """The plain path: materialise each core count's private and shared traces with mimic()
     and run a fresh engine over each (what profile_configs must reproduce exactly)."""
-    from analysis.private_traces import InterleaveSpec, mimic
-    from analysis.reuse import ReuseEngine
+    from analysis.profiles.private_traces import InterleaveSpec, mimic
+    from analysis.profiles.reuse import ReuseEngine
 
     specs = [InterleaveSpec(p, interleave, seed, k) for p in cores]
     private = {p: [[] for _ in range(p)] for p in cores}
@@ -182,7 +183,7 @@ def test_fast_sweep_is_bit_identical_to_straightforward_path(mode, interleave, k
 
 def test_spilled_sweep_matches_in_memory(trace, tmp_path):
     """A tiny interleaving budget forces lanes to disk; the profiles must not change."""
-    from analysis.profiles import profile_configs
+    from analysis.profiles.sweep import profile_configs
 
     info, ch = trace
     args = (info, chunker(ch, 11), [1, 2, 4], "iteration", "rr", 0, 1, 64)
@@ -213,7 +214,7 @@ def test_sweep_without_coherence_ignores_stores_and_matches_straightforward_path
 
 
 def test_job_groups_keep_neighbours_and_balance():
-    from analysis.profiles import job_groups
+    from analysis.profiles.sweep import job_groups
 
     assert job_groups([16, 1, 4, 2, 8], 2) == [[1, 2, 4], [8, 16]]  # costs 5 and 4 (hand-computed)
     assert job_groups([1, 2, 4, 8, 16], 3) == [[1], [2, 4], [8, 16]]
@@ -223,7 +224,7 @@ def test_job_groups_keep_neighbours_and_balance():
 
 def test_jobs_errors_reach_the_caller(trace):
     """A failing worker's error is raised in the parent; jobs < 1 is rejected."""
-    from analysis.profiles import profile_configs
+    from analysis.profiles.sweep import profile_configs
 
     info, ch = trace
     with pytest.raises(InputError, match="--jobs 0"):

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.profiles import ReuseProfile
-from analysis.reuse import EXACT_LIMIT, ReuseEngine, reuse_distances
+from analysis.profiles.profileset import ReuseProfile
+from analysis.profiles.reuse import EXACT_LIMIT, ReuseEngine, reuse_distances
 
 
 def brute_distances(lines) -> list[int]:
@@ -137,7 +137,7 @@ def lru_stack_distances(lines) -> list[int]:
 @pytest.mark.parametrize("min_axis", [64, 1 << 16])
 def test_near_far_walks_and_compaction_match_lru_stack(monkeypatch, min_axis):
     """Short reuses (same bitmap word, a few words back), far ones, and many compactions."""
-    import analysis.reuse as reuse
+    import analysis.profiles.reuse as reuse
 
     monkeypatch.setattr(reuse, "_MIN_TIME_AXIS", min_axis)
     rng = np.random.default_rng(5)
@@ -158,7 +158,7 @@ def test_near_far_walks_and_compaction_match_lru_stack(monkeypatch, min_axis):
 def test_pieces_ending_anywhere_in_a_bitmap_word_match_lru_stack(monkeypatch, piece):
     """The tree takes a word once it is _NEAR_WORDS behind now, also when a call ended on the
     word boundary (pieces of 1 and 64 references), across compactions (a 64-slot minimum axis)."""
-    import analysis.reuse as reuse
+    import analysis.profiles.reuse as reuse
 
     monkeypatch.setattr(reuse, "_MIN_TIME_AXIS", 64)
     rng = np.random.default_rng(9)
@@ -188,7 +188,7 @@ def test_copy_and_relabel_continue_exactly():
 
 def test_tagged_ids_and_int32_distances():
     """feed(tagged=True) ignores the store tag; int32 distances equal the int64 ones."""
-    from analysis.coherence import tag_stores
+    from analysis.profiles.coherence import tag_stores
 
     rng = np.random.default_rng(3)
     lines = rng.integers(0, 500, 5000).astype(np.uint64)

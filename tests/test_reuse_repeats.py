@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.coherence import STORE_TAG
-from analysis.line_index import LineIndex
-from analysis.reuse import ReuseEngine
+from analysis.profiles.coherence import STORE_TAG
+from analysis.profiles.line_index import LineIndex
+from analysis.profiles.reuse import ReuseEngine
 from tests.test_reuse import brute_distances
 
 OFFSET = 1 << 41  # per-core offset of line ids (private_traces: 1 << (OFFSET_BITS - 6))

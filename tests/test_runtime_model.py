@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from analysis import runtime_model as rm
+from analysis.runtime import model as rm
 from instrument.trace_types import SCHED_DYNAMIC, SCHED_GUIDED, SCHED_MASTER, SCHED_STATIC, LoopInstance
 from machines.model import CacheLevel, Machine, OpCost, Ram
-from pptmc.errors import InputError
+from common.errors import InputError
 
 
 def toy_machine(bw_one=8.0, bw_all=16.0, cores=8) -> Machine:
@@ -355,7 +355,7 @@ def test_window_must_hold_the_enclosing_loops_other_work():
     """gramschmidt-like: a reduction (self-loop 2) and an update loop (self-loop 3) alternate in an outer
     loop, so two reductions are separated by a whole update loop that the window must hold first."""
     from dataclasses import replace
-    from analysis.bbcounts import FunctionCfg, enclosing_loops
+    from analysis.counts.bbcounts import FunctionCfg, enclosing_loops
 
     # 0 -> 1 (outer header) -> 2 (reduction) -> 3 (update) -> 4 (outer latch) -> 1 | 5 (exit)
     f = FunctionCfg("OUT__1", 0, 1.0, (0, 1, 2, 3, 4, 5),

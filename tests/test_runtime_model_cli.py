@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 
 import instrument
-from analysis import runtime_model as rm
-from analysis.predict_cli import parse_cores
+from analysis.runtime import model as rm
+from pptmc.commands.predict import parse_cores
 from instrument.trace_types import SCHED_STATIC, LoopInstance
 from machines import load_machine
 from pptmc import cli
-from pptmc.errors import InputError
+from common.errors import InputError
 
 
 @pytest.fixture

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis import sampling as S
-from analysis.profiles import ReuseProfile
+from analysis.sampling import blocks as S
+from analysis.profiles.profileset import ReuseProfile
 from instrument.trace_types import TraceInfo
-from pptmc.errors import InputError
+from common.errors import InputError
 from fake_source import fake_source_traces  # noqa: F401 (fixture)
 
 
@@ -117,8 +117,8 @@ def test_spatial_full_rate_is_exact(trace, chunks_of):
 
 def test_spatial_sampled_hit_rate_close_to_exact(chunks_of):
     """At 10% of lines the scaled profile's fully-associative hit rates stay close to the exact ones."""
-    from analysis.reuse import reuse_distances
-    from analysis.sdcm import expected_hits
+    from analysis.profiles.reuse import reuse_distances
+    from analysis.hitrates.sdcm import expected_hits
 
     rng = np.random.default_rng(0)
     n = 200_000
@@ -265,8 +265,8 @@ def test_window_sampled_hit_rates_close_to_exact():
     SHARDS alone misses here (5 pp at 1024 lines): a third of the accesses go to 40 hot lines, of
     which a 10% line sample holds a handful, so their weight is a coin toss. Windows measure them."""
     method, sizes = "window", (32, 1024, 8192)
-    from analysis.reuse import reuse_distances
-    from analysis.sdcm import expected_hits
+    from analysis.profiles.reuse import reuse_distances
+    from analysis.hitrates.sdcm import expected_hits
 
     lines = _stream(200_000, seed=2)
     exact = ReuseProfile.from_distances(reuse_distances(lines))
@@ -311,7 +311,7 @@ def test_profile_full_sample_equals_exact_profile_set(tmp_path, fake_trace_files
     as the exact command, labelled as sampled (the default source method: tests/test_source_sampling.py)."""
     import json
 
-    from analysis.profiles import ProfileSet
+    from analysis.profiles.profileset import ProfileSet
     from pptmc import cli
 
     trace = tmp_path / "mem.trace"

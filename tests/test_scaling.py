@@ -7,14 +7,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import sampling as S
-from analysis.profiles import ReuseProfile
-from analysis.reuse import reuse_distances
-from analysis.scaling import compare, hit_rates, scale_profile
+from analysis.sampling import blocks as S
+from analysis.profiles.profileset import ReuseProfile
+from analysis.profiles.reuse import reuse_distances
+from analysis.counts.scaling import compare, hit_rates, scale_profile
 from instrument.trace_types import TraceInfo
 from machines.model import CacheLevel
 from pptmc import cli
-from pptmc.errors import InputError
+from common.errors import InputError
 
 
 def table_program(reps: int, table: int = 100):

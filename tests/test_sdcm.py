@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.profiles import ReuseProfile
-from analysis.reuse import ReuseEngine
-from analysis.sdcm import expected_hits, hit_probability, hit_rate
+from analysis.profiles.profileset import ReuseProfile
+from analysis.profiles.reuse import ReuseEngine
+from analysis.hitrates.sdcm import expected_hits, hit_probability, hit_rate
 from machines.model import CacheLevel
 
 

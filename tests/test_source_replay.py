@@ -1,4 +1,4 @@
-"""Replay of periodic stretches in source sampling (analysis/source_replay.py): the profiles must be bit for bit
+"""Replay of periodic stretches in source sampling (analysis/sampling/replay.py): the profiles must be bit for bit
 those of feeding every copy (rate 1: the exact ProfileSet, the independent oracle; below rate 1: the sampler with
 replay off), and copies must actually be skipped."""
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis import source_replay as R
-from analysis import source_sampling as SS
-from analysis.private_traces import CoreMap
+from analysis.sampling import replay as R
+from analysis.sampling import source as SS
+from analysis.profiles.private_traces import CoreMap
 from instrument.trace_types import NO_LOOP, SCHED_DYNAMIC, SCHED_STATIC, BlockInfo, LoopInstance, TraceInfo
 from test_private_traces import chunker
 from test_source_sampling import exact_set, same, source_set

@@ -1,4 +1,4 @@
-"""Source sampling (analysis/source_sampling.py) against exact oracles: the exact ProfileSet at rate 1,
+"""Source sampling (analysis/sampling/source.py) against exact oracles: the exact ProfileSet at rate 1,
 the real interleaver for the merge order, brute-force window segments, and exact hit rates below rate 1."""
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ import json
 import numpy as np
 import pytest
 
-from analysis import source_sampling as SS
-from analysis.interleave import interleave_arrays
-from analysis.private_traces import ALL_CORES
-from analysis.profiles import ProfileSet, compute_profiles_from
+from analysis.sampling import source as SS
+from analysis.profiles.interleave import interleave_arrays
+from analysis.profiles.private_traces import ALL_CORES
+from analysis.profiles.sweep import compute_profiles_from
+from analysis.profiles.profileset import ProfileSet
 from instrument.trace_types import (CHUNK_DTYPES, NO_LOOP, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_STATIC, BlockInfo,
                                     LoopInstance, TraceChunk, TraceInfo)
-from pptmc.errors import InputError
+from common.errors import InputError
 from fake_source import fake_source_traces  # noqa: F401 (fixture)
 from test_private_traces import chunker
 from tracerows import chunk_from_rows
@@ -93,7 +94,7 @@ def test_full_rate_equals_exact_profile_set(mode, schedule, chunk, k, coherence,
 @pytest.mark.parametrize("p,k", [(2, 1), (3, 1), (4, 3), (5, 2)])
 def test_merge_key_is_the_round_robin_order(p, k):
     """The (turn, core, position) key sorts accesses into the real Interleaver's order, for any lengths."""
-    from analysis.shards_kernel import _rr_key
+    from analysis.sampling.shards_kernel import _rr_key
 
     rng = np.random.default_rng(p * 10 + k)
     for _ in range(20):
@@ -127,13 +128,13 @@ def brute_pieces(starts, run_core, counters, p, next_start, period, length, look
 
 def test_paper_span_is_where_the_core_changes():
     """_paper_span(x) is the first instance after x that Algorithm 1 gives another core (or never)."""
-    from analysis.private_traces import _paper_core
+    from analysis.profiles.private_traces import paper_core
 
     for n in (1, 3, 7, 16, 100, 1001):
         count = np.array([n], np.int64)
         for p in (2, 3, 4, 16):
             for pc in (0, 1, 3):
-                cores = [_paper_core(0, x, count, pc, p) for x in range(n + 5)]
+                cores = [paper_core(0, x, count, pc, p) for x in range(n + 5)]
                 for x in range(n + 5):
                     end = SS._paper_span(0, x, count, pc, p)
                     later = [y for y in range(x + 1, n + 5) if cores[y] != cores[x]]
@@ -145,7 +146,7 @@ def test_static_span_is_the_core_s_block_of_iterations():
     """_static_span(it) is the block of iterations a static schedule without chunk gives its core (the first
     trip % p cores one more), checked against private_traces._static_core per iteration; other schedules and
     rows outside loops get no span."""
-    from analysis.private_traces import _static_core
+    from analysis.profiles.private_traces import _static_core
 
     for trip in range(0, 41):
         for p in (1, 2, 3, 4, 7, 16, 17):
@@ -220,8 +221,8 @@ def test_fused_stacks_match_brute_force(look):
     """The fused kernel's private stack (through table and axis growth, in batches that stop and resume):
     every distance is the exact engine's, and the window tallies split the samples by their gap in private
     positions to the previous use of the line (a direct scan) at `look`."""
-    from analysis.reuse import ReuseEngine
-    from analysis.shards_kernel import ShardsStreams
+    from analysis.profiles.reuse import ReuseEngine
+    from analysis.sampling.shards_kernel import ShardsStreams
 
     rng = np.random.default_rng(2 + look)
     n = 30_000
@@ -252,7 +253,7 @@ def test_fused_stacks_match_brute_force(look):
 
 def _engine_profile(lines):
     """The exact engine's profile of a stream."""
-    from analysis.reuse import ReuseEngine
+    from analysis.profiles.reuse import ReuseEngine
 
     e = ReuseEngine()
     e.feed(lines)
@@ -291,7 +292,7 @@ def workload(n_blocks: int = 6, seed: int = 0):
 
 
 def level_rates(prof: dict, p: int, kind: str, assoc: int, lines: int) -> float:
-    from analysis.sdcm import expected_hits
+    from analysis.hitrates.sdcm import expected_hits
 
     parts = [prof[("crd", p, -1)]] if kind == "crd" else [prof[("prd", p, c)] for c in range(p)]
     return sum(expected_hits(x, assoc, lines) for x in parts) / sum(x.total for x in parts)
@@ -338,7 +339,7 @@ def test_estimate_does_not_depend_on_batches():
 
 def test_scale_profile_keeps_totals_and_adjusts_toward_expected_size():
     """Distances are scaled by 1/rate; SHARDS-adj moves the sample-size gap to distance 0; totals are exact."""
-    from analysis.profiles import ReuseProfile
+    from analysis.profiles.profileset import ReuseProfile
 
     raw = ReuseProfile.from_distances(np.array([0, 0, 3, 5, -1]))
     plain = SS.scale_profile(raw, 0.1, 100, adjust=False)
@@ -420,7 +421,7 @@ def test_windows_match_brute_force(p, k, schedule, spacing, monkeypatch):
     real Interleaver's shared trace (positions, turns, segments and lookbacks). Static: each core runs a
     contiguous part, so many shared segments wait for the later cores (with shared windows as dense as the
     private ones, the ring of buffers grows)."""
-    from analysis.private_traces import CoreMap, line_shift
+    from analysis.profiles.private_traces import CoreMap, line_shift
 
     monkeypatch.setattr(SS, "SHARED_WINDOW_SPACING", spacing)
     info, ch = random_trace(p * 7 + k, 120, True, schedule, 2 if schedule == SCHED_DYNAMIC else 0, n_loops=3)
@@ -476,7 +477,7 @@ def real_trace(tmp_path_factory):
 def test_sampling_decode_gives_the_profiles_of_the_rows_pass(real_trace, monkeypatch, rate, rows):
     """On a real trace, the reader's sampling decode (the default path in iteration mode) gives the same
     profiles as the pass over decoded rows; at rate 1 both equal the exact ProfileSet."""
-    from analysis.profiles import compute_profiles
+    from analysis.profiles.sweep import compute_profiles
 
     sampling = SS.SourceSampling(rate, 5, window=16, length=8)
     fused, _ = SS.sampled_profile_set(str(real_trace), [1, 2, 3, 4], sampling, max_rows=rows)

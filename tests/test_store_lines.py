@@ -1,4 +1,4 @@
-"""Stores to new lines (analysis/store_lines.py) and their price in the runtime model."""
+"""Stores to new lines (analysis/runtime/store_lines.py) and their price in the runtime model."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import runtime_model as rm
-from analysis.store_lines import count_new_line_stores, new_line_by_block, store_line_table
+from analysis.runtime import model as rm
+from analysis.runtime.store_lines import count_new_line_stores, new_line_by_block, store_line_table
 from instrument.trace_types import CHUNK_DTYPES, TraceChunk
-from pptmc.errors import InputError
+from common.errors import InputError
 from tests.test_runtime_model import toy_machine
 
 

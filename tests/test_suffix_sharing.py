@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import analysis.profiles as profiles
-from analysis.profiles import _run_within, compute_profiles_from
+import analysis.profiles.sweep as profiles
+from analysis.profiles.sweep import _run_within, compute_profiles_from
 from instrument.trace_types import NO_LOOP, SCHED_STATIC, BlockInfo, LoopInstance, TraceInfo
 from test_coherence import plain_coherent_profiles, same
 from test_private_traces import chunker
@@ -94,7 +94,7 @@ def test_run_within():
 
 def test_followers_within_a_small_memory_budget_stop_and_stay_exact(monkeypatch):
     """A budget too small for the kept references stops followers (their engines are made): same profiles."""
-    from analysis.profiles import profile_configs
+    from analysis.profiles.sweep import profile_configs
 
     info, ch = loop_trace(3, [64], False)
     calls = counting(monkeypatch)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from pptmc import cli, suite
-from pptmc.errors import InputError
+from common.errors import InputError
 
 REPO = Path(__file__).resolve().parents[1]
 MACHINE = "haswell-i7-5960x"
@@ -168,7 +168,7 @@ def test_suite_validate_and_measure_add_tables_and_report_sections(tmp_path, cap
 
 def test_suite_validation_models_with_the_suites_coherence_choice(tmp_path, monkeypatch):
     """--no-coherence reaches the validated model (the ground truth keeps simulating coherence)."""
-    import analysis.validate as validate
+    import analysis.validate.compare as validate
 
     seen = {}
 

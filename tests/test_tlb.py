@@ -1,4 +1,4 @@
-"""TLB miss rates (analysis/tlb.py) and their term in the runtime model."""
+"""TLB miss rates (analysis/runtime/tlb.py) and their term in the runtime model."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import runtime_model as rm
-from analysis.profiles import ProfileSet, ReuseProfile
-from analysis.tlb import miss_rates_by_cores, tlb_miss_rates
+from analysis.runtime import model as rm
+from analysis.profiles.profileset import ProfileSet, ReuseProfile
+from analysis.runtime.tlb import miss_rates_by_cores, tlb_miss_rates
 from machines.model import TlbLevel
-from pptmc.errors import InputError
+from common.errors import InputError
 from tests.test_runtime_model import HALF, OPS, toy_machine
 
 DTLB = TlbLevel("DTLB", entries=8, associativity=0, page_bytes=4096, miss_cycles=0.5)
@@ -175,7 +175,7 @@ def _updates_brute(addr, is_store, block, instance, page, entries) -> int:
 def test_update_misses_match_an_lru_tlb(seed):
     """Column updates (load, store to the same address), column loads with a store elsewhere, row walks;
     several chunks so the per-block state carries over."""
-    from analysis.tlb import update_misses
+    from analysis.runtime.tlb import update_misses
     from tests.test_cold_lines import _chunk
 
     rng = np.random.default_rng(seed)
@@ -200,7 +200,7 @@ def test_update_misses_match_an_lru_tlb(seed):
 def test_update_misses_hand_count():
     """A column of 40 rows, each on its own page, updated in place twice: 40 + 40 misses of an 8-entry TLB
     (every page was touched 39 pages ago); with 64 entries only the first pass misses."""
-    from analysis.tlb import update_misses
+    from analysis.runtime.tlb import update_misses
     from tests.test_cold_lines import _chunk
 
     rows = [0x100000 + r * 4160 for r in range(40)] * 2

@@ -1,10 +1,10 @@
-"""Which trace facts a machine gets (analysis/trace_terms.py): those its file prices, no others."""
+"""Which trace facts a machine gets (analysis/runtime/trace_terms.py): those its file prices, no others."""
 from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
-from analysis.trace_terms import TraceTerms, trace_terms
+from analysis.runtime.trace_terms import TraceTerms, trace_terms
 from machines import load_machine
 
 

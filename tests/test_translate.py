@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pptmc import cli
-from pptmc.errors import InputError, PptmcError
-from pptmc.toolchain import toolchain
+from common.errors import InputError, PptmcError
+from common.toolchain import toolchain
 from translate import runtime_sources, translate_file
 
 REPO = Path(__file__).resolve().parents[1]

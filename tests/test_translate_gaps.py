@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import test_translate as tt
-from pptmc.toolchain import toolchain
+from common.toolchain import toolchain
 from translate import runtime_sources, translate_file
 
 CASES = tt.CASES

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.validate import COLUMNS, accuracy_summary, diagnose, outliers
-from analysis.validate_report import write_validation_figures
+from analysis.validate.compare import COLUMNS, accuracy_summary, diagnose, outliers
+from analysis.validate.report import write_validation_figures
 from pptmc import cli
-from pptmc.errors import InputError, PptmcError
+from common.errors import InputError, PptmcError
 
 MACHINE = "haswell-i7-5960x"
 
@@ -156,7 +156,7 @@ def test_builtin_resolution_from_name_or_path(tmp_path):
     """A bare name and a path under benchmarks/polybench both take the catalog's harness and size."""
     import argparse
 
-    from analysis.validate_cli import resolve_program
+    from pptmc.commands.validate import resolve_program
     from benchmarks.polybench.catalog import by_name
 
     bench = by_name("mvt")

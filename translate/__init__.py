@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pptmc.io import write_text
+from common.io import write_text
 from translate.model import LoopInfo, RegionInfo, TranslationResult
 
 __all__ = ["LoopInfo", "RegionInfo", "TranslationResult", "runtime_sources", "translate_file"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import clang.cindex as ci
 
-from pptmc.errors import InputError
+from common.errors import InputError
 from translate.loops import stmt_end
 from translate.source import safe_kind
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import clang.cindex as ci
 
-from pptmc.errors import InputError
+from common.errors import InputError
 from translate.source import Source, Token
 
 _RECURSE_LAST = (ci.CursorKind.FOR_STMT, ci.CursorKind.WHILE_STMT, ci.CursorKind.IF_STMT,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pptmc.errors import InputError
+from common.errors import InputError
 from translate.source import Source, Token, line_end
 
 REDUCTION_OPS = ("+", "*", "-", "&", "|", "^", "&&", "||", "min", "max")

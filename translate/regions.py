@@ -3,13 +3,17 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from pptmc.errors import InputError
+from common.errors import InputError
 from translate.localtypes import LocalTypes, check_named
 from translate.loops import parse_loop_nest
 from translate.model import RegionInfo
-from translate.translator import (Construct, DeclInfo, Key, SizeGuard, Translator, decl_type_text,
-                                  declare, pointer_to, region_id, simple_type)
+from translate.decls import (Construct, DeclInfo, Key, SizeGuard, decl_type_text, declare, pointer_to, region_id,
+                             simple_type)
+
+if TYPE_CHECKING:  # the translator hands itself to build_region; only its type is named here
+    from translate.translator import Translator
 
 _ASSIGN_OPS = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "++", "--"}
 

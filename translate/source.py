@@ -13,8 +13,8 @@ from pathlib import Path
 
 import clang.cindex as ci
 
-from pptmc.errors import InputError, ToolError
-from pptmc.toolchain import toolchain
+from common.errors import InputError, ToolError
+from common.toolchain import toolchain
 
 OPENMP_VERSION_MACRO = "-D_OPENMP=201511"  # 5.0+ makes omp.h use declare variant
 

@@ -13,15 +13,14 @@ context that maps each declaration to how the current code reaches it:
 """
 from __future__ import annotations
 
-import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import clang.cindex as ci
 import jinja2
 
-from pptmc.errors import InputError
+from common.errors import InputError
 from translate.atomics import AtomicWriter
+from translate.decls import Construct, DeclInfo, Key, SizeGuard, decl_type_text, declare, pointer_to, simple_type
 from translate.localtypes import LocalTypeIndex, variably_modified
 from translate.loops import LoopLevel, parse_loop_nest, stmt_end
 from translate.model import LoopInfo, RegionInfo
@@ -32,10 +31,8 @@ from translate.spelling import DeclText, declaration_text, join_tokens, macro_de
 # schedule(auto) is static (the implementation's choice, documented); runtime is read from
 # OMP_SCHEDULE by XOMP_runtime_schedule when the loop starts, so the marker shows the real one.
 SCHED_CODES = {"static": 0, "dynamic": 1, "guided": 2, "master": 3, "single": 4, "auto": 0}
-_ARRAY_KINDS = (ci.TypeKind.CONSTANTARRAY, ci.TypeKind.VARIABLEARRAY, ci.TypeKind.INCOMPLETEARRAY)
 _IDENTITY = {"+": "0", "-": "0", "|": "0", "^": "0", "||": "0", "*": "1", "&&": "1", "&": "~0"}
 
-Key = tuple[str, int]
 
 
 def _env() -> jinja2.Environment:
@@ -43,78 +40,6 @@ def _env() -> jinja2.Environment:
     return jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
                               trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                               undefined=jinja2.StrictUndefined, autoescape=False)
-
-
-@dataclass
-class DeclInfo:
-    """A variable or parameter declaration and the facts the rewriting needs."""
-
-    key: Key
-    name: str
-    cursor: ci.Cursor
-    offset: int          # offset in the main file, -1 elsewhere
-    func: tuple[int, int] | None  # extent of the enclosing function for locals
-    is_global: bool
-    bounds: list[Key] = field(default_factory=list)  # variables in variably-modified type bounds
-
-    @property
-    def type(self) -> ci.Type:
-        return self.cursor.type
-
-    @property
-    def is_array(self) -> bool:
-        return self.type.kind in _ARRAY_KINDS
-
-    @property
-    def is_pointer(self) -> bool:
-        return self.type.kind == ci.TypeKind.POINTER or (self.is_array and self.cursor.kind == ci.CursorKind.PARM_DECL)
-
-
-@dataclass(frozen=True)
-class SizeGuard:
-    """A type written with clang's spelling (macros expanded), checked against the build's own."""
-
-    info: DeclInfo
-    text: str
-    pointer: bool  # text is a pointer type: compare the pointed-to sizes
-
-
-@dataclass
-class Construct:
-    """A pragma with its associated statement (None for a standalone directive)."""
-
-    d: Directive
-    stmt: ci.Cursor | None
-    start: int
-    end: int
-    loop_id: int | None = None
-
-
-def simple_type(type_text: str) -> bool:
-    """Whether `T name` declares a variable of type T (no declarator punctuation needed)."""
-    if type_text.startswith("__typeof__(") and type_text.endswith(")"):
-        return True  # one __typeof__(...) (an inner `)(` would not parse as a type anyway)
-    return "(" not in type_text and "[" not in type_text
-
-
-def declare(type_text: str, name: str) -> str:
-    """A declaration of `name` with a type given by its clang spelling."""
-    return f"{type_text} {name}" if simple_type(type_text) else f"__typeof__({type_text}) {name}"
-
-
-def pointer_to(type_text: str) -> str:
-    """The spelling of `T *` for a clang type spelling T."""
-    return f"{type_text} *" if simple_type(type_text) else f"__typeof__({type_text}) *"
-
-
-def decl_type_text(info: DeclInfo) -> str:
-    """The variable's own type; array parameters are spelled as the pointer they really are."""
-    t = info.type
-    if info.is_array and info.cursor.kind == ci.CursorKind.PARM_DECL:
-        return pointer_to(t.element_type.spelling).strip()
-    if "typeof" in t.spelling:  # `typeof (a)` names a variable the outlined code may not see
-        return t.get_canonical().spelling
-    return t.spelling
 
 
 class Translator:
@@ -546,11 +471,6 @@ class Translator:
             if body is not None:
                 args = ", ".join(params[:2]) if len(params) >= 2 and all(params[:2]) else "0, 0"
                 self.inserts[body.extent.start.offset + 1] = f"\n  XOMP_init({args});"
-
-
-def region_id(path: Path, line: int) -> int:
-    """A stable 4-digit id from the file name and line (ROSE-like OUT__<n>__<id>__ names)."""
-    return zlib.crc32(f"{path.name}:{line}".encode()) % 10000
 
 
 def translate_source(src: Source) -> tuple[str, list[RegionInfo], list[LoopInfo]]:

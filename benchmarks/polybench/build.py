@@ -11,9 +11,9 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from benchmarks.polybench.catalog import Benchmark, size_define
-from pptmc.errors import InputError, RunError, ToolError
-from pptmc.io import atomic_path
-from pptmc.toolchain import toolchain
+from common.errors import InputError, RunError, ToolError
+from common.io import atomic_path
+from common.toolchain import toolchain
 
 _CHECKSUM = re.compile(r"^PBENCH_CHECKSUM (\S+) n=(\d+) sum=(\S+) wsum=(\S+)$")
 _DUMP = re.compile(r"^PBENCH_DUMP (\S+) (\d+)$")

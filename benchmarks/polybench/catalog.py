@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pptmc.errors import InputError
+from common.errors import InputError
 
 HERE = Path(__file__).resolve().parent
 SIZES = ("MINI", "SMALL", "MEDIUM", "LARGE", "EXTRALARGE", "PAPER")

@@ -1,0 +1,1 @@
+"""Cache hit rates from reuse profiles (SDCM) or from a set-associative simulator."""

@@ -1,0 +1,497 @@
+"""Oracle: an LRU multicore cache simulator run on the same mimicked traces as the model.
+
+Private levels have one instance per core and see that core's accesses; shared levels
+have one instance and see the interleaved trace. Two ways to feed lower levels:
+
+* `hierarchical=False` (default, what SDCM assumes): every level sees every access of its
+  stream, so a fully associative level hits iff its stack distance < lines, and the
+  simulator must agree with SDCM exactly.
+* `hierarchical=True`: a level sees only the accesses that missed every level above it
+  (a non-inclusive, read-allocate hierarchy, like pycachesim without write-back traffic).
+
+Set-associative levels use a tag/timestamp array per set (set = line mod sets); fully
+associative levels use a hash map plus a doubly linked LRU list, an implementation
+independent of the reuse engine so the agreement test means something.
+
+`CoherentHierarchy` / `simulate_coherent` is the ground truth of `pptmc validate`: the merged
+stream of a real multithreaded run through private levels per core and shared levels,
+hierarchical, with write-invalidate coherence between the private levels (a store by core c
+removes the line from every other core's private caches; their next miss on it is counted
+as an invalidation miss). It shares `_lookup`, the one LRU set lookup, with `LevelSim`. A
+directory (open-addressing hash table: line -> bit mask of cores that may hold it) finds
+the copies to invalidate without scanning every core.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+import pandas as pd
+from numba import types
+from numba.typed import Dict
+
+from analysis.profiles.private_traces import InterleaveSpec, line_shift, mimic, resolve_mode
+from analysis.profiles.sweep import ChunkFactory
+from analysis.hitrates.rates import COLUMNS
+from analysis.profiles.reuse import STORE_TAG
+from instrument.trace_types import TraceInfo
+from machines.model import CacheLevel, Machine
+from common.errors import InputError
+
+_EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _lookup(tags, stamps, base, ways, line, clock):
+    """The one LRU set lookup: ways base..base+ways-1 of flat arrays; a miss fills the LRU (or an invalid) way."""
+    victim = base
+    oldest = stamps[base]
+    for w in range(base, base + ways):
+        if tags[w] == line:
+            stamps[w] = clock
+            return True
+        if stamps[w] < oldest:
+            oldest = stamps[w]
+            victim = w
+    tags[victim] = line
+    stamps[victim] = clock
+    return False
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _invalidate(tags, stamps, base, ways, line):
+    """Drop `line` from one set (it becomes the next victim); True if it was there."""
+    for w in range(base, base + ways):
+        if tags[w] == line:
+            tags[w] = _EMPTY
+            stamps[w] = 0
+            return True
+    return False
+
+
+@numba.njit(cache=True, nogil=True)
+def _set_assoc(lines, inst, tags, stamps, n_sets, ways, clock, hits):
+    """LRU set-associative lookup of each access (flat per-instance/set/way arrays); returns the clock."""
+    for i in range(lines.shape[0]):
+        line = lines[i]
+        s = line % np.uint64(n_sets)
+        clock += 1
+        hits[i] = _lookup(tags, stamps, (inst[i] * n_sets + np.int64(s)) * ways, ways, line, clock)
+    return clock
+
+
+@numba.njit(cache=True, nogil=True)
+def _fully_assoc(lines, inst, where, keys, prev, nxt, head, tail, size, cap, hits):
+    """LRU fully associative lookup: hash map line -> node, list ordered most recent first."""
+    for i in range(lines.shape[0]):
+        c = inst[i]
+        key = (np.uint64(c) << np.uint64(48)) | lines[i]
+        if key in where:
+            node = where[key]
+            hits[i] = True
+            if head[c] != node:  # unlink, then push at head
+                p = prev[node]
+                q = nxt[node]
+                nxt[p] = q
+                if q >= 0:
+                    prev[q] = p
+                else:
+                    tail[c] = p
+                prev[node] = -1
+                nxt[node] = head[c]
+                prev[head[c]] = node
+                head[c] = node
+            continue
+        hits[i] = False
+        if size[c] < cap:
+            node = c * cap + size[c]
+            size[c] += 1
+        else:
+            node = tail[c]
+            del where[keys[node]]
+            t = prev[node]
+            tail[c] = t
+            if t >= 0:
+                nxt[t] = -1
+            else:
+                head[c] = -1
+        keys[node] = key
+        where[key] = node
+        prev[node] = -1
+        nxt[node] = head[c]
+        if head[c] >= 0:
+            prev[head[c]] = node
+        else:
+            tail[c] = node
+        head[c] = node
+
+
+class LevelSim:
+    """State of one cache level with `instances` copies (one per core, or one if shared)."""
+
+    def __init__(self, level: CacheLevel, instances: int) -> None:
+        self.level = level
+        n_sets, ways = _geometry(level, 0)
+        n_lines = n_sets * ways
+        self.fully = n_sets == 1
+        if self.fully:
+            self.cap = n_lines
+            self.where = Dict.empty(key_type=types.uint64, value_type=types.int64)
+            self.keys = np.zeros(instances * n_lines, dtype=np.uint64)
+            self.prev = np.full(instances * n_lines, -1, dtype=np.int64)
+            self.nxt = np.full(instances * n_lines, -1, dtype=np.int64)
+            self.head = np.full(instances, -1, dtype=np.int64)
+            self.tail = np.full(instances, -1, dtype=np.int64)
+            self.size = np.zeros(instances, dtype=np.int64)
+        else:
+            self.n_sets, self.ways = n_lines // ways, ways
+            self.tags = np.full(instances * n_lines, _EMPTY, dtype=np.uint64)
+            self.stamps = np.zeros(instances * n_lines, dtype=np.int64)
+            self.clock = 0
+
+    def access(self, lines: np.ndarray, inst: np.ndarray) -> np.ndarray:
+        """Look up each access; returns a hit flag per access."""
+        hits = np.zeros(len(lines), dtype=np.bool_)
+        lines = np.ascontiguousarray(lines, dtype=np.uint64)
+        inst = np.ascontiguousarray(inst, dtype=np.int64)
+        if self.fully:
+            _fully_assoc(lines, inst, self.where, self.keys, self.prev, self.nxt, self.head, self.tail,
+                         self.size, self.cap, hits)
+        else:
+            self.clock = _set_assoc(lines, inst, self.tags, self.stamps, self.n_sets, self.ways, self.clock, hits)
+        return hits
+
+
+@dataclass
+class LevelCounts:
+    """Accesses reaching and hitting a level, and accesses missing it and all above."""
+
+    name: str
+    reached: int = 0
+    hits: int = 0
+    missed_all: int = 0
+    own_hits: int = 0  # hits among every access this level saw
+
+
+def simulate_stream(batches, caches: tuple[CacheLevel, ...], cores: int,
+                    hierarchical: bool = False) -> tuple[list[LevelCounts], int]:
+    """Run (lines, core) batches of an interleaved trace through the hierarchy."""
+    sims = [LevelSim(lv, 1 if lv.shared else cores) for lv in caches]
+    counts = [LevelCounts(lv.name) for lv in caches]
+    total = 0
+    for lines, core in batches:
+        total += len(lines)
+        missing = np.ones(len(lines), dtype=bool)  # missed every level so far
+        for sim, cnt in zip(sims, counts):
+            sel = missing if hierarchical else slice(None)
+            inst = np.zeros(len(lines), dtype=np.int64) if sim.level.shared else core
+            hit = sim.access(lines[sel], inst[sel])
+            reach_hits = hit if hierarchical else hit[missing]
+            cnt.reached += int(missing.sum())
+            cnt.hits += int(reach_hits.sum())
+            cnt.own_hits += int(hit.sum())
+            if hierarchical:
+                missing[np.nonzero(missing)[0][hit]] = False
+            else:
+                missing &= ~hit
+            cnt.missed_all += int(missing.sum())
+    return counts, total
+
+
+def rates_table(cores: int, counts: list[LevelCounts], total: int) -> pd.DataFrame:
+    """cumulative = 1 - (misses of this and every level above) / all accesses; local = hits / reached;
+    level = this level's own hits / all accesses (what SDCM predicts per level)."""
+    rows = [{"cores": cores, "level": c.name,
+             "cumulative_hit_rate": 1.0 - c.missed_all / total if total else 0.0,
+             "local_hit_rate": c.hits / c.reached if c.reached else 0.0,
+             "level_hit_rate": c.own_hits / total if total else 0.0,
+             "accesses": total} for c in counts]
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def simulate_hierarchy(info: TraceInfo, chunks: ChunkFactory, machine: Machine, cores: list[int],
+                       mode: str = "auto", interleave: str = "rr", seed: int = 0, refs_per_turn: int = 1,
+                       hierarchical: bool = False, paper_chunk: int = 0, coherent: bool = False) -> pd.DataFrame:
+    """Simulated hit rates for each core count, same table shape as predict_hit_rates.
+
+    coherent: write-invalidate between the private levels (CoherentHierarchy, which is hierarchical,
+    so `hierarchical` must be True too); `level_hit_rate` is then not measured (NaN)."""
+    if coherent and not hierarchical:
+        raise InputError("a coherent simulation is hierarchical (a level sees the misses above it): "
+                         "ask for hierarchical=True (pptmc hitrates --simulate ... --hierarchical --coherent)")
+    resolved = resolve_mode(info, mode)
+    line = machine.line_bytes
+    line_shift(line)
+    if any(lv.line_bytes != line for lv in machine.caches):
+        raise InputError(f"machine {machine.name}: cache levels use different line sizes; not supported")
+    tables = []
+    for p in sorted(set(cores)):  # one pass per core count: each is an independent task
+        spec = InterleaveSpec(p, interleave, seed, refs_per_turn)
+        stream = (b for _, b in mimic(info, chunks, [spec], resolved, line, paper_chunk, stores=coherent))
+        if coherent:
+            tables.append(_coherent_rates(stream, machine.caches, p))
+            continue
+        counts, total = simulate_stream(((b.lines, b.core) for b in stream), machine.caches, p, hierarchical)
+        tables.append(rates_table(p, counts, total))
+    return pd.concat(tables, ignore_index=True)
+
+
+def _coherent_rates(batches, caches: tuple[CacheLevel, ...], cores: int) -> pd.DataFrame:
+    """Hit-rate table of mimicked batches (store line ids tagged) through the coherent hierarchy."""
+    sim = CoherentHierarchy(caches, cores)
+    for b in batches:
+        sim.access(b.lines & ~STORE_TAG, b.core.astype(np.int64), (b.lines & STORE_TAG) != 0)
+    table = sim.counts.table(cores).assign(level_hit_rate=np.nan)
+    return table[COLUMNS]
+
+
+def simulate_file(trace_path: str, machine: Machine, cores: list[int], **kwargs) -> pd.DataFrame:
+    """simulate_hierarchy on a trace file."""
+    from analysis.profiles.sweep import open_chunks
+
+    info, factory = open_chunks(trace_path)
+    return simulate_hierarchy(info, factory, machine, cores, **kwargs)
+
+
+def simulate_like(trace_path: str, machine: Machine, ps, cores: list[int] | None = None,
+                  hierarchical: bool = False, coherent: bool = False) -> pd.DataFrame:
+    """simulate_file on the private/shared traces a ProfileSet `ps` was made from (its mode,
+    interleaving, seed, refs per turn and paper chunk), for `cores` (default: the set's)."""
+    return simulate_file(str(trace_path), machine, list(ps.cores if cores is None else cores), mode=ps.mode,
+                         interleave=ps.interleave, seed=ps.seed, refs_per_turn=ps.refs_per_turn,
+                         paper_chunk=ps.paper_chunk, hierarchical=hierarchical, coherent=coherent)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ground-truth multicore hierarchy: private levels per core, shared levels, write-invalidate.
+# ---------------------------------------------------------------------------------------------
+
+MAX_COHERENT_CORES = 64  # the sharer set of a line is one uint64 bit mask
+_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _dir_slot(keys, line, mask):
+    """Open-addressing (linear probing) slot of `line` in the directory, inserting it if absent.
+
+    Groups of 8 neighbouring lines hash to 8 neighbouring slots, so a sequential sweep touches
+    one directory cache line per 8 lines instead of one per line. Keys hold line + 1, so a
+    zero-filled (lazily allocated) table is empty."""
+    h = (((line >> np.uint64(3)) * _HASH_MUL) >> np.uint64(17) << np.uint64(3)) | (line & np.uint64(7))
+    j = np.int64(h & np.uint64(mask))
+    key = line + np.uint64(1)
+    while True:
+        k = keys[j]
+        if k == key:
+            return j, False
+        if k == 0:
+            keys[j] = key
+            return j, True
+        j = (j + 1) & mask
+
+
+@numba.njit(cache=True, nogil=True)
+def _dir_rehash(keys, state, new_keys, new_state):
+    """Move every directory entry into larger tables."""
+    mask = new_keys.shape[0] - 1
+    for j in range(keys.shape[0]):
+        if keys[j] != 0:
+            k, _ = _dir_slot(new_keys, keys[j] - np.uint64(1), mask)
+            new_state[k, :] = state[j, :]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _set_of(line, sets):
+    """line mod sets; a mask when sets is a power of two (a 64-bit division costs tens of cycles)."""
+    if sets & (sets - 1) == 0:
+        return np.int64(line & np.uint64(sets - 1))
+    return np.int64(line % np.uint64(sets))
+
+
+@numba.njit(cache=True, nogil=True)
+def _coherent(lines, start, core, store, coherent, tags, stamps, lv_off, lv_sets, lv_ways, lv_priv, keys, state, clock,
+              entries, reached, hits, inval_miss, invalidated):
+    """Run accesses from `start` through the hierarchy until the directory is half full.
+
+    Returns (clock, directory entries, index of the first access not simulated).
+
+    A level sees the misses of the level above and allocates on a miss (non-inclusive, write-allocate).
+    A store by core c removes the line from every other core's private levels (write-invalidate);
+    `gone[p, line]` remembers which cores lost it from private level p, so their next miss there is
+    counted as an invalidation miss. Directory row of a line: [sharer mask, gone mask of private
+    level 0, of private level 1, ...] (one row, so one memory line per access)."""
+    n_lev = lv_off.shape[0]
+    mask = keys.shape[0] - 1
+    limit = keys.shape[0] // 2
+    for i in range(start, lines.shape[0]):
+        if entries >= limit:
+            return clock, entries, i
+        line = lines[i]
+        c = core[i]
+        bit = np.uint64(1) << np.uint64(c)
+        clock += 1
+        slot = -1  # directory row, looked up only when needed (not for a load hitting a private L1)
+        first_hit = n_lev
+        for lv in range(n_lev):
+            sets = lv_sets[lv]
+            inst = c if lv_priv[lv] >= 0 else 0
+            base = lv_off[lv] + (inst * sets + _set_of(line, sets)) * lv_ways[lv]
+            reached[lv] += 1
+            if _lookup(tags, stamps, base, lv_ways[lv], line, clock):
+                hits[lv] += 1
+                first_hit = lv
+                break
+            p = lv_priv[lv]
+            if p >= 0:
+                if slot < 0:
+                    slot, new = _dir_slot(keys, line, mask)
+                    entries += new
+                if state[slot, p + 1] & bit:
+                    inval_miss[lv] += 1
+                    state[slot, p + 1] &= ~bit
+        st = store[i] and coherent
+        if first_hit == 0 and lv_priv[0] >= 0 and not st:
+            continue  # a line in c's private L1 already has c's sharer bit (only a store clears it, and
+            # that store also removed the line from c's caches)
+        if slot < 0:
+            slot, new = _dir_slot(keys, line, mask)
+            entries += new
+        if st:
+            others = state[slot, 0] & ~bit
+            d = 0
+            while others:
+                if others & np.uint64(1):
+                    dbit = np.uint64(1) << np.uint64(d)
+                    for lv in range(n_lev):
+                        p = lv_priv[lv]
+                        if p < 0:
+                            continue
+                        sets = lv_sets[lv]
+                        base = lv_off[lv] + (d * sets + _set_of(line, sets)) * lv_ways[lv]
+                        if _invalidate(tags, stamps, base, lv_ways[lv], line):
+                            invalidated[lv] += 1
+                            state[slot, p + 1] |= dbit
+                others >>= np.uint64(1)
+                d += 1
+            state[slot, 0] = bit
+        else:
+            state[slot, 0] |= bit
+    return clock, entries, lines.shape[0]
+
+
+@dataclass
+class CoherentCounts:
+    """Per-level counts of one coherent simulation (hierarchical: a level sees the misses above it)."""
+
+    names: list[str]
+    shared: list[bool]
+    reached: np.ndarray
+    hits: np.ndarray
+    invalidation_misses: np.ndarray
+    invalidated: np.ndarray  # private copies removed by other cores' stores
+    total: int = 0
+
+    def table(self, cores: int) -> pd.DataFrame:
+        """cumulative = 1 - accesses missing this level and all above / all accesses (the paper's Table 6)."""
+        rows = []
+        for i, name in enumerate(self.names):
+            missed = int(self.reached[i] - self.hits[i])
+            rows.append({"cores": cores, "level": name, "shared": self.shared[i],
+                         "cumulative_hit_rate": 1.0 - missed / self.total if self.total else 0.0,
+                         "local_hit_rate": self.hits[i] / self.reached[i] if self.reached[i] else 0.0,
+                         "accesses": self.total, "misses": missed,
+                         "invalidations": int(self.invalidation_misses[i]),
+                         "invalidated_copies": int(self.invalidated[i])})
+        return pd.DataFrame(rows)
+
+
+class CoherentHierarchy:
+    """A multicore cache hierarchy fed with a merged (line, core, is_store) stream.
+
+    Private levels get one instance per core (per thread: with more threads than the machine has
+    cores, each thread still gets its own private caches, as the model assumes); shared levels one.
+    `fully_associative_up_to` > 0 turns every level of at most that many lines into a single
+    fully associative LRU set (used to measure conflict misses); `coherent=False` turns write-invalidate
+    off (used to measure what coherence costs)."""
+
+    def __init__(self, caches: tuple[CacheLevel, ...], cores: int, fully_associative_up_to: int = 0,
+                 coherent: bool = True) -> None:
+        if not 1 <= cores <= MAX_COHERENT_CORES:
+            raise InputError(f"cores={cores}: the coherent simulator supports 1 to {MAX_COHERENT_CORES} cores")
+        off, sets, ways, priv = [], [], [], []
+        size, n_priv = 0, 0
+        for lv in caches:
+            s, w = _geometry(lv, fully_associative_up_to)
+            inst = 1 if lv.shared else cores
+            off.append(size), sets.append(s), ways.append(w)
+            priv.append(-1 if lv.shared else n_priv)
+            n_priv += 0 if lv.shared else 1
+            size += inst * s * w
+        self.lv_off, self.lv_sets, self.lv_ways, self.lv_priv = (np.array(a, dtype=np.int64)
+                                                                 for a in (off, sets, ways, priv))
+        self.tags = np.full(size, _EMPTY, dtype=np.uint64)
+        self.stamps = np.zeros(size, dtype=np.int64)
+        self.clock, self.coherent, self.cores = 0, coherent, cores
+        self.n_priv, self.entries = max(n_priv, 1), 0
+        self._alloc_directory(1 << 16)
+        n = len(caches)
+        self.counts = CoherentCounts([lv.name for lv in caches], [lv.shared for lv in caches],
+                                     np.zeros(n, np.int64), np.zeros(n, np.int64),
+                                     np.zeros(n, np.int64), np.zeros(n, np.int64))
+
+    def _alloc_directory(self, size: int) -> None:
+        self.keys = np.zeros(size, dtype=np.uint64)
+        self.state = np.zeros((size, 1 + self.n_priv), dtype=np.uint64)
+
+    def _grow(self) -> None:
+        """Grow the directory 4x (it holds one entry per distinct line and is kept at most half full)."""
+        keys, state = self.keys, self.state
+        self._alloc_directory(4 * keys.shape[0])
+        _dir_rehash(keys, state, self.keys, self.state)
+
+    def access(self, lines: np.ndarray, core: np.ndarray, is_store: np.ndarray) -> None:
+        """Simulate one batch of the merged stream, in order."""
+        lines = np.ascontiguousarray(lines, dtype=np.uint64)
+        if np.any(lines == _EMPTY):
+            raise InputError("line id 2^64-1 is reserved by the simulator")
+        core = np.ascontiguousarray(core, dtype=np.int64)
+        is_store = np.ascontiguousarray(is_store, dtype=np.bool_)
+        if not len(lines) == len(core) == len(is_store):
+            raise InputError(f"batch arrays differ in length ({len(lines)}, {len(core)}, {len(is_store)})")
+        if len(core) and (core.min() < 0 or core.max() >= self.cores):  # the kernel does not bounds-check
+            raise InputError(f"core id {int(core.max())} in the stream, but the hierarchy has {self.cores} cores")
+        c = self.counts
+        done = 0
+        while True:
+            self.clock, self.entries, done = _coherent(
+                lines, done, core, is_store, self.coherent, self.tags, self.stamps, self.lv_off, self.lv_sets,
+                self.lv_ways, self.lv_priv, self.keys, self.state, self.clock, self.entries, c.reached, c.hits,
+                c.invalidation_misses, c.invalidated)
+            if done == len(lines):
+                break
+            self._grow()
+        c.total += len(lines)
+
+
+def _geometry(level: CacheLevel, fully_up_to: int) -> tuple[int, int]:
+    """(sets, ways) of a level as the coherent simulator lays it out."""
+    n_lines = level.n_lines
+    if n_lines < 1:
+        raise InputError(f"cache {level.name}: size {level.size_bytes} B holds no {level.line_bytes} B line")
+    ways = level.associativity
+    if ways == 0 or ways >= n_lines or n_lines <= fully_up_to:
+        return 1, n_lines
+    if n_lines % ways:
+        raise InputError(f"cache {level.name}: {n_lines} lines is not a multiple of "
+                         f"associativity {ways}; fix the machine description")
+    return n_lines // ways, ways
+
+
+def simulate_coherent(batches, caches: tuple[CacheLevel, ...], cores: int,
+                      fully_associative_up_to: int = 0) -> CoherentCounts:
+    """Run (lines, core, is_store) batches of a merged multithreaded stream through the hierarchy."""
+    sim = CoherentHierarchy(caches, cores, fully_associative_up_to)
+    for lines, core, store in batches:
+        sim.access(lines, core, store)
+    return sim.counts

@@ -1,0 +1,1 @@
+"""Reuse profiles: private traces, interleaving, the reuse engines, coherence, line numbering."""

@@ -1,0 +1,173 @@
+"""The ProfileSet contract: reuse-distance histograms per core count, and their files.
+
+A ProfileSet is what the profiling sweep (analysis/profiles/sweep.py) produces and what every
+later stage (hit rates, runtime, sampling, validation) reads; its on-disk form is documented in
+ProfileSet.save.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from common.errors import InputError
+from common.io import write_json, write_table
+
+
+def histogram_bins(n_bins: int, exact_limit: int, exact_bits: int, sub_bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """Lower (inclusive) and upper (exclusive) distance of every engine histogram bin."""
+    lower = np.empty(n_bins, dtype=np.int64)
+    upper = np.empty(n_bins, dtype=np.int64)
+    lower[:exact_limit] = np.arange(exact_limit)
+    upper[:exact_limit] = lower[:exact_limit] + 1
+    idx = np.arange(n_bins - exact_limit)
+    j = exact_bits + idx // (1 << sub_bits)
+    sub = idx % (1 << sub_bits)
+    width = np.left_shift(np.ones_like(j, dtype=np.uint64), (j - sub_bits).astype(np.uint64))
+    lo = (np.left_shift(np.ones_like(j, dtype=np.uint64), j.astype(np.uint64)) + sub.astype(np.uint64) * width)
+    hi = lo + width
+    big = np.iinfo(np.int64).max
+    lower[exact_limit:] = np.minimum(lo, big).astype(np.int64)
+    upper[exact_limit:] = np.where(hi < lo, big, np.minimum(hi, big)).astype(np.int64)
+    return lower, upper
+
+
+@dataclass
+class ReuseProfile:
+    """A reuse-distance histogram: bins [lower, upper), their counts, and cold misses."""
+
+    lower: np.ndarray      # int64 inclusive lower distance of each non-empty bin
+    upper: np.ndarray      # int64 exclusive upper distance (lower + 1 for exact bins)
+    count: np.ndarray      # int64 accesses in the bin
+    dist_sum: np.ndarray   # int64 sum of the distances in the bin (mean = dist_sum / count)
+    cold: int              # accesses with infinite distance (first touch of a line, or a coherence miss)
+    total: int             # all accesses, cold included
+    coherence: int = 0     # of the cold accesses, those that are coherence misses (line invalidated by a store)
+
+    def mean_distance(self) -> np.ndarray:
+        """Representative distance of each bin (exact for single-distance bins)."""
+        return self.dist_sum / np.maximum(self.count, 1)
+
+    def probabilities(self) -> tuple[np.ndarray, float]:
+        """P(D) of each bin and P(D = infinity), as in the paper's Table 2."""
+        if self.total == 0:
+            return np.zeros(len(self.count)), 0.0
+        return self.count / self.total, self.cold / self.total
+
+    @staticmethod
+    def empty() -> "ReuseProfile":
+        z = np.zeros(0, dtype=np.int64)
+        return ReuseProfile(z, z.copy(), z.copy(), z.copy(), 0, 0)
+
+    @staticmethod
+    def from_distances(distances: np.ndarray) -> "ReuseProfile":
+        """Exact (one bin per distance) profile of an array of distances, -1 = cold."""
+        d = np.asarray(distances, dtype=np.int64)
+        warm = d[d >= 0]
+        vals, counts = np.unique(warm, return_counts=True)
+        return ReuseProfile(vals, vals + 1, counts.astype(np.int64), vals * counts,
+                            int((d < 0).sum()), int(d.shape[0]))
+
+
+@dataclass
+class ProfileSet:
+    """PRD per (cores, core) and CRD per cores, plus how they were made."""
+
+    line_size: int
+    mode: str
+    interleave: str
+    seed: int
+    refs_per_turn: int
+    trace: str
+    prd: dict[tuple[int, int], ReuseProfile] = field(default_factory=dict)
+    crd: dict[int, ReuseProfile] = field(default_factory=dict)
+    paper_chunk: int = 0  # paper mode: block instances dealt round-robin in runs of this many (0 = even split)
+    trace_complete: bool = True  # False: the traced run crashed or its file was cut short
+    coherence: bool = False  # PRDs count write-invalidate coherence misses (compute_profiles: on by default)
+
+    @property
+    def cores(self) -> list[int]:
+        return sorted(self.crd)
+
+    def prds(self, cores: int) -> list[ReuseProfile]:
+        """The per-core PRDs of one core count, in core order."""
+        return [prof for (p, _), prof in sorted(self.prd.items()) if p == cores]
+
+    def metadata(self) -> dict:
+        return {"line_size": self.line_size, "mode": self.mode, "interleave": self.interleave,
+                "seed": self.seed, "refs_per_turn": self.refs_per_turn, "trace": self.trace,
+                "cores": self.cores, "paper_chunk": self.paper_chunk, "trace_complete": self.trace_complete,
+                "coherence": self.coherence}
+
+    def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(summary, bins) tables in the documented layout."""
+        items = [("prd", c, k, p) for (c, k), p in sorted(self.prd.items())]
+        items += [("crd", c, -1, p) for c, p in sorted(self.crd.items())]
+        summary = pd.DataFrame([{"kind": kind, "cores": c, "core": k, "total": p.total, "cold": p.cold,
+                                 "coherence": p.coherence} for kind, c, k, p in items],
+                               columns=["kind", "cores", "core", "total", "cold", "coherence"])
+        parts = [pd.DataFrame({"kind": kind, "cores": c, "core": k, "lower": p.lower, "upper": p.upper,
+                               "count": p.count, "dist_sum": p.dist_sum}) for kind, c, k, p in items]
+        cols = ["kind", "cores", "core", "lower", "upper", "count", "dist_sum"]
+        bins = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
+        return summary, bins[cols]
+
+    def save(self, directory: str | Path) -> Path:
+        """Write metadata and both tables (CSV and Parquet), each file atomically."""
+        out = Path(directory)
+        summary, bins = self.tables()
+        for name, df in (("summary", summary), ("bins", bins)):
+            write_table(df, out / f"{name}.csv")
+            write_table(df, out / f"{name}.parquet")
+        write_json(out / "profiles.json", self.metadata())
+        return out
+
+    @staticmethod
+    def load(directory: str | Path) -> "ProfileSet":
+        """Read a directory written by save()."""
+        d = Path(directory)
+        meta_path = d / "profiles.json"
+        if not meta_path.is_file():
+            raise InputError(f"{meta_path}: not found; pass a directory written by `pptmc profile -o DIR`")
+        try:
+            meta = json.loads(meta_path.read_text())
+            summary, bins = (_read_table(d, name) for name in ("summary", "bins"))
+            ps = ProfileSet(int(meta["line_size"]), str(meta["mode"]), str(meta["interleave"]),
+                            int(meta["seed"]), int(meta["refs_per_turn"]), str(meta["trace"]),
+                            paper_chunk=int(meta.get("paper_chunk", 0)),
+                            trace_complete=bool(meta.get("trace_complete", True)),
+                            coherence=bool(meta.get("coherence", False)))
+        except (KeyError, ValueError, TypeError) as exc:
+            raise InputError(f"{d}: malformed profile directory ({exc}); regenerate it with `pptmc profile`") from exc
+        groups = {key: g for key, g in bins.groupby(["kind", "cores", "core"])}
+        for row in summary.itertuples(index=False):
+            g = groups.get((row.kind, row.cores, row.core))
+            prof = _profile_from_rows(g, int(row.cold), int(row.total), int(getattr(row, "coherence", 0)))
+            if row.kind == "prd":
+                ps.prd[(int(row.cores), int(row.core))] = prof
+            elif row.kind == "crd":
+                ps.crd[int(row.cores)] = prof
+            else:
+                raise InputError(f"{d / 'summary.csv'}: field kind={row.kind!r}; expected prd or crd")
+        return ps
+
+
+def _read_table(d: Path, name: str) -> pd.DataFrame:
+    """Prefer Parquet (typed), fall back to CSV."""
+    pq, csv = d / f"{name}.parquet", d / f"{name}.csv"
+    if pq.is_file():
+        return pd.read_parquet(pq)
+    if csv.is_file():
+        return pd.read_csv(csv)
+    raise InputError(f"{pq}: not found; regenerate the directory with `pptmc profile`")
+
+
+def _profile_from_rows(g: pd.DataFrame | None, cold: int, total: int, coherence: int = 0) -> ReuseProfile:
+    """Rebuild one ReuseProfile from its bin rows."""
+    if g is None:
+        return ReuseProfile(*(np.zeros(0, dtype=np.int64) for _ in range(4)), cold, total, coherence)
+    cols = [g[c].to_numpy(dtype=np.int64) for c in ("lower", "upper", "count", "dist_sum")]
+    return ReuseProfile(*cols, cold, total, coherence)

@@ -1,0 +1,1 @@
+"""Sampled reuse profiles: AMM per-block sampling and SHARDS source sampling."""

@@ -1,0 +1,1 @@
+"""Predicted hit rates against the ground truth of real multithreaded runs."""

@@ -1,0 +1,282 @@
+"""Ground-truth hit rates from a real multithreaded run of the original OpenMP program.
+
+1. Build: the *original* program with clang -fopenmp, the functions clang outlines for the
+   parallel regions (`.omp_outlined*`) instrumented (instrument.build_instrumented).
+2. Trace: run once per thread count N with OMP_NUM_THREADS=N; each thread writes its own
+   chunks, every row carries its thread id and its per-thread region index.
+3. Merge: region by region, the threads' streams are merged reference by reference, round-robin
+   (Wu & Yeung) or uniformly at random (seeded), with analysis.profiles.interleave.Interleaver (which
+   spills waiting references to disk).
+4. Simulate: the merged stream through analysis.hitrates.cachesim.CoherentHierarchy with the machine's
+   geometry (private levels per thread, shared levels once, write-invalidate).
+
+Artifacts are cached in `workdir` under content keys (common.cache), so re-running with other
+machines or core counts reuses the build and the traces. VALIDATION.md says what this ground
+truth is and is not.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+import pandas as pd
+
+from analysis.hitrates.cachesim import MAX_COHERENT_CORES, CoherentHierarchy
+from analysis.profiles.interleave import Interleaver
+from analysis.profiles.private_traces import line_shift
+from machines.model import Machine
+from common.cache import is_fresh, mark_done, step_key
+from common.errors import InputError
+from common.io import stdout_to_file, write_table
+
+OUTLINED = r"\.omp_outlined"  # clang's names for the functions of parallel regions
+INTERLEAVES = ("rr", "random")
+GT_COLUMNS = ["machine", "cores", "interleave", "level", "cumulative_hit_rate", "local_hit_rate", "accesses",
+              "invalidations", "shared", "misses", "invalidated_copies", "distinct_lines", "fa_cumulative_hit_rate",
+              "nocoh_cumulative_hit_rate",
+              "thread_imbalance"]
+# Levels of at most this many lines are also simulated fully associative to measure conflict
+# misses; larger ones (L3) would cost a scan of every way per access and keep their geometry.
+FA_MAX_LINES = 8192
+MEMORY_BUDGET = 64 << 20  # bytes of merge buffers kept in memory over all live regions; the rest spills
+_SIM_VERSION = 4  # bump when the simulation's semantics change (invalidates cached tables)
+
+Progress = Callable[[str], None] | None
+
+
+@dataclasses.dataclass(frozen=True)
+class MergedBatch:
+    """A run of the merged stream: cache line, thread (= core) and store flag of each access."""
+
+    lines: np.ndarray
+    core: np.ndarray
+    is_store: np.ndarray
+
+
+def build_original(source: Path, workdir: Path, include_dirs=(), defines=(), extra_sources=(),
+                   progress: Progress = None) -> Path:
+    """Instrumented build of the original OpenMP program (cached by content)."""
+    import instrument
+    import instrument.build
+    from passes import irpass
+
+    source = Path(source)
+    if not source.is_file():
+        raise InputError(f"{source}: no such C file")
+    binary = Path(workdir) / "build" / f"{source.stem}.gt"
+    headers = [p for d in include_dirs for p in Path(d).glob("*.h")]
+    tracer = [Path(instrument.build.RUNTIME_C), Path(irpass.__file__)]  # a new tracer invalidates old builds
+    key = step_key([source, *headers, *map(Path, extra_sources), *tracer],
+                   {"I": [str(d) for d in include_dirs], "D": list(defines), "functions": OUTLINED})
+    stamp = binary.parent / ".key"
+    if not is_fresh(stamp, key, [binary]):
+        _say(progress, f"build {source.name}")
+        instrument.build_instrumented(source, binary, functions=OUTLINED, include_dirs=include_dirs,
+                                      defines=defines, extra_sources=extra_sources)
+        mark_done(stamp, key)
+    return binary
+
+
+def trace_threads(binary: Path, workdir: Path, threads: int, args=(), progress: Progress = None) -> Path:
+    """Record the trace of one run with `threads` OpenMP threads (cached by content)."""
+    import instrument
+
+    out = Path(workdir) / f"trace-{threads}" / f"{Path(binary).stem}.pptrace"
+    key = step_key([binary], {"args": [str(a) for a in args], "threads": threads})
+    stamp = out.parent / ".key"
+    if not is_fresh(stamp, key, [out]):
+        _say(progress, f"trace {threads} threads")
+        with stdout_to_file(out.parent / "program.out"):
+            instrument.run_trace(binary, [str(a) for a in args], out, threads=threads)
+        mark_done(stamp, key)
+    return out
+
+
+class RegionMerger:
+    """Routes a multithreaded trace's rows into per-region interleavers and drains them in region order.
+
+    A thread's rows arrive in its program order, but chunks of different threads come in any
+    order, so several regions can be waiting at once. Region k is drained only when no thread
+    can still produce rows of an earlier region; a thread's lane of region k is closed when the
+    thread's rows move past k (or the file ends). Memory over all live regions is capped at
+    `budget` bytes, the rest spills to disk in `spill_dir`."""
+
+    def __init__(self, n_threads: int, strategy: str, seed: int, spill_dir: Path | None,
+                 budget: int = MEMORY_BUDGET, refs_per_turn: int = 1) -> None:
+        self.n, self.strategy, self.seed, self.spill_dir, self.budget = n_threads, strategy, seed, spill_dir, budget
+        self.k = refs_per_turn
+        self.live: dict[int, Interleaver] = {}
+        self.at = [0] * n_threads  # region each thread is in (rows of earlier regions cannot come)
+
+    def _region(self, r: int) -> Interleaver:
+        if r not in self.live:  # each region gets its own seed, so a region's merge is reproducible alone
+            self.live[r] = Interleaver(self.n, self.strategy, self.seed + r, self.k, self.budget, self.spill_dir)
+        return self.live[r]
+
+    def push(self, thread: int, region: int, codes: np.ndarray) -> None:
+        """Append one thread's consecutive rows of one region (line << 1 | store)."""
+        if not 0 <= thread < self.n:
+            raise InputError(f"trace row of thread {thread}, but the trace has {self.n} threads; re-record it")
+        if region < self.at[thread]:
+            raise InputError(f"thread {thread} went back from region {self.at[thread]} to {region}; "
+                             f"the trace is inconsistent, re-record it")
+        for r in [r for r in self.live if self.at[thread] <= r < region]:
+            self.live[r].close(thread)
+        self.at[thread] = region
+        itl = self._region(region)
+        held = sum(ln.mem_items for other in self.live.values() if other is not itl for ln in other.lanes)
+        itl.budget = max(0, self.budget - 8 * held)
+        itl.push(thread, codes)
+
+    def drain(self, final: bool = False) -> Iterator[MergedBatch]:
+        """Merged batches of every region that can be (partly) merged now, in region order."""
+        if final:
+            for itl in self.live.values():
+                itl.close_all()
+        while self.live:
+            r = min(self.live)
+            if not final and r > min(self.at):
+                return
+            itl = self.live[r]
+            for batch in itl.drain():
+                codes = batch.lines
+                yield MergedBatch(codes >> np.uint64(1), batch.core, (codes & np.uint64(1)).astype(bool))
+            if not itl.finished:
+                return
+            del self.live[r]
+
+
+def merged_stream(trace: Path, strategy: str, seed: int = 0, line_size: int = 64,
+                  spill_dir: Path | None = None, refs_per_turn: int = 1) -> Iterator[MergedBatch]:
+    """The merged multithreaded stream of a trace, region by region (an access counts at the line of its first byte)."""
+    import instrument
+
+    reader = instrument.open_trace(trace)
+    info = reader.info
+    if not info.complete:
+        raise InputError(f"{trace}: incomplete trace ({info.extra.get('reason', 'cut short')}); re-record it")
+    shift = np.uint64(line_shift(line_size))
+    merger = RegionMerger(max(info.n_threads, 1), strategy, seed, spill_dir, refs_per_turn=refs_per_turn)
+    for ch in reader.chunks():
+        if not len(ch):
+            continue
+        codes = ((ch.addr >> shift) << np.uint64(1)) | ch.is_store.astype(np.uint64)
+        cuts = np.flatnonzero((np.diff(ch.region) != 0) | (np.diff(ch.thread.astype(np.int64)) != 0)) + 1
+        for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(ch)]):
+            merger.push(int(ch.thread[a]), int(ch.region[a]), codes[a:b])
+        yield from merger.drain()
+    yield from merger.drain(final=True)
+
+
+def thread_accesses(trace: Path, threads: int) -> np.ndarray:
+    """Accesses each thread made (index = trace thread id)."""
+    import instrument
+
+    counts = np.zeros(max(threads, 1), dtype=np.int64)
+    for ch in instrument.open_trace(trace).chunks():
+        got = np.bincount(ch.thread.astype(np.int64), minlength=len(counts))
+        if len(got) > len(counts):
+            counts = np.r_[counts, np.zeros(len(got) - len(counts), dtype=np.int64)]
+        counts += got
+    return counts
+
+
+def imbalance(per_core: np.ndarray, cores: int) -> float:
+    """max / mean accesses over `cores` cores (1.0 = perfectly balanced)."""
+    per = np.zeros(max(cores, len(per_core)))
+    per[:len(per_core)] = per_core
+    mean = per.mean() if len(per) else 0.0
+    return float(per.max() / mean) if mean > 0 else 1.0
+
+
+def simulate_trace(trace: Path, machines: list[Machine], threads: int, interleave: str, seed: int = 0,
+                   evidence: bool = False, spill_dir: Path | None = None, refs_per_turn: int = 1) -> pd.DataFrame:
+    """One merge of the trace, simulated on every machine at once; one row per machine and level.
+
+    With `evidence`, the same merged stream also runs with the small levels fully associative
+    (conflict misses) and without write-invalidate (coherence misses), for the outlier rules."""
+    line = _line_size(machines)
+    variants = {"": {}}
+    if evidence:
+        variants |= {"fa_": {"fully_associative_up_to": FA_MAX_LINES}, "nocoh_": {"coherent": False}}
+    sims = {(m.name, v): CoherentHierarchy(m.caches, threads, **kw) for m in machines for v, kw in variants.items()}
+    for batch in merged_stream(trace, interleave, seed, line, spill_dir, refs_per_turn):
+        for sim in sims.values():
+            sim.access(batch.lines, batch.core, batch.is_store)
+    frames = []
+    for m in machines:
+        main = sims[(m.name, "")]
+        df = main.counts.table(threads).assign(machine=m.name, distinct_lines=main.entries)
+        for v in ("fa_", "nocoh_"):
+            rate = sims[(m.name, v)].counts.table(threads)["cumulative_hit_rate"] if v in variants else np.nan
+            df[f"{v}cumulative_hit_rate"] = rate
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+def ground_truth(source: Path, workdir: Path, machines: list[Machine], cores: list[int], args=(),
+                 include_dirs=(), defines=(), extra_sources=(), interleaves=INTERLEAVES, seed: int = 0,
+                 progress=None, refs_per_turn: int = 1) -> pd.DataFrame:
+    """Simulated hit rates of real N-thread runs, per machine, thread count, interleave and level.
+
+    `refs_per_turn` > 1 merges the threads in coarser turns (less lockstep, less false-sharing ping-pong)."""
+    workdir = Path(workdir)
+    bad = [s for s in interleaves if s not in INTERLEAVES]
+    if bad or not interleaves:
+        raise InputError(f"--interleave {', '.join(bad) or '(none)'}: expected rr, random or both")
+    if not machines:
+        raise InputError("no machine given; pass --machine NAME")
+    if refs_per_turn < 1:
+        raise InputError(f"--refs-per-turn {refs_per_turn}: must be at least 1")
+    if not cores or min(cores) < 1 or max(cores) > MAX_COHERENT_CORES:
+        raise InputError(f"--cores {cores}: give thread counts from 1 to {MAX_COHERENT_CORES}")
+    _line_size(machines)
+    binary = build_original(Path(source), workdir, include_dirs, defines, extra_sources, progress)
+    frames = [_one_count(binary, workdir, machines, p, args, interleaves, seed, refs_per_turn, progress)
+              for p in sorted(set(cores))]
+    return pd.concat(frames, ignore_index=True)[GT_COLUMNS]
+
+
+def _one_count(binary: Path, workdir: Path, machines: list[Machine], threads: int, args, interleaves,
+               seed: int, refs_per_turn: int, progress: Progress) -> pd.DataFrame:
+    """Ground-truth rows of one thread count (cached by trace content, machines and parameters)."""
+    trace = trace_threads(binary, workdir, threads, args, progress)
+    out = trace.parent / "groundtruth.parquet"
+    key = step_key([trace], {"machines": [dataclasses.asdict(m) for m in machines], "interleaves": list(interleaves),
+                             "seed": seed, "version": _SIM_VERSION, "fa": FA_MAX_LINES, "k": refs_per_turn})
+    stamp = trace.parent / ".gt-key"
+    if is_fresh(stamp, key, [out]):
+        return pd.read_parquet(out)
+    per_thread = thread_accesses(trace, threads)
+    frames = []
+    for strategy in interleaves:
+        _say(progress, f"simulate {threads} threads, {strategy}")
+        df = simulate_trace(trace, machines, threads, strategy, seed, evidence=True, spill_dir=trace.parent,
+                            refs_per_turn=refs_per_turn)
+        frames.append(df.assign(interleave=strategy, thread_imbalance=imbalance(per_thread, threads)))
+    table = pd.concat(frames, ignore_index=True)[GT_COLUMNS]
+    write_table(table, out)
+    write_table(pd.DataFrame({"thread": np.arange(len(per_thread)), "accesses": per_thread}),
+                trace.parent / "thread_accesses.csv")
+    mark_done(stamp, key)
+    return table
+
+
+def _line_size(machines: list[Machine]) -> int:
+    """The one line size of every level of every machine (the merge is done in lines)."""
+    sizes = {lv.line_bytes for m in machines for lv in m.caches}
+    if len(sizes) != 1:
+        raise InputError(f"machines {', '.join(m.name for m in machines)}: cache levels use different line sizes "
+                         f"({sorted(sizes)}); validate them separately")
+    return sizes.pop()
+
+
+def _say(progress: Progress, msg: str) -> None:
+    if progress is not None:
+        progress(msg)
+
+
+__all__ = ["GT_COLUMNS", "MergedBatch", "RegionMerger", "build_original", "ground_truth", "merged_stream",
+           "simulate_trace", "thread_accesses", "trace_threads"]

@@ -1,0 +1,90 @@
+"""Compare two `pptmc suite` result folders table by table, exactly (a refactor must change nothing).
+
+    python -m benchmarks.compare_runs OLD_DIR NEW_DIR [--benchmarks atax,lu]
+
+Every CSV table both folders hold is compared on the benchmarks both hold (or those named), with
+timing columns (`seconds_*`) left out. Prints one line per table and exits non-zero on any difference.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+TIMING_PREFIXES = ("seconds_",)  # wall-clock figures differ between any two runs
+
+
+@dataclass(frozen=True)
+class TableDiff:
+    """The outcome of comparing one table: rows compared and the cells that differ."""
+
+    table: str
+    rows: int
+    differing_cells: int
+    first_difference: str = ""
+
+    @property
+    def identical(self) -> bool:
+        return self.differing_cells == 0 and not self.first_difference
+
+
+def _stable(frame: pd.DataFrame, benchmarks: set[str] | None) -> pd.DataFrame:
+    """The table without timing columns, restricted to `benchmarks`, in a canonical row order."""
+    frame = frame[[c for c in frame.columns if not c.startswith(TIMING_PREFIXES)]]
+    if benchmarks is not None and "benchmark" in frame.columns:
+        frame = frame[frame["benchmark"].isin(benchmarks)]
+    return frame.sort_values(list(frame.columns), kind="stable").reset_index(drop=True)
+
+
+def compare_table(name: str, old: pd.DataFrame, new: pd.DataFrame, benchmarks: set[str] | None) -> TableDiff:
+    """Exact comparison (NaN equals NaN) of one table's cells."""
+    a, b = _stable(old, benchmarks), _stable(new, benchmarks)
+    if list(a.columns) != list(b.columns):
+        return TableDiff(name, len(a), 0, f"columns differ: {sorted(set(a.columns) ^ set(b.columns))}")
+    if a.shape != b.shape:
+        return TableDiff(name, len(a), 0, f"rows differ: {len(a)} vs {len(b)}")
+    same = (a == b) | (a.isna() & b.isna())
+    bad = ~same.to_numpy()
+    if not bad.any():
+        return TableDiff(name, len(a), 0)
+    row, col = (int(x[0]) for x in bad.nonzero())
+    column = a.columns[col]
+    return TableDiff(name, len(a), int(bad.sum()),
+                     f"row {row} column {column}: {a.iloc[row][column]!r} vs {b.iloc[row][column]!r}")
+
+
+def common_benchmarks(old: Path, new: Path) -> set[str]:
+    """Benchmarks present in both runs' status tables."""
+    names = [set(pd.read_csv(d / "status.csv")["benchmark"]) for d in (old, new)]
+    return names[0] & names[1]
+
+
+def compare_runs(old: Path, new: Path, benchmarks: set[str] | None = None) -> list[TableDiff]:
+    """One TableDiff per CSV table present in both folders."""
+    wanted = benchmarks if benchmarks is not None else common_benchmarks(old, new)
+    tables = sorted({p.name for p in old.glob("*.csv")} & {p.name for p in new.glob("*.csv")})
+    return [compare_table(t, pd.read_csv(old / t), pd.read_csv(new / t), wanted) for t in tables]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("old", type=Path)
+    parser.add_argument("new", type=Path)
+    parser.add_argument("--benchmarks", default="", help="comma-separated names (default: those both runs hold)")
+    args = parser.parse_args(argv)
+    wanted = {b for b in args.benchmarks.split(",") if b} or None
+    diffs = compare_runs(args.old, args.new, wanted)
+    for d in diffs:
+        verdict = "identical" if d.identical else f"DIFFERENT ({d.differing_cells} cells; {d.first_difference})"
+        print(f"{d.table:32s} {d.rows:6d} rows  {verdict}")
+    if not diffs:
+        print("no table in common", file=sys.stderr)
+        return 1
+    return 0 if all(d.identical for d in diffs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

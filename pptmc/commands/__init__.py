@@ -1,0 +1,1 @@
+"""The CLI's subcommands, one module per stage; each exposes `register(subparsers)`."""

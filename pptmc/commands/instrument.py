@@ -1,0 +1,140 @@
+"""Subcommands of the tracer: instrument, trace, count, trace-export, trace-info."""
+from __future__ import annotations
+
+import argparse
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from common.errors import InputError
+from common.io import write_json, write_table
+
+
+def register(sub) -> None:
+    """Add the tracer's subcommands to the pptmc parser."""
+    p = sub.add_parser("instrument", help="build an instrumented binary of a (translated) C file")
+    p.add_argument("source", type=Path)
+    p.add_argument("-o", "--output", type=Path, required=True)
+    p.add_argument("--functions", default=r"^OUT__", help="regex of functions to instrument (default ^OUT__)")
+    p.add_argument("-O", dest="opt", default="2", help="optimisation level of the real build (default 2)")
+    p.add_argument("-I", dest="include", action="append", default=[], help="include directory")
+    p.add_argument("-D", dest="define", action="append", default=[], help="preprocessor definition")
+    p.add_argument("--extra-source", action="append", default=[], type=Path,
+                   help="C file compiled and linked uninstrumented (e.g. xomp.c, pbench.c)")
+    p.add_argument("--mode", choices=("trace", "count", "native"), default="trace")
+    p.set_defaults(run=_instrument)
+
+    p = sub.add_parser("trace", help="run an instrumented binary once and write its memory trace")
+    p.add_argument("binary", type=Path)
+    p.add_argument("-o", "--output", type=Path)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("args", nargs=argparse.REMAINDER, help="-- then the program's arguments")
+    p.set_defaults(run=_trace)
+
+    p = sub.add_parser("count", help="run a count-mode binary; write block and edge counts")
+    p.add_argument("binary", type=Path)
+    p.add_argument("-o", "--output", type=Path, help=".json (default) or .csv")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("args", nargs=argparse.REMAINDER, help="-- then the program's arguments")
+    p.set_defaults(run=_count)
+
+    p = sub.add_parser("trace-export", help="write a trace in the paper's text format")
+    p.add_argument("trace", type=Path)
+    p.add_argument("-o", "--output", type=Path, required=True)
+    p.set_defaults(run=_export)
+
+    p = sub.add_parser("trace-info", help="print a trace's header and footer facts")
+    p.add_argument("trace", type=Path)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_info)
+
+
+def _split_run_args(a) -> list[str]:
+    """Program arguments after `--`; options written between the binary and `--` are applied to `a`.
+
+    argparse's REMAINDER swallows such options, so they are parsed here a second time.
+    """
+    rest = list(a.args)
+    if "--" in rest:
+        cut = rest.index("--")
+        opts, prog = rest[:cut], rest[cut + 1:]
+    else:  # no `--`: leading -o/--threads pairs are ours, the rest is the program's
+        cut = 0
+        while cut + 1 < len(rest) and rest[cut] in ("-o", "--output", "--threads"):
+            cut += 2
+        opts, prog = rest[:cut], rest[cut:]
+    mini = argparse.ArgumentParser(prog=f"pptmc {a.command}", add_help=False)
+    mini.add_argument("-o", "--output", type=Path, default=a.output)
+    mini.add_argument("--threads", type=int, default=a.threads)
+    parsed, unknown = mini.parse_known_args(opts)
+    if unknown:
+        raise InputError(f"pptmc {a.command}: unexpected options {' '.join(unknown)} before --")
+    a.output, a.threads = parsed.output, parsed.threads
+    return prog
+
+
+def _instrument(a) -> int:
+    from instrument.build import build_instrumented
+
+    r = build_instrumented(a.source, a.output, a.functions, a.opt, a.include, a.define, a.extra_source, a.mode)
+    print(f"{r.binary}: {r.n_blocks} blocks, {r.n_sites} memory sites ({r.mode} mode); "
+          f"side files {r.block_table.name}, {r.cfg.name}, {r.mix_csv.name}")
+    return 0
+
+
+def _trace(a) -> int:
+    from instrument.run import run_trace
+
+    prog = _split_run_args(a)
+    out = a.output or a.binary.with_name(a.binary.name + ".trace")
+    info = run_trace(a.binary, prog, out, a.threads)
+    size = out.stat().st_size
+    n = max(info.n_accesses, 1)
+    print(f"{out}: {info.n_accesses} accesses, {sum(c for b, c in info.block_counts.items() if not info.blocks[b].is_shared_var_block)} "
+          f"blocks entered, {size / n:.3f} bytes/access, {info.extra.get('elapsed_s', 0):.2f} s")
+    return 0
+
+
+def _count(a) -> int:
+    from instrument.run import run_counts
+
+    res = run_counts(a.binary, _split_run_args(a), a.threads)
+    out = a.output or a.binary.with_name(a.binary.name + ".counts.json")
+    if out.suffix == ".csv":
+        rows = [{"kind": "block", "from": b, "to": b, "count": c} for b, c in sorted(res.block_counts.items())]
+        rows += [{"kind": "edge", "from": f, "to": t, "count": c} for (f, t), c in sorted(res.edge_counts.items())]
+        write_table(pd.DataFrame(rows, columns=["kind", "from", "to", "count"]), out)
+    elif out.suffix == ".json":
+        write_json(out, {"version": 1, "block_counts": {str(b): c for b, c in sorted(res.block_counts.items())},
+                         "edge_counts": [[f, t, c] for (f, t), c in sorted(res.edge_counts.items())]})
+    else:
+        raise InputError(f"{out}: use a .json or .csv output file")
+    print(f"{out}: {len(res.block_counts)} blocks, {len(res.edge_counts)} edges")
+    return 0
+
+
+def _export(a) -> int:
+    from instrument.export import export_text
+
+    n = export_text(a.trace, a.output)
+    print(f"{a.output}: {n} addresses")
+    return 0
+
+
+def _info(a) -> int:
+    from instrument.tracefile import open_trace
+
+    info = open_trace(a.trace).info
+    facts = {"path": info.path, "format_version": info.format_version, "program": info.program,
+             "args": info.args, "complete": info.complete, "n_accesses": info.n_accesses,
+             "n_blocks": len(info.blocks), "n_threads": info.n_threads, "n_loops": len(info.loops),
+             "blocks_entered": sum(c for b, c in info.block_counts.items() if not info.blocks[b].is_shared_var_block), "bytes": Path(info.path).stat().st_size,
+             **info.extra}
+    if a.json:
+        print(json.dumps(facts, indent=2))
+    else:
+        for k, v in facts.items():
+            print(f"{k}: {v}")
+    return 0

@@ -1,0 +1,163 @@
+"""Whole-pipeline commands: `pptmc run` for one program and `pptmc suite` for the PolyBench suite."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from pptmc.commands.args import parse_counts
+from common.errors import InputError
+
+if TYPE_CHECKING:
+    from pptmc.suite import SuiteConfig
+
+DEFAULT_MACHINES = "haswell-i7-5960x,broadwell-e5-2699v4,zen2-epyc-7702p"
+
+
+def parse_cores(text: str, option: str = "--cores") -> tuple[int, ...]:
+    """'1,2,4' -> (1, 2, 4); rejects anything that is not a positive integer list."""
+    return tuple(parse_counts(text, option))
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in text.split(",") if n.strip())
+
+
+def _add_model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--machines", default=DEFAULT_MACHINES, help="comma-separated machine names or files")
+    parser.add_argument("--cores", default="1,2,4,8,16", help="core counts, e.g. 1,2,4,8,16")
+    parser.add_argument("--mode", choices=("auto", "iteration", "paper"), default="auto",
+                        help="private-trace construction (auto: iteration when loop markers exist)")
+    parser.add_argument("--interleave", choices=("rr", "random"), default="rr")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random interleaving")
+    parser.add_argument("--layout", choices=("pipelined", "contiguous", "noncontiguous"), default="pipelined",
+                        help="memory-time form: pipelined (default, see analysis/RUNTIME_MODEL.md) or the "
+                             "paper's Eq. 5 with a contiguous or non-contiguous block")
+    parser.add_argument("--cpu-form", choices=("critical-path", "throughput", "latency"), default="critical-path",
+                        help="T_CPU form: critical-path (default: per block the slowest of its loop-carried "
+                             "chain and its pipes) or the paper's throughput/latency sums")
+    parser.add_argument("--contention", choices=("roofline", "queuing"), default="roofline",
+                        help="DRAM contention model: bandwidth cap or closed queuing network")
+    parser.add_argument("--no-coherence", dest="coherence", action="store_false",
+                        help="ignore write-invalidate coherence between private caches (the paper's model)")
+    parser.add_argument("--json", action="store_true", help="print machine-readable results")
+
+
+def summary_table(hits: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (benchmark, machine, cores): cumulative hit rate per level and predicted runtime."""
+    if hits.empty:
+        return pd.DataFrame()
+    keys = [k for k in ("benchmark", "machine", "cores") if k in hits.columns]
+    wide = hits.pivot_table(index=keys, columns="level", values="cumulative_hit_rate").reset_index()
+    wide.columns = [c if c in keys else f"{c}_hit" for c in wide.columns]
+    if not runs.empty and "runtime_s" in runs.columns:
+        wide = wide.merge(runs[keys + ["runtime_s"]], on=keys, how="left")
+    return wide
+
+
+def run_program(args: argparse.Namespace) -> int:
+    """`pptmc run`: the whole pipeline for one C file."""
+    from pptmc.pipeline import PipelineConfig, run_pipeline
+
+    source = Path(args.source)
+    if not source.is_file():
+        raise InputError(f"{source}: no such file; give the path of an OpenMP C program")
+    cfg = PipelineConfig(
+        source=source, workdir=Path(args.output), args=tuple(args.program_args),
+        include_dirs=tuple(Path(d) for d in args.include), defines=tuple(args.define),
+        extra_sources=tuple(Path(s) for s in args.extra_source), machines=_names(args.machines),
+        cores=parse_cores(args.cores), mode=args.mode, interleave=args.interleave, seed=args.seed,
+        layout=args.layout, contention=args.contention, coherence=args.coherence, cpu_form=args.cpu_form)
+    result = run_pipeline(cfg, progress=lambda step: print(f"[pptmc] {source.name}: {step}", file=sys.stderr))
+    table = summary_table(result.hit_rates, result.runtimes)
+    print(table.to_json(orient="records", indent=2) if args.json else table.to_string(index=False))
+    return 0
+
+
+def suite_config(args: argparse.Namespace) -> "SuiteConfig":
+    """The suite's configuration from its command line."""
+    from pptmc.suite import SuiteConfig
+
+    return SuiteConfig(outdir=Path(args.output), size=args.size, benchmarks=_names(args.benchmarks or ""),
+                       machines=_names(args.machines), cores=parse_cores(args.cores), mode=args.mode,
+                       interleave=args.interleave, seed=args.seed, jobs=args.jobs, layout=args.layout,
+                       contention=args.contention, cpu_form=args.cpu_form, coherence=args.coherence,
+                       validate=args.validate, measure=args.measure,
+                       measure_size=args.measure_size, measure_threads=parse_cores(args.measure_threads, "--measure-threads"),
+                       host_machine=args.host_machine)
+
+
+def run_suite_command(args: argparse.Namespace) -> int:
+    """`pptmc suite`: every benchmark, tables + figures + index.html; non-zero if any benchmark failed."""
+    from pptmc.suite import run_measurement, run_suite, run_validation, write_results
+
+    cfg = suite_config(args)
+    outcomes = run_suite(cfg, show_progress=not args.json)
+    validation = run_validation(cfg, show_progress=not args.json) if cfg.validate else None
+    measured = run_measurement(cfg, say=_stderr) if cfg.measure else None
+    tables = write_results(cfg, outcomes, validation, measured)
+    failed = {o.name: o.error for o in outcomes if o.error}
+    failed |= {f"{o.name} (validate)": o.error for o in validation or () if o.error}
+    if measured is not None and "error" in measured:
+        failed |= {f"{b} (measure)": e for b, e in zip(measured["benchmark"], measured["error"]) if e}
+    summary = summary_table(tables["hit_rates"], tables["runtimes"])
+    if args.json:
+        extra = {k: tables[k].to_dict(orient="records") for k in ("validation_accuracy", "runtime_summary")
+                 if k in tables}
+        print(json.dumps({"results": summary.to_dict(orient="records"), **extra, "failures": failed},
+                         indent=2, default=str))
+    else:
+        _print_suite_report(summary, tables, failed, cfg.outdir)
+    return 1 if failed else 0
+
+
+def _stderr(message: str) -> None:
+    print(f"[pptmc] {message}", file=sys.stderr)
+
+
+def _print_suite_report(summary: pd.DataFrame, tables: dict[str, pd.DataFrame], failed: dict[str, str],
+                        outdir: Path) -> None:
+    """The summary table, then validation and measurement summaries when present, then failures."""
+    with pd.option_context("display.max_rows", None, "display.width", 200):
+        print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        for name, title in (("validation_accuracy", "hit-rate error vs ground truth (percentage points)"),
+                            ("runtime_summary", "runtime error vs measured on this host")):
+            if name in tables and not tables[name].empty:
+                print(f"\n{title}:\n" + tables[name].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    for name, error in failed.items():
+        print(f"\nFAILED {name}: {error}", file=sys.stderr)
+    print(f"\nresults: {outdir / 'index.html'}")
+
+
+def register(sub) -> None:
+    """Add `run` and `suite` to the pptmc command line."""
+    run = sub.add_parser("run", help="whole pipeline for one OpenMP C file: translate, instrument, trace, profile, predict")
+    run.add_argument("source", help="OpenMP C file")
+    run.add_argument("-o", "--output", default="pptmc-out", help="work and results folder")
+    run.add_argument("-I", dest="include", action="append", default=[], help="include folder")
+    run.add_argument("-D", dest="define", action="append", default=[], help="preprocessor define NAME[=VAL]")
+    run.add_argument("--extra-source", action="append", default=[], help="additional C file to link (harness)")
+    _add_model_options(run)
+    run.add_argument("program_args", nargs="*", help="arguments of the program (after --)")
+    run.set_defaults(run=run_program)
+
+    suite = sub.add_parser("suite", help="the paper's experiment over the built-in PolyBench suite")
+    suite.add_argument("--benchmarks", default="", help="comma-separated names (default: all)")
+    suite.add_argument("--size", default="MINI", choices=("MINI", "SMALL", "MEDIUM", "LARGE", "EXTRALARGE", "PAPER"))
+    suite.add_argument("-o", "--output", default="results/suite", help="results folder")
+    suite.add_argument("-j", "--jobs", type=int, default=2, help="benchmarks run in parallel")
+    suite.add_argument("--validate", action="store_true",
+                       help="also compare hit rates with the simulated ground truth (analysis/VALIDATION.md)")
+    suite.add_argument("--measure", action="store_true",
+                       help="also time the native programs on this host and compare with the predictions")
+    suite.add_argument("--measure-size", default="MEDIUM", choices=("MINI", "SMALL", "MEDIUM", "LARGE"),
+                       help="dataset size for --measure (default MEDIUM: regions long enough to time)")
+    suite.add_argument("--measure-threads", default="1,2", help="thread counts for --measure (default 1,2)")
+    suite.add_argument("--host-machine", help="machine file of this host for --measure (default: detect once "
+                                              "into the results folder)")
+    _add_model_options(suite)
+    suite.set_defaults(run=run_suite_command)

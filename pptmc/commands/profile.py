@@ -1,0 +1,174 @@
+"""`pptmc profile` (PRD/CRD reuse profiles) and `pptmc hitrates` (SDCM cache hit rates)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.profiles.interleave import STRATEGIES
+from analysis.profiles.private_traces import MODES
+from analysis.sampling.blocks import DEFAULT_WINDOW_LENGTH, STREAM_METHODS, STREAM_WINDOW
+from analysis.sampling.source import SOURCE_WINDOW
+from pptmc.commands.args import parse_counts
+from common.errors import InputError
+from common.io import write_json, write_table
+
+
+def register(subparsers) -> None:
+    """Add the profile and hitrates subcommands."""
+    p = subparsers.add_parser("profile", help="private (PRD) and shared (CRD) reuse profiles for core counts")
+    p.add_argument("trace", help="trace file written by `pptmc trace`")
+    p.add_argument("--cores", default="1,2,4,8,16", help="comma-separated core counts (default 1,2,4,8,16)")
+    p.add_argument("--interleave", choices=STRATEGIES, default="rr", help="shared-trace interleaving")
+    p.add_argument("--seed", type=int, default=0, help="seed for --interleave random and for --sample-rate")
+    p.add_argument("--refs-per-turn", type=int, default=1, help="references each core issues per turn")
+    p.add_argument("--mode", choices=MODES, default="auto",
+                   help="iteration: per-iteration schedule (default with loop markers); paper: Algorithm 1")
+    p.add_argument("--line-size", type=int, default=64, help="cache line size in bytes")
+    p.add_argument("--paper-chunk", type=int, default=0,
+                   help="paper mode: deal block instances to cores in runs of this many (0: even contiguous split)")
+    p.add_argument("--no-coherence", dest="coherence", action="store_false",
+                   help="private profiles ignore write-invalidate coherence misses (the model before it)")
+    p.add_argument("--sample-rate", type=float, default=None, metavar="R",
+                   help="estimate every profile from a sample of about R of each stream (e.g. 0.01); "
+                        "default: exact profiles")
+    p.add_argument("--sample-method", choices=("source",) + STREAM_METHODS, default="source",
+                   help="source (default): sample the sequential trace's lines before mimicking and "
+                        "interleaving (windows for short private reuses + SHARDS; --interleave random falls "
+                        "back to window); window / spatial / exact: build every stream in full and sample it "
+                        "(exact time windows + SHARDS, SHARDS only, no sampling)")
+    p.add_argument("--sample-window", type=int, default=None, metavar="G",
+                   help=f"source and window methods: reuses at most G accesses apart are measured exactly "
+                        f"(default {SOURCE_WINDOW} for source, {STREAM_WINDOW} for window)")
+    p.add_argument("--window-length", type=int, default=DEFAULT_WINDOW_LENGTH, metavar="L",
+                   help=f"source and window methods: accesses per sampled window (default {DEFAULT_WINDOW_LENGTH})")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="worker processes for groups of core counts (default 1); each re-reads the trace, "
+                        "same profiles, more CPU time in total but less wall time")
+    p.add_argument("-o", "--output", required=True, help="output directory")
+    p.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    p.set_defaults(run=run_profile)
+
+    h = subparsers.add_parser("hitrates", help="predict cache hit rates from reuse profiles (SDCM)")
+    h.add_argument("profiles", help="directory written by `pptmc profile`")
+    h.add_argument("--machine", required=True, help="machine name or machine TOML file")
+    h.add_argument("--simulate", metavar="TRACE", help="also run the LRU cache simulator on this trace")
+    h.add_argument("--hierarchical", action="store_true",
+                   help="simulator: a level sees only the misses of the level above (default: every access, "
+                        "as SDCM assumes)")
+    h.add_argument("--coherent", action="store_true",
+                   help="simulator: write-invalidate between the private caches (implies --hierarchical)")
+    h.add_argument("-o", "--output", required=True, help="output table; FILE.csv and FILE.parquet are both written")
+    h.add_argument("--json", action="store_true", help="print the table as JSON")
+    h.set_defaults(run=run_hitrates)
+
+
+def parse_cores(text: str) -> list[int]:
+    """'1,2,4' -> [1, 2, 4], with a clear error for anything else."""
+    return parse_counts(text, "--cores")
+
+
+def run_profile(args: argparse.Namespace) -> int:
+    """Compute and save a ProfileSet."""
+    from analysis.profiles.sweep import compute_profiles
+
+    if not Path(args.trace).is_file():
+        raise InputError(f"{args.trace}: trace file not found; record one with `pptmc trace`")
+    if args.paper_chunk < 0:
+        raise InputError(f"--paper-chunk {args.paper_chunk}: must be 0 (even split) or a positive chunk size")
+    cores = parse_cores(args.cores)
+    if args.sample_rate is None:
+        ps = compute_profiles(args.trace, cores, args.mode, args.interleave, args.seed,
+                              args.refs_per_turn, args.line_size, progress=True, paper_chunk=args.paper_chunk,
+                              coherence=args.coherence, jobs=args.jobs)
+        extra: dict = {}
+    else:
+        ps, extra = _sampled(args, cores)
+    out = ps.save(args.output)
+    if extra:  # label the directory: hitrates predicted from it are estimates of estimates
+        write_json(out / "profiles.json", {**ps.metadata(), **extra})
+    summary, _ = ps.tables()
+    if args.json:
+        print(json.dumps({"output": str(out), **ps.metadata(), **extra,
+                          "profiles": summary.to_dict(orient="records")}, indent=2, default=_plain))
+    else:
+        note = "" if ps.trace_complete else "; WARNING: the trace is incomplete (the run crashed or was cut short)"
+        label = f", sampled at {args.sample_rate:g} ({args.sample_method})" if extra else ""
+        print(f"wrote {out} ({len(summary)} profiles, mode {ps.mode}{label}){note}")
+    return 0
+
+
+def _sampled(args: argparse.Namespace, cores: list[int]):
+    """The sampled ProfileSet and its metadata label."""
+    from analysis.sampling.blocks import StreamSampling, sampled_profiles
+
+    if args.sample_method == "source":
+        from analysis.sampling.source import HEAVY_SHARE_WARN, SourceSampling, sampled_profile_set
+
+        ps, meta = sampled_profile_set(args.trace, cores,
+                                       SourceSampling(args.sample_rate, args.seed,
+                                                      window=_or(args.sample_window, SOURCE_WINDOW),
+                                                      length=args.window_length),
+                                       args.mode, args.interleave, args.seed, args.refs_per_turn, args.line_size,
+                                       args.paper_chunk, args.coherence)
+        if meta.get("heaviest_line_share", 0.0) > HEAVY_SHARE_WARN:  # not measured by the random fallback
+            print(f"note: one sampled line takes {100 * meta['heaviest_line_share']:.1f}% of the sample; SHARDS "
+                  f"weighs it 1/{args.sample_rate:g}, so this seed's estimate may be off by several points "
+                  f"(try another --seed or a higher --sample-rate)", file=sys.stderr)
+        return ps, {"sampling": meta}
+    sampling = StreamSampling(args.sample_rate, args.sample_method, args.seed,
+                              _or(args.sample_window, STREAM_WINDOW), args.window_length)
+    ps = sampled_profiles(args.trace, cores, sampling, args.mode, args.interleave, args.seed, args.refs_per_turn,
+                          args.line_size, args.paper_chunk)
+    return ps, {"sampling": sampling.metadata()}
+
+
+def _or(value: int | None, default: int) -> int:
+    """An option's value, or its method's default when not given."""
+    return default if value is None else value
+
+
+def sampling_of(directory: str | Path) -> dict | None:
+    """The sampling label of a profile directory (None: exact profiles)."""
+    meta = Path(directory) / "profiles.json"
+    try:
+        return json.loads(meta.read_text()).get("sampling") if meta.is_file() else None
+    except ValueError:
+        return None
+
+
+def run_hitrates(args: argparse.Namespace) -> int:
+    """Predict (and optionally simulate) hit rates; write one table."""
+    from analysis.hitrates.rates import predict_hit_rates
+    from analysis.profiles.profileset import ProfileSet
+    from machines import load_machine
+
+    ps = ProfileSet.load(args.profiles)
+    machine = load_machine(args.machine)
+    sampled = sampling_of(args.profiles)
+    if sampled:
+        print(f"note: {args.profiles} holds sampled profiles (rate {sampled.get('rate')}, "
+              f"{sampled.get('method')}); the hit rates are estimates", file=sys.stderr)
+    table = predict_hit_rates(ps, machine).assign(source="sdcm")
+    if args.simulate:
+        from analysis.hitrates.cachesim import simulate_like
+
+        sim = simulate_like(args.simulate, machine, ps, hierarchical=args.hierarchical or args.coherent,
+                            coherent=args.coherent)
+        table = pd.concat([table, sim.assign(source="simulator")], ignore_index=True)
+    out = Path(args.output)
+    for target in dict.fromkeys([out, out.with_suffix(".csv"), out.with_suffix(".parquet")]):
+        write_table(table, target)
+    if args.json:
+        print(table.to_json(orient="records", indent=2))
+    else:
+        print(table.to_string(index=False))
+    return 0
+
+
+def _plain(obj):
+    """JSON fallback for numpy scalars."""
+    return obj.item() if hasattr(obj, "item") else str(obj)
