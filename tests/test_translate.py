@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pptmc import cli
 from common.errors import InputError, PptmcError
 from common.toolchain import toolchain
+from pptmc import cli
 from translate import runtime_sources, translate_file
 
 REPO = Path(__file__).resolve().parents[1]

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import clang.cindex as ci
 
+from translate.decls import Key
 from translate.loops import stmt_end
+from translate.model import RegionInfo
+from translate.services import Renderer
 
 _FETCH = {"+": "add", "-": "sub", "&": "and", "|": "or", "^": "xor"}
 # Binding strength of C's binary operators (larger binds tighter); `x = x op e` is an update
@@ -73,7 +76,7 @@ def _split(toks):
 class AtomicWriter:
     """Rewrites one atomic statement; returns None to keep the lock."""
 
-    def __init__(self, tr, stmt: ci.Cursor, ctx, region):
+    def __init__(self, tr: Renderer, stmt: ci.Cursor, ctx: dict[Key, str], region: RegionInfo | None):
         self.tr, self.stmt, self.ctx, self.region = tr, stmt, ctx, region
         src = tr.src
         end = stmt_end(src, stmt)

@@ -3,17 +3,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from common.errors import InputError
+from translate.decls import (Construct, DeclInfo, Key, SizeGuard, decl_type_text, declare, pointer_to, region_id,
+                             simple_type)
 from translate.localtypes import LocalTypes, check_named
 from translate.loops import parse_loop_nest
 from translate.model import RegionInfo
-from translate.decls import (Construct, DeclInfo, Key, SizeGuard, decl_type_text, declare, pointer_to, region_id,
-                             simple_type)
-
-if TYPE_CHECKING:  # the translator hands itself to build_region; only its type is named here
-    from translate.translator import Translator
+from translate.reductions import reduction_combine, reduction_init
+from translate.services import RegionServices
 
 _ASSIGN_OPS = {"=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "<<=", ">>=", "++", "--"}
 
@@ -31,7 +29,7 @@ class Sharing:
     types: LocalTypes = field(default_factory=LocalTypes)  # local type declarations the region needs
 
 
-def _modified(tr: Translator, info: DeclInfo, start: int, end: int) -> bool:
+def _modified(tr: RegionServices, info: DeclInfo, start: int, end: int) -> bool:
     """Whether the region assigns to the variable or takes its address."""
     toks = tr.src.tokens
     for r in tr.refs_in(start, end):
@@ -45,7 +43,7 @@ def _modified(tr: Translator, info: DeclInfo, start: int, end: int) -> bool:
     return False
 
 
-def _check_array_use(tr: Translator, info: DeclInfo, start: int, end: int) -> None:
+def _check_array_use(tr: RegionServices, info: DeclInfo, start: int, end: int) -> None:
     """A shared array becomes a pointer in the outlined function: sizeof and & would change meaning."""
     toks = tr.src.tokens
     for r in tr.refs_in(start, end):
@@ -61,7 +59,7 @@ def _check_array_use(tr: Translator, info: DeclInfo, start: int, end: int) -> No
                              f"use its element count or a pointer instead")
 
 
-def _mode(tr: Translator, info: DeclInfo, start: int, end: int) -> str:
+def _mode(tr: RegionServices, info: DeclInfo, start: int, end: int) -> str:
     """ptr, define or value for one shared variable."""
     if info.is_array and not info.is_pointer:
         _check_array_use(tr, info, start, end)
@@ -72,7 +70,7 @@ def _mode(tr: Translator, info: DeclInfo, start: int, end: int) -> str:
     return "define" if hidden else "ptr"
 
 
-def _clause_vars(tr: Translator, c: Construct, start: int, end: int) -> list[DeclInfo]:
+def _clause_vars(tr: RegionServices, c: Construct, start: int, end: int) -> list[DeclInfo]:
     """Variables named in chunk expressions of the region's loops, evaluated inside the region."""
     out = []
     for inner in tr.constructs:
@@ -91,7 +89,7 @@ def _loop_directive(c: Construct):
     return dataclasses.replace(c.d, private=[], firstprivate=[], shared=[])
 
 
-def analyse(tr: Translator, c: Construct, scope: tuple[int, int]) -> tuple[Sharing, list[DeclInfo]]:
+def analyse(tr: RegionServices, c: Construct, scope: tuple[int, int]) -> tuple[Sharing, list[DeclInfo]]:
     """Classify the variables a region uses; returns the sharing and the combined loop's variables."""
     d = c.d
     start, end = c.stmt.extent.start.offset, c.end
@@ -99,7 +97,7 @@ def analyse(tr: Translator, c: Construct, scope: tuple[int, int]) -> tuple[Shari
     loop_vars: list[DeclInfo] = []
     if d.kind == "parallel for":
         levels, _ = parse_loop_nest(tr.src, c.stmt, d.collapse, d.where)
-        loop_vars = [tr._loop_var(lv, scope) for lv in levels]
+        loop_vars = [tr.loop_var(lv, scope) for lv in levels]
     region_reductions = d.reductions if d.kind == "parallel" else []
     private_names = list(dict.fromkeys(d.private))
     copied_names = list(dict.fromkeys(d.firstprivate + [v for _, v in region_reductions]))
@@ -137,7 +135,7 @@ def analyse(tr: Translator, c: Construct, scope: tuple[int, int]) -> tuple[Shari
     return sh, loop_vars
 
 
-def _privatised_ranges(tr: Translator, c: Construct, scope) -> list[tuple[int, int, set[str]]]:
+def _privatised_ranges(tr: RegionServices, c: Construct, scope) -> list[tuple[int, int, set[str]]]:
     """Ranges of the region's inner constructs and the names each gives a fresh private copy."""
     out = []
     for inner in tr.constructs:
@@ -152,7 +150,7 @@ def _privatised_ranges(tr: Translator, c: Construct, scope) -> list[tuple[int, i
     return out
 
 
-def _always_private(tr: Translator, info: DeclInfo, covered, start: int, end: int) -> bool:
+def _always_private(tr: RegionServices, info: DeclInfo, covered, start: int, end: int) -> bool:
     """True when every use in the region sits inside a construct that privatises the variable.
 
     Such a variable is shared by OpenMP's rules but never touched as shared, so it is not passed.
@@ -162,7 +160,7 @@ def _always_private(tr: Translator, info: DeclInfo, covered, start: int, end: in
                               for r in refs)
 
 
-def _unpacks(tr: Translator, sh: Sharing):
+def _unpacks(tr: RegionServices, sh: Sharing):
     """Declarations of the outlined function's shared-variable block."""
     ptr, value = [], []
     for info in sh.shared + sh.copied:
@@ -188,12 +186,12 @@ def _unpacks(tr: Translator, sh: Sharing):
     return ptr, value
 
 
-def _outer_local(tr: Translator, info: DeclInfo, c: Construct) -> bool:
+def _outer_local(tr: RegionServices, info: DeclInfo, c: Construct) -> bool:
     """A local of the enclosing function declared before the region (may now look unused there)."""
     return not info.is_global and info.offset >= 0 and not (c.start <= info.offset < c.end)
 
 
-def _size_guards(tr: Translator, c: Construct, spelled: list[SizeGuard]) -> list[str]:
+def _size_guards(tr: RegionServices, c: Construct, spelled: list[SizeGuard]) -> list[str]:
     """`_Static_assert`s that the build's array sizes equal the translate-time ones clang spelled."""
     out = []
     for g in spelled:
@@ -210,7 +208,7 @@ def _size_guards(tr: Translator, c: Construct, spelled: list[SizeGuard]) -> list
     return list(dict.fromkeys(out))
 
 
-def build_region(tr: Translator, c: Construct, outer: dict[Key, str] | None = None) -> str:
+def build_region(tr: RegionServices, c: Construct, outer: dict[Key, str] | None = None) -> str:
     """Render the call site; store the struct and outlined function for the enclosing function.
 
     `outer` is the context of the enclosing outlined function when the region is nested: it is
@@ -219,7 +217,7 @@ def build_region(tr: Translator, c: Construct, outer: dict[Key, str] | None = No
     """
     outer_ctx = outer or {}
     d = c.d
-    fn = tr._function_of(c.start)
+    fn = tr.function_of(c.start)
     scope = (fn.extent.start.offset, fn.extent.end.offset)
     n = len(tr.regions) + 1
     name = f"OUT__{n}__{region_id(tr.src.path, d.line)}__"
@@ -245,8 +243,8 @@ def build_region(tr: Translator, c: Construct, outer: dict[Key, str] | None = No
     temp = [v.name for v in sh.shared if sh.modes[v.key] == "ptr" and v.key in bound_keys]
     region_reductions = d.reductions if d.kind == "parallel" else []
     prologue = [f"__builtin_memcpy(&{v}, __sh_{v}, sizeof {v});" for v in d.firstprivate]
-    prologue += [tr._reduction_init(op, v) for op, v in region_reductions]
-    epilogue = [tr._reduction_combine(op, v) for op, v in region_reductions]
+    prologue += [reduction_init(op, v) for op, v in region_reductions]
+    epilogue = [reduction_combine(op, v) for op, v in region_reductions]
     decls = [declare(tr.var_type(v, ctx), v.name) for v in sh.private + sh.copied]
     tr.outlined.setdefault(scope[0], []).append(tr.env.get_template("outlined.c.j2").render(
         line=d.line, struct=struct, name=name, n=n,

@@ -25,14 +25,14 @@ from translate.localtypes import LocalTypeIndex, variably_modified
 from translate.loops import LoopLevel, parse_loop_nest, stmt_end
 from translate.model import LoopInfo, RegionInfo
 from translate.pragmas import STANDALONE, Directive, find_directives
+from translate.reductions import reduction_combine, reduction_init
+from translate.regions import build_region
 from translate.source import Source, Token, VarRef, safe_kind
 from translate.spelling import DeclText, declaration_text, join_tokens, macro_definitions
 
 # schedule(auto) is static (the implementation's choice, documented); runtime is read from
 # OMP_SCHEDULE by XOMP_runtime_schedule when the loop starts, so the marker shows the real one.
 SCHED_CODES = {"static": 0, "dynamic": 1, "guided": 2, "master": 3, "single": 4, "auto": 0}
-_IDENTITY = {"+": "0", "-": "0", "|": "0", "^": "0", "||": "0", "*": "1", "&&": "1", "&": "~0"}
-
 
 
 def _env() -> jinja2.Environment:
@@ -43,7 +43,7 @@ def _env() -> jinja2.Environment:
 
 
 class Translator:
-    """One translation of one file."""
+    """One translation of one file (implements translate/services.py's RegionServices)."""
 
     def __init__(self, src: Source):
         self.src = src
@@ -328,36 +328,18 @@ class Translator:
         prologue = [f"__builtin_memcpy(&{n}, __sh_{n}, sizeof {n});" for n in d.firstprivate]
         epilogue = []
         for op, n in d.reductions:
-            prologue.append(self._reduction_init(op, n))
-            epilogue.append(self._reduction_combine(op, n))
+            prologue.append(reduction_init(op, n))
+            epilogue.append(reduction_combine(op, n))
         inner = dict(ctx)
         for info in infos.values():
             inner[info.key] = "private"
         return aliases, undefs, decls, prologue, epilogue, inner
 
-    @staticmethod
-    def _reduction_init(op: str, n: str) -> str:
-        """Initialise a private reduction copy."""
-        if op in ("min", "max"):  # start from the shared value: min/max are idempotent
-            return f"XOMP_atomic_start(); {n} = *__sh_{n}; XOMP_atomic_end();"
-        return f"{n} = {_IDENTITY[op]};"
-
-    @staticmethod
-    def _reduction_combine(op: str, n: str) -> str:
-        """Fold a private reduction copy into the shared variable (Fig. 3 of the paper)."""
-        if op == "min":
-            body = f"if ({n} < *__sh_{n}) *__sh_{n} = {n};"
-        elif op == "max":
-            body = f"if ({n} > *__sh_{n}) *__sh_{n} = {n};"
-        else:
-            body = f"*__sh_{n} = *__sh_{n} {'+' if op == '-' else op} {n};"
-        return f"XOMP_atomic_start(); {body} XOMP_atomic_end();"
-
     def render_loop(self, c: Construct, d: Directive, ctx: dict[Key, str], region: RegionInfo | None) -> str:
         """A work-shared loop over a normalised, possibly collapsed, iteration space."""
         scope = (c.start, c.end)  # clause names resolve to the declarations the construct uses
         levels, body_cur = parse_loop_nest(self.src, c.stmt, d.collapse, d.where)
-        loop_vars = [self._loop_var(lv, scope) for lv in levels]
+        loop_vars = [self.loop_var(lv, scope) for lv in levels]
         triangular = self._check_rectangular(levels, loop_vars, d)
         # loop variables are private; one the enclosing region already privatised needs no new copy
         extra = [v for v in loop_vars if v.name not in d.private + d.lastprivate and ctx.get(v.key) != "private"]
@@ -391,7 +373,7 @@ class Translator:
         text = self.render(*lv.step, ctx, region) if lv.step else "1"
         return f"-({text})" if lv.negate_step else text
 
-    def _loop_var(self, lv: LoopLevel, scope) -> DeclInfo:
+    def loop_var(self, lv: LoopLevel, scope) -> DeclInfo:
         """The declaration of a loop's iteration variable."""
         if lv.var_decl is not None:
             loc = lv.var_decl.location
@@ -428,7 +410,7 @@ class Translator:
             line=c.d.line, id=c.loop_id, aliases=aliases, undefs=undefs, decls=decls, prologue=prologue,
             body=body, sched=SCHED_CODES["single"], nowait=int(c.d.nowait))
 
-    def _function_of(self, offset: int) -> ci.Cursor:
+    def function_of(self, offset: int) -> ci.Cursor:
         """The function definition containing an offset."""
         for fn in self.functions:
             if fn.extent.start.offset <= offset < fn.extent.end.offset:
@@ -438,7 +420,6 @@ class Translator:
     # ---- regions --------------------------------------------------------------------------
     def render_region(self, c: Construct, outer: dict[Key, str] | None = None) -> str:
         """A parallel region: the call site here, the outlined function before the enclosing function."""
-        from translate.regions import build_region  # the region analysis lives in its own module
         return build_region(self, c, outer)
 
     def translate(self) -> str:
@@ -447,7 +428,7 @@ class Translator:
         marks = {}
         body_parts = []
         pos = 0
-        region_fns = sorted({self._function_of(c.start).extent.start.offset for c in self.constructs
+        region_fns = sorted({self.function_of(c.start).extent.start.offset for c in self.constructs
                              if c.d.kind.startswith("parallel")})
         for k, fstart in enumerate(region_fns):
             body_parts.append(self.render(pos, fstart, {}, None))
