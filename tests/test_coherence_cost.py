@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 
 from analysis.runtime import model as rm
+from analysis.runtime.terms.coherence import transfer_extra_cycles
+from analysis.runtime.terms.memory import ram_costs_cycles
 from analysis.hitrates.rates import coherence_miss_rates
 from analysis.profiles.profileset import ProfileSet, ReuseProfile
 from tests.test_runtime_model import HALF, OPS, toy_machine
@@ -23,13 +25,13 @@ def test_coherence_miss_fractions_weight_cores_by_accesses():
 
 def test_transfer_cost_replaces_the_shared_level_price():
     m = dataclasses.replace(toy_machine(bw_one=1e6, bw_all=1e6), transfer_cycles=10.0)
-    assert rm.transfer_extra_cycles(m) == pytest.approx(10.0 - 4.0)  # toy L3 (shared) recip throughput 4
-    assert rm.transfer_extra_cycles(toy_machine()) == 0.0  # no figure: no correction
+    assert transfer_extra_cycles(m) == pytest.approx(10.0 - 4.0)  # toy L3 (shared) recip throughput 4
+    assert transfer_extra_cycles(toy_machine()) == 0.0  # no figure: no correction
     base = rm.predict_runtime(m, 2, HALF, OPS, 1000, 8000, work_share=0.5)
     with_coh = rm.predict_runtime(m, 2, HALF, OPS, 1000, 8000, work_share=0.5, coherence_miss_rate=0.1)
     want_s = 500 * 0.1 * 6.0 / (m.frequency_ghz * 1e9)
     assert base.t_coherence_s == 0.0 and with_coh.t_coherence_s == pytest.approx(want_s)
     assert with_coh.runtime_s - base.runtime_s == pytest.approx(want_s)
     no_shared = dataclasses.replace(m, caches=tuple(dataclasses.replace(c, shared=False) for c in m.caches))
-    ram_line = rm.ram_costs_cycles(no_shared)[1]
-    assert rm.transfer_extra_cycles(no_shared) == pytest.approx(10.0 - ram_line)
+    ram_line = ram_costs_cycles(no_shared)[1]
+    assert transfer_extra_cycles(no_shared) == pytest.approx(10.0 - ram_line)

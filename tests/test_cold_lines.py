@@ -11,7 +11,8 @@ from instrument.trace_types import TraceChunk
 from common.errors import InputError
 
 
-def _chunk(addr, block, instance, store=None) -> TraceChunk:
+def trace_chunk(addr, block, instance, store=None) -> TraceChunk:
+    """A TraceChunk of the given rows (8-byte accesses, loads unless `store` says otherwise)."""
     n = len(addr)
     return TraceChunk(np.asarray(addr, dtype=np.uint64), np.full(n, 8, np.uint32),
                       np.asarray(store if store is not None else np.zeros(n), dtype=bool),
@@ -54,7 +55,7 @@ def test_column_walk_of_3840_byte_rows_reaches_16_sets():
     first load has no stride, the next 15 fill the walk's window one new set at a time."""
     addr = [0x100000 + i * 3840 for i in range(100)]
     counter = cl.FirstTouchCounter(1)
-    counter.add(_chunk(addr, [0] * 100, range(100)))
+    counter.add(trace_chunk(addr, [0] * 100, range(100)))
     assert _table_dict(counter) == {0: 1, **{k: 1 for k in range(1, 16)}, 16: 84}
 
 
@@ -64,7 +65,7 @@ def test_unrolled_walk_counts_its_loads_together():
     rows = 200
     addr = [0x200000 + r * 3840 for r in range(rows)]
     counter = cl.FirstTouchCounter(1)
-    counter.add(_chunk(addr, [0] * rows, [r // 2 for r in range(rows)]))
+    counter.add(trace_chunk(addr, [0] * rows, [r // 2 for r in range(rows)]))
     got = _table_dict(counter)
     assert max(got) == 16 and got[16] == rows - 2 - 15
 
@@ -75,9 +76,9 @@ def test_rows_and_stores_are_no_column_walks():
     n = 1000
     row = [0x300000 + 8 * i for i in range(n)]
     counter = cl.FirstTouchCounter(2)
-    counter.add(_chunk(row, [0] * n, range(n)))
+    counter.add(trace_chunk(row, [0] * n, range(n)))
     stored = [0x400000 + 4096 * i for i in range(50)]
-    counter.add(_chunk(stored + stored, [1] * 100, range(100), [True] * 50 + [False] * 50))
+    counter.add(trace_chunk(stored + stored, [1] * 100, range(100), [True] * 50 + [False] * 50))
     assert _table_dict(counter) == {0: n * 8 // 64}
 
 
@@ -104,7 +105,7 @@ def test_random_walks_match_brute_force_across_chunks(seed):
     counter = cl.FirstTouchCounter(4, sets=64, initial_slots=1024)
     for lo in range(0, len(addr), 3000):
         hi = lo + 3000
-        counter.add(_chunk(addr[lo:hi], block[lo:hi], instance[lo:hi], store[lo:hi]))
+        counter.add(trace_chunk(addr[lo:hi], block[lo:hi], instance[lo:hi], store[lo:hi]))
     assert counter.walk.seen.shape[0] >= 8 * 1024  # the set grew
     assert _table_dict(counter) == _brute(addr, block, instance, store)
 
@@ -114,7 +115,7 @@ def test_line_set_grows_with_distinct_lines_not_trace_length():
     counter = cl.FirstTouchCounter(1, initial_slots=1024)
     addr = [0x500000 + 64 * (i % 100) for i in range(1000)]
     for k in range(50):
-        counter.add(_chunk(addr, [0] * 1000, [k * 1000 + i for i in range(1000)]))
+        counter.add(trace_chunk(addr, [0] * 1000, [k * 1000 + i for i in range(1000)]))
     assert counter.walk.lines == 100
     assert counter.walk.seen.shape[0] <= 4096
 
@@ -141,7 +142,7 @@ def test_runtime_adds_the_busiest_cores_share_of_the_walks(toy):
 
 def test_counter_rejects_a_block_outside_its_table():
     with pytest.raises(InputError, match="block id 5"):
-        cl.FirstTouchCounter(2).add(_chunk([0], [5], [0]))
+        cl.FirstTouchCounter(2).add(trace_chunk([0], [5], [0]))
 
 
 @pytest.fixture

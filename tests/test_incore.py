@@ -3,12 +3,14 @@ combined with the per-block model, and the build's assembly side file on a real 
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from analysis.runtime import incore
 from analysis.runtime import model as rm
+from analysis.runtime.inputs import BlockWork, op_counts_from_blocks
+from analysis.runtime.terms.block_core import block_issue_cycles, chain_overlap
+from analysis.runtime.terms.loop_bound import in_core_cycles_per_iteration, in_core_extra_cycles
 from instrument import assembly_path, build_instrumented, run_trace
 from machines import load_machine
 from machines.loader import machine_to_dict, validate_machine_dict
@@ -112,31 +114,31 @@ def test_bound_is_retimed_overlapped_and_never_below_resources():
     cycles overlapping 3 times); llvm-mca simulated 5 cycles with an fp_add latency of 4."""
     m = _machine(reorder_window_ops=20)
     lat = m.ops["fp_add"].latency
-    blk = rm.BlockWork(100, {"fp_add": 1, "load": 1}, {"fp_add": 1}, trip=5.0, block_id=3)
-    overlap = rm.chain_overlap(blk, m)                       # 1 + 20 / (5 x 2 ops) = 3
+    blk = BlockWork(100, {"fp_add": 1, "load": 1}, {"fp_add": 1}, trip=5.0, block_id=3)
+    overlap = chain_overlap(blk, m)                       # 1 + 20 / (5 x 2 ops) = 3
     assert overlap == pytest.approx(3.0)
-    issue = rm.block_issue_cycles(blk, m)
+    issue = block_issue_cycles(blk, m)
     bound = incore.LoopBound(frozenset({3}), 100, cycles_per_iteration=5.0 + 4 - lat, resource_cycles=0.5,
                              mca_latencies={"fp_add": 4.0})
-    per_iteration = rm.in_core_cycles_per_iteration(bound, [blk], m)
+    per_iteration = in_core_cycles_per_iteration(bound, [blk], m)
     assert per_iteration == pytest.approx(5.0 / 3.0)
-    assert rm.in_core_extra_cycles([blk], m, [bound]) == pytest.approx(max(0.0, 100 * 5.0 / 3.0 - 100 * issue))
+    assert in_core_extra_cycles([blk], m, [bound]) == pytest.approx(max(0.0, 100 * 5.0 / 3.0 - 100 * issue))
     cheap = incore.LoopBound(frozenset({3}), 100, 0.1, 0.2, {})
-    assert rm.in_core_extra_cycles([blk], m, [cheap]) == 0.0   # the model's own figure stands
+    assert in_core_extra_cycles([blk], m, [cheap]) == 0.0   # the model's own figure stands
     wide = incore.LoopBound(frozenset({3}), 100, 0.1, 40.0, {})
-    assert rm.in_core_extra_cycles([blk], m, [wide]) == pytest.approx(100 * 40.0 - 100 * issue)
+    assert in_core_extra_cycles([blk], m, [wide]) == pytest.approx(100 * 40.0 - 100 * issue)
 
 
 def test_prediction_reports_the_in_core_part():
     m = _machine(llvm_mcpu="haswell")
-    blk = rm.BlockWork(1000, {"fp_add": 1, "load": 1}, {}, block_id=1)
+    blk = BlockWork(1000, {"fp_add": 1, "load": 1}, {}, block_id=1)
     bound = incore.LoopBound(frozenset({1}), 1000, 6.0, 6.0, {})
-    ops = rm.op_counts_from_blocks({1: blk.ops}, {1: 1000})
+    ops = op_counts_from_blocks({1: blk.ops}, {1: 1000})
     args = dict(local_hit_rates={"L1": 1.0, "L2": 0.0, "L3": 0.0}, ops=ops, mem_accesses=1000, mem_bytes=8000,
                 layout="pipelined", cpu_form="critical-path", blocks=[blk])
     base = rm.predict_runtime(m, 1, **args)
     bounded = rm.predict_runtime(m, 1, **args, loop_bounds=[bound])
-    extra = m.cycles_to_seconds(1000 * 6.0 - 1000 * rm.block_issue_cycles(blk, m))
+    extra = m.cycles_to_seconds(1000 * 6.0 - 1000 * block_issue_cycles(blk, m))
     assert bounded.t_incore_s == pytest.approx(extra)
     assert bounded.t_cpu_s == pytest.approx(base.t_cpu_s + extra)
     assert base.t_incore_s == 0.0

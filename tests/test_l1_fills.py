@@ -8,11 +8,14 @@ import pytest
 
 from analysis.runtime import l1_fills as lf
 from analysis.runtime import model as rm
+from analysis.runtime.inputs import BlockWork, op_counts_from_blocks
+from analysis.runtime.terms.block_core import block_resources
+from analysis.runtime.terms.fill_overlap import fill_overlap_cycles
 from analysis.runtime.cold_lines import SITES_PER_BLOCK, STRIDED_MIN_BYTES
 from machines import load_machine
 from machines.model import CacheLevel
 from common.errors import InputError
-from tests.test_cold_lines import _chunk
+from tests.test_cold_lines import trace_chunk
 
 SMALL_L1 = CacheLevel(name="L1", size_bytes=4 * 2 * 64, line_bytes=64, associativity=2, latency_cycles=4,
                       recip_throughput_cycles=0.5, shared=False)
@@ -73,7 +76,7 @@ def test_streamed_fills_match_brute_force(seed, chunk):
     addr, block, instance = _random_walks(seed)
     counter = lf.StreamedFillCounter(3, SMALL_L1, initial_slots=4)
     for s in range(0, len(addr), chunk):
-        counter.add(_chunk(addr[s:s + chunk], block[s:s + chunk], instance[s:s + chunk]))
+        counter.add(trace_chunk(addr[s:s + chunk], block[s:s + chunk], instance[s:s + chunk]))
     got = dict(zip(counter.table().block.tolist(), counter.table().streamed_fills.tolist()))
     assert got == _brute(addr, block, instance)
     assert got.get(0, 0) > 20 * got.get(1, 0)  # rows refill along the row; column walks (almost) never count
@@ -85,9 +88,9 @@ def test_second_pass_over_a_row_larger_than_l1_refills_it_along_the_row():
     refills along the row, while its first load jumped back 4088 bytes (a column walk's step)."""
     row = [0x20000 + 8 * k for k in range(64 * 8)]
     counter = lf.StreamedFillCounter(1, SMALL_L1)
-    counter.add(_chunk(row, [0] * len(row), range(len(row))))
+    counter.add(trace_chunk(row, [0] * len(row), range(len(row))))
     assert counter.table().empty
-    counter.add(_chunk(row, [0] * len(row), range(len(row), 2 * len(row))))
+    counter.add(trace_chunk(row, [0] * len(row), range(len(row), 2 * len(row))))
     assert counter.table().to_dict("records") == [{"block": 0, "streamed_fills": 63}]
 
 
@@ -98,8 +101,8 @@ def test_fills_by_block_needs_its_columns():
         lf.fills_by_block(pd.DataFrame({"block": [3]}))
 
 
-def _block(fills: float, **ops) -> rm.BlockWork:
-    return rm.BlockWork(count=1000.0, ops=ops, chain={}, streamed_fills=fills, block_id=0)
+def _block(fills: float, **ops) -> BlockWork:
+    return BlockWork(count=1000.0, ops=ops, chain={}, streamed_fills=fills, block_id=0)
 
 
 def test_fill_overlap_hand_cases():
@@ -108,15 +111,15 @@ def test_fill_overlap_hand_cases():
     m = load_machine("haswell-i7-5960x")
     l2 = m.caches[1].recip_throughput_cycles
     fp_bound = _block(0.5, fp_add=8, fp_mul=2, load=2)
-    chain, fp, integer, ports = rm._block_resources(fp_bound, m)
+    chain, fp, integer, ports = block_resources(fp_bound, m)
     assert fp > ports + 0.5 * l2  # all the fills fit in the port slack
-    assert rm.fill_overlap_cycles(fp_bound, m) == pytest.approx(0.5 * l2)
+    assert fill_overlap_cycles(fp_bound, m) == pytest.approx(0.5 * l2)
     squeezed = _block(0.5, fp_add=8, fp_mul=2, load=2 + 2 * int(fp / m.ops["load"].recip_throughput))
-    assert rm.fill_overlap_cycles(squeezed, m) == 0.0  # bound by its ports: the fills add in full
+    assert fill_overlap_cycles(squeezed, m) == 0.0  # bound by its ports: the fills add in full
     partial = _block(4.0, fp_add=8, fp_mul=2, load=2)
-    assert rm.fill_overlap_cycles(partial, m) == pytest.approx(fp - ports)
-    assert rm.fill_overlap_cycles(_block(0.0, fp_add=8), m) == 0.0
-    assert rm.fill_overlap_cycles(fp_bound, replace(m, caches=m.caches[:1])) == 0.0
+    assert fill_overlap_cycles(partial, m) == pytest.approx(fp - ports)
+    assert fill_overlap_cycles(_block(0.0, fp_add=8), m) == 0.0
+    assert fill_overlap_cycles(fp_bound, replace(m, caches=m.caches[:1])) == 0.0
 
 
 def test_prediction_takes_the_hidden_fills_off_t_cpu():
@@ -125,11 +128,11 @@ def test_prediction_takes_the_hidden_fills_off_t_cpu():
     blocks = [_block(0.5, fp_add=8, fp_mul=2, load=2)]
     args = dict(mem_accesses=2000.0, mem_bytes=16000.0, layout="pipelined", cpu_form="critical-path")
     rates = {c.name: 0.9 for c in m.caches}
-    ops = rm.op_counts_from_blocks({0: blocks[0].ops}, {0: 1000})
+    ops = op_counts_from_blocks({0: blocks[0].ops}, {0: 1000})
     with_fills = rm.predict_runtime(m, 2, rates, ops, blocks=blocks, work_share=0.5, **args)
     without = rm.predict_runtime(m, 2, rates, ops, blocks=[replace(blocks[0], streamed_fills=0.0)], work_share=0.5,
                                  **args)
-    hidden = 0.5 * 1000 * rm.fill_overlap_cycles(blocks[0], m) / (m.frequency_ghz * 1e9)
+    hidden = 0.5 * 1000 * fill_overlap_cycles(blocks[0], m) / (m.frequency_ghz * 1e9)
     assert hidden > 0
     assert without.t_cpu_s - with_fills.t_cpu_s == pytest.approx(hidden)
     assert with_fills.t_fill_overlap_s == pytest.approx(hidden) and without.t_fill_overlap_s == 0.0

@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.runtime import model as rm
+from analysis.runtime.inputs import BlockWork
+from analysis.runtime.terms.block_core import block_core_cycles, store_cycles
 from analysis.runtime.store_lines import count_new_line_stores, new_line_by_block, store_line_table
 from instrument.trace_types import CHUNK_DTYPES, TraceChunk
 from common.errors import InputError
@@ -68,13 +69,13 @@ def test_bad_block_and_line_size_are_refused():
 
 def test_unpaired_stores_are_priced_at_the_new_line_cost():
     machine = dataclasses.replace(toy_machine(), store_new_line_cycles=3.0)  # toy ops.store = 1.0
-    assert rm.store_cycles(4, 1.5, machine) == pytest.approx(2.5 * 1.0 + 1.5 * 3.0)
-    assert rm.store_cycles(4, 9.0, machine) == pytest.approx(4 * 3.0)  # never more than the stores
-    assert rm.store_cycles(4, 1.5, toy_machine()) == pytest.approx(4.0)  # no figure: all pair
-    blk = rm.BlockWork(100.0, {"load": 1, "store": 2}, {}, new_line_stores=2.0)
+    assert store_cycles(4, 1.5, machine) == pytest.approx(2.5 * 1.0 + 1.5 * 3.0)
+    assert store_cycles(4, 9.0, machine) == pytest.approx(4 * 3.0)  # never more than the stores
+    assert store_cycles(4, 1.5, toy_machine()) == pytest.approx(4.0)  # no figure: all pair
+    blk = BlockWork(100.0, {"load": 1, "store": 2}, {}, new_line_stores=2.0)
     # ports-bound block: 1 load x 1.0 + 2 unpaired stores x 3.0
-    assert rm.block_core_cycles(blk, machine) == pytest.approx(7.0)
-    assert rm.block_core_cycles(dataclasses.replace(blk, new_line_stores=0.0), machine) == pytest.approx(3.0)
+    assert block_core_cycles(blk, machine) == pytest.approx(7.0)
+    assert block_core_cycles(dataclasses.replace(blk, new_line_stores=0.0), machine) == pytest.approx(3.0)
 
 
 COLUMN_STORES = r"""

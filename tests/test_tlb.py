@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis.runtime import model as rm
+from analysis.runtime.terms.translation import tlb_cycles_per_access, update_extra_cycles
 from analysis.profiles.profileset import ProfileSet, ReuseProfile
 from analysis.runtime.tlb import miss_rates_by_cores, tlb_miss_rates
 from machines.model import TlbLevel
@@ -75,7 +76,7 @@ def test_profiles_at_another_page_size_are_refused():
 def test_tlb_term_adds_misses_times_cost_for_the_busiest_core():
     machine = dataclasses.replace(toy_machine(bw_one=1e6, bw_all=1e6), tlbs=(DTLB, STLB))
     rates = {"DTLB": 0.2, "STLB": 0.01}
-    assert rm.tlb_cycles_per_access(machine, rates) == pytest.approx(0.2 * 0.5 + 0.01 * 20.0)
+    assert tlb_cycles_per_access(machine, rates) == pytest.approx(0.2 * 0.5 + 0.01 * 20.0)
     base = rm.predict_runtime(machine, 2, HALF, OPS, 1000, 8000, work_share=0.5)
     with_tlb = rm.predict_runtime(machine, 2, HALF, OPS, 1000, 8000, work_share=0.5, tlb_miss_rates=rates)
     # the busiest core's loads (half of OPS.load = 750) pay; stores' misses were measured free (tlb.c)
@@ -87,9 +88,9 @@ def test_tlb_term_adds_misses_times_cost_for_the_busiest_core():
 def test_tlb_rates_must_name_the_machines_levels_and_be_probabilities():
     machine = dataclasses.replace(toy_machine(), tlbs=(DTLB,))
     with pytest.raises(InputError, match="TLB miss rates for ITLB"):
-        rm.tlb_cycles_per_access(machine, {"ITLB": 0.1})
+        tlb_cycles_per_access(machine, {"ITLB": 0.1})
     with pytest.raises(InputError, match="not a probability"):
-        rm.tlb_cycles_per_access(machine, {"DTLB": 1.5})
+        tlb_cycles_per_access(machine, {"DTLB": 1.5})
     with pytest.raises(InputError, match="missing column"):
         miss_rates_by_cores(pd.DataFrame({"cores": [1]}))
 
@@ -176,7 +177,7 @@ def test_update_misses_match_an_lru_tlb(seed):
     """Column updates (load, store to the same address), column loads with a store elsewhere, row walks;
     several chunks so the per-block state carries over."""
     from analysis.runtime.tlb import update_misses
-    from tests.test_cold_lines import _chunk
+    from tests.test_cold_lines import trace_chunk
 
     rng = np.random.default_rng(seed)
     addr, store, block, instance = [], [], [], []
@@ -191,7 +192,7 @@ def test_update_misses_match_an_lru_tlb(seed):
             for x, s in ops:
                 addr.append(x); store.append(s); block.append(b); instance.append(count.get(b, 0))
             count[b] = count.get(b, 0) + 1
-    chunks = [_chunk(addr[lo:lo + 2000], block[lo:lo + 2000], instance[lo:lo + 2000], store[lo:lo + 2000])
+    chunks = [trace_chunk(addr[lo:lo + 2000], block[lo:lo + 2000], instance[lo:lo + 2000], store[lo:lo + 2000])
               for lo in range(0, len(addr), 2000)]
     got = update_misses(chunks, 3, 4096, 16)
     assert got == _updates_brute(addr, store, block, instance, 4096, 16) and got > 0
@@ -201,11 +202,11 @@ def test_update_misses_hand_count():
     """A column of 40 rows, each on its own page, updated in place twice: 40 + 40 misses of an 8-entry TLB
     (every page was touched 39 pages ago); with 64 entries only the first pass misses."""
     from analysis.runtime.tlb import update_misses
-    from tests.test_cold_lines import _chunk
+    from tests.test_cold_lines import trace_chunk
 
     rows = [0x100000 + r * 4160 for r in range(40)] * 2
     addr = [a for a in rows for _ in (0, 1)]
-    chunk = _chunk(addr, [0] * len(addr), [i // 2 for i in range(len(addr))], [i % 2 == 1 for i in range(len(addr))])
+    chunk = trace_chunk(addr, [0] * len(addr), [i // 2 for i in range(len(addr))], [i % 2 == 1 for i in range(len(addr))])
     assert update_misses([chunk], 1, 4096, 8) == 80
     assert update_misses([chunk], 1, 4096, 64) == 40
 
@@ -213,11 +214,11 @@ def test_update_misses_hand_count():
 def test_update_term_is_the_rmw_cost_beyond_the_loads_miss():
     machine = dataclasses.replace(toy_machine(bw_one=1e6, bw_all=1e6),
                                   tlbs=(dataclasses.replace(DTLB, rmw_miss_cycles=1.5), STLB))
-    assert rm.update_extra_cycles(machine) == pytest.approx(1.0)
+    assert update_extra_cycles(machine) == pytest.approx(1.0)
     base = rm.predict_runtime(machine, 2, HALF, OPS, 1000, 8000, work_share=0.5)
     upd = rm.predict_runtime(machine, 2, HALF, OPS, 1000, 8000, work_share=0.5, tlb_update_misses=400)
     assert upd.t_tlb_s - base.t_tlb_s == pytest.approx(0.5 * 400 * 1.0 / (machine.frequency_ghz * 1e9))
-    assert rm.update_extra_cycles(dataclasses.replace(machine, tlbs=(DTLB,))) == 0.0
+    assert update_extra_cycles(dataclasses.replace(machine, tlbs=(DTLB,))) == 0.0
 
 
 def test_detect_reads_the_update_cost_off_the_plateau():

@@ -20,6 +20,7 @@ them), not with the trace.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -34,19 +35,50 @@ WALK_WINDOW = 64              # a block's recent strided first touches whose set
 _EMPTY = np.int64(-1)
 
 
+class TraceRows(NamedTuple):
+    """The columns of a trace chunk the passes read, bundled for their kernels."""
+
+    addr: np.ndarray       # uint64 byte address
+    is_store: np.ndarray   # bool
+    block: np.ndarray      # int64 block id
+    instance: np.ndarray   # int64 execution of the block
+
+    @staticmethod
+    def of(chunk) -> "TraceRows":
+        """A TraceChunk's columns (the block ids widened to int64)."""
+        return TraceRows(chunk.addr, chunk.is_store, chunk.block.astype(np.int64), chunk.block_instance)
+
+
+class LoadSites(NamedTuple):
+    """Every load's (and store's) previous address: prev_addr[b, p] for access p of block b's execution (the
+    last slot shared by later ones); last_instance[b] and position[b] number the accesses of the current one."""
+
+    prev_addr: np.ndarray
+    last_instance: np.ndarray
+    position: np.ndarray
+
+
+class WalkWindow(NamedTuple):
+    """Per block, the L1 sets of its last WALK_WINDOW strided first touches (ring, ring_next), a scratch of
+    zeros per set (present) and the L1's set count."""
+
+    ring: np.ndarray
+    ring_next: np.ndarray
+    present: np.ndarray
+    n_sets: np.int64
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
-def site_previous(b, inst, a, prev_addr, last_instance, position):
+def site_previous(b, inst, a, sites):
     """The previous address of this access's load or store (a block and its position in the block's
-    execution; -1 before its first), recording `a` as the new one. prev_addr[b, p]: access p of block b
-    (the last slot shared by later ones); last_instance[b] and position[b] number the accesses within the
-    current execution of block b."""
-    if inst != last_instance[b]:
-        last_instance[b] = inst
-        position[b] = 0
-    p = min(position[b], prev_addr.shape[1] - 1)
-    position[b] += 1
-    before = prev_addr[b, p]
-    prev_addr[b, p] = a
+    execution; -1 before its first), recording `a` as the new one in `sites` (LoadSites)."""
+    if inst != sites.last_instance[b]:
+        sites.last_instance[b] = inst
+        sites.position[b] = 0
+    p = min(sites.position[b], sites.prev_addr.shape[1] - 1)
+    sites.position[b] += 1
+    before = sites.prev_addr[b, p]
+    sites.prev_addr[b, p] = a
     return before
 
 
@@ -95,33 +127,31 @@ def _distinct_sets(ring, filled, present):
 
 
 @numba.njit(cache=True, nogil=True)
-def _first_touches(addr, is_store, block, instance, shift, n_sets, seen, prev_addr, last_instance, position,
-                   ring, ring_next, present, out):
-    """Classify the loads in this chunk that touch a line first: out[n] = sets their walk reaches, 0 if
-    not strided; returns n and how many lines (loads' and stores') the set gained.
+def _first_touches(rows, shift, seen, sites, walks, out):
+    """Classify the loads in this chunk (TraceRows) that touch a line first: out[n] = sets their walk
+    reaches (WalkWindow), 0 if not strided; returns n and how many lines (loads' and stores') the set
+    `seen` gained.
 
-    prev_addr, last_instance, position: the loads' previous addresses (site_previous);
-    ring[b] / ring_next[b]: the sets of block b's last WALK_WINDOW strided first touches. A first touch
-    whose load has no previous address is not strided; a line a store touches first is no load's first
-    touch (the store brought it in)."""
+    A first touch whose load has no previous address (LoadSites) is not strided; a line a store touches
+    first is no load's first touch (the store brought it in)."""
     n = 0
     added = 0
-    window = ring.shape[1]
-    for r in range(addr.shape[0]):
-        b = block[r]
-        a = np.int64(addr[r])
-        before = site_previous(b, instance[r], a, prev_addr, last_instance, position)
+    window = walks.ring.shape[1]
+    for r in range(rows.addr.shape[0]):
+        b = rows.block[r]
+        a = np.int64(rows.addr[r])
+        before = site_previous(b, rows.instance[r], a, sites)
         if not set_insert(seen, a >> shift):
             continue
         added += 1
-        if is_store[r]:
+        if rows.is_store[r]:
             continue
         if not is_strided(before, a):
             out[n] = 0
         else:
-            ring[b, ring_next[b] % window] = (a >> shift) % n_sets
-            ring_next[b] += 1
-            out[n] = _distinct_sets(ring[b], min(ring_next[b], window), present)
+            walks.ring[b, walks.ring_next[b] % window] = (a >> shift) % walks.n_sets
+            walks.ring_next[b] += 1
+            out[n] = _distinct_sets(walks.ring[b], min(walks.ring_next[b], window), walks.present)
         n += 1
     return n, added
 
@@ -137,9 +167,8 @@ class TraceWalk:
         self.n_blocks = n_blocks
         self.seen = np.full(max(2, 1 << (initial_slots - 1).bit_length()), _EMPTY, dtype=np.int64)
         self.lines = 0
-        self.prev_addr = np.full((n_blocks, SITES_PER_BLOCK), _EMPTY, dtype=np.int64)
-        self.last_instance = np.full(n_blocks, -1, dtype=np.int64)
-        self.position = np.zeros(n_blocks, dtype=np.int64)
+        self.sites = LoadSites(np.full((n_blocks, SITES_PER_BLOCK), _EMPTY, dtype=np.int64),
+                               np.full(n_blocks, -1, dtype=np.int64), np.zeros(n_blocks, dtype=np.int64))
 
     def prepare(self, chunk) -> None:
         """Check the chunk's block ids and grow the line set so that it stays at most half full after
@@ -163,10 +192,8 @@ class FirstTouchCounter:
         if sets <= 0:
             raise InputError(f"{sets} cache sets: must be positive")
         self.walk = TraceWalk(n_blocks, line_bytes, initial_slots)
-        self.sets = np.int64(sets)
-        self.ring = np.zeros((n_blocks, WALK_WINDOW), dtype=np.int64)
-        self.ring_next = np.zeros(n_blocks, dtype=np.int64)
-        self.present = np.zeros(sets, dtype=np.int8)
+        self.walks = WalkWindow(np.zeros((n_blocks, WALK_WINDOW), dtype=np.int64), np.zeros(n_blocks, dtype=np.int64),
+                                np.zeros(sets, dtype=np.int8), np.int64(sets))
         self.counts: dict[int, int] = {}
 
     def add(self, chunk) -> None:
@@ -176,9 +203,7 @@ class FirstTouchCounter:
         w = self.walk
         w.prepare(chunk)
         out = np.empty(len(chunk), dtype=np.int64)
-        n, added = _first_touches(chunk.addr, chunk.is_store, chunk.block.astype(np.int64), chunk.block_instance,
-                                  w.shift, self.sets, w.seen, w.prev_addr, w.last_instance, w.position,
-                                  self.ring, self.ring_next, self.present, out)
+        n, added = _first_touches(TraceRows.of(chunk), w.shift, w.seen, w.sites, self.walks, out)
         w.lines += added
         classes, counts = np.unique(out[:n], return_counts=True)
         for s, c in zip(classes.tolist(), counts.tolist()):

@@ -1,6 +1,7 @@
 """In-core throughput of the hot innermost loops, from the compiled code by llvm-mca.
 
-The critical-path CPU form (runtime_model.block_core_cycles) prices a block from its IR operation mix.
+The critical-path CPU form (analysis/runtime/terms/block_core.py: block_core_cycles) prices a block from
+its IR operation mix.
 The machine code can cost more than that mix says: register spills and reloads, address arithmetic,
 shuffles and moves on a dependence chain, the front end's dispatch width. Like kerncraft's in-core
 model (which runs IACA, OSACA or llvm-mca on the compiled loop), we hand the compiled innermost

@@ -5,13 +5,14 @@ the core time. For a walk along a row the hardware prefetchers bring the lines i
 and the L2's fills then compete only for the load and store ports, not for the floating-point pipes: on
 the Intel host jacobi-2d's stencil costs 1.31 cycles per point whether its rows sit in L1 or in L2 (it is
 bound by its floating-point pipes), while lu's row update costs 0.237 ns per element from L1 and 0.272 from
-L2 (bound by its loads and stores, the fills' 1.2 cycles per line in full). `fill_overlap_cycles` in
-runtime_model prices that; this module counts, in one streaming pass over the sequential trace, each
-block's L1 misses that are not the line's first touch (a first touch is a cold miss, which DRAM serves)
-and whose load or store moved less than half a page since its previous execution (cold_lines' rule: a walk
-along a row, not down a column). The L1 is the machine's, simulated as one set-associative LRU cache
-(cachesim.LevelSim), so its sets and ways decide the misses as the trace's virtual addresses do on the
-hardware. Memory grows with the distinct lines (the first-touch set) and the blocks, not with the trace.
+L2 (bound by its loads and stores, the fills' 1.2 cycles per line in full). `fill_overlap_cycles`
+(analysis/runtime/terms/fill_overlap.py) prices that; this module counts, in one streaming pass over the
+sequential trace, each block's L1 misses that are not the line's first touch (a first touch is a cold
+miss, which DRAM serves) and whose load or store moved less than half a page since its previous execution
+(cold_lines' rule: a walk along a row, not down a column). The L1 is the machine's, simulated as one
+set-associative LRU cache (cachesim.LevelSim), so its sets and ways decide the misses as the trace's
+virtual addresses do on the hardware. Memory grows with the distinct lines (the first-touch set) and the
+blocks, not with the trace.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.hitrates.cachesim import LevelSim
-from analysis.runtime.cold_lines import TraceWalk, set_insert, is_strided, site_previous
+from analysis.runtime.cold_lines import TraceRows, TraceWalk, is_strided, set_insert, site_previous
 from machines.model import CacheLevel
 from common.errors import InputError
 
@@ -30,13 +31,14 @@ COLUMNS = ["block", "streamed_fills"]
 
 
 @numba.njit(cache=True, nogil=True)
-def _streamed_fills(addr, block, instance, hit, shift, seen, prev_addr, last_instance, position, fills):
-    """Add each block's streamed L1 refills in this chunk to fills[block]; returns the lines first seen."""
+def _streamed_fills(rows, hit, shift, seen, sites, fills):
+    """Add each block's streamed L1 refills in this chunk (TraceRows, `hit` per row) to fills[block];
+    returns the lines first seen (added to the set `seen`; sites: cold_lines.LoadSites)."""
     added = 0
-    for r in range(addr.shape[0]):
-        b = block[r]
-        a = np.int64(addr[r])
-        before = site_previous(b, instance[r], a, prev_addr, last_instance, position)
+    for r in range(rows.addr.shape[0]):
+        b = rows.block[r]
+        a = np.int64(rows.addr[r])
+        before = site_previous(b, rows.instance[r], a, sites)
         if set_insert(seen, a >> shift):
             added += 1
         elif not hit[r] and before >= 0 and not is_strided(before, a):
@@ -60,8 +62,7 @@ class StreamedFillCounter:
         w.prepare(chunk)
         lines = np.asarray(chunk.addr, dtype=np.uint64) >> np.uint64(w.shift)
         hit = self.cache.access(lines, np.zeros(len(chunk), dtype=np.int64))
-        w.lines += _streamed_fills(chunk.addr, chunk.block.astype(np.int64), chunk.block_instance, hit, w.shift,
-                                   w.seen, w.prev_addr, w.last_instance, w.position, self.fills)
+        w.lines += _streamed_fills(TraceRows.of(chunk), hit, w.shift, w.seen, w.sites, self.fills)
 
     def table(self) -> pd.DataFrame:
         """(block, streamed_fills), one row per block with any."""
