@@ -51,7 +51,7 @@ def accuracy_rows() -> list[dict]:
     """Mean |predicted - ground truth| per level (iteration mode, rr) over 1-16 threads at SMALL size."""
     import pandas as pd
 
-    from analysis.validate.compare import validate_benchmark
+    from pptmc.validation import validate_benchmark
     from benchmarks.polybench.catalog import by_name
 
     frames = []
@@ -84,7 +84,8 @@ def suite(size: str, out: Path, interleaves=("rr", "random")) -> None:
     """Validate all 14 benchmarks on the three shipped machines, 1-16 threads; write tables and figures."""
     import pandas as pd
 
-    from analysis.validate.compare import accuracy_summary, outliers, validate_benchmark
+    from analysis.validate.compare import accuracy_summary, outliers
+    from pptmc.validation import validate_benchmark
     from analysis.validate.report import write_validation_figures
     from benchmarks.polybench.catalog import benchmarks
     from common.io import write_table

@@ -1,9 +1,12 @@
 """Compare two `pptmc suite` result folders table by table, exactly (a refactor must change nothing).
 
-    python -m benchmarks.compare_runs OLD_DIR NEW_DIR [--benchmarks atax,lu]
+    python -m benchmarks.compare_runs OLD_DIR NEW_DIR [--benchmarks atax,lu] [--model-only]
 
 Every CSV table both folders hold is compared on the benchmarks both hold (or those named), with
 timing columns (`seconds_*`) left out. Prints one line per table and exits non-zero on any difference.
+`--model-only` leaves out what real multithreaded runs measured (`--validate`'s ground truth and the
+errors and outliers derived from it): with dynamic schedules and atomics, which thread runs what
+varies from run to run, so two runs' ground truths differ while the model's predictions may not.
 """
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ from pathlib import Path
 import pandas as pd
 
 TIMING_PREFIXES = ("seconds_",)  # wall-clock figures differ between any two runs
+GROUND_TRUTH_TABLES = ("validation_accuracy.csv", "validation_outliers.csv")  # derived from measured runs
+GROUND_TRUTH_COLUMNS = ("ground_truth", "abs_error_pp", "error_vs_no_coherence_pp", "gt_")
 
 
 @dataclass(frozen=True)
@@ -31,17 +36,20 @@ class TableDiff:
         return self.differing_cells == 0 and not self.first_difference
 
 
-def _stable(frame: pd.DataFrame, benchmarks: set[str] | None) -> pd.DataFrame:
-    """The table without timing columns, restricted to `benchmarks`, in a canonical row order."""
-    frame = frame[[c for c in frame.columns if not c.startswith(TIMING_PREFIXES)]]
+def _stable(frame: pd.DataFrame, benchmarks: set[str] | None, model_only: bool = False) -> pd.DataFrame:
+    """The table without timing (and with `model_only`, ground-truth) columns, restricted to `benchmarks`,
+    in a canonical row order."""
+    skip = TIMING_PREFIXES + (GROUND_TRUTH_COLUMNS if model_only else ())
+    frame = frame[[c for c in frame.columns if not c.startswith(skip)]]
     if benchmarks is not None and "benchmark" in frame.columns:
         frame = frame[frame["benchmark"].isin(benchmarks)]
     return frame.sort_values(list(frame.columns), kind="stable").reset_index(drop=True)
 
 
-def compare_table(name: str, old: pd.DataFrame, new: pd.DataFrame, benchmarks: set[str] | None) -> TableDiff:
+def compare_table(name: str, old: pd.DataFrame, new: pd.DataFrame, benchmarks: set[str] | None,
+                  model_only: bool = False) -> TableDiff:
     """Exact comparison (NaN equals NaN) of one table's cells."""
-    a, b = _stable(old, benchmarks), _stable(new, benchmarks)
+    a, b = _stable(old, benchmarks, model_only), _stable(new, benchmarks, model_only)
     if list(a.columns) != list(b.columns):
         return TableDiff(name, len(a), 0, f"columns differ: {sorted(set(a.columns) ^ set(b.columns))}")
     if a.shape != b.shape:
@@ -62,11 +70,14 @@ def common_benchmarks(old: Path, new: Path) -> set[str]:
     return names[0] & names[1]
 
 
-def compare_runs(old: Path, new: Path, benchmarks: set[str] | None = None) -> list[TableDiff]:
-    """One TableDiff per CSV table present in both folders."""
+def compare_runs(old: Path, new: Path, benchmarks: set[str] | None = None,
+                 model_only: bool = False) -> list[TableDiff]:
+    """One TableDiff per CSV table present in both folders (with `model_only`, not the ground truth's)."""
     wanted = benchmarks if benchmarks is not None else common_benchmarks(old, new)
     tables = sorted({p.name for p in old.glob("*.csv")} & {p.name for p in new.glob("*.csv")})
-    return [compare_table(t, pd.read_csv(old / t), pd.read_csv(new / t), wanted) for t in tables]
+    if model_only:
+        tables = [t for t in tables if t not in GROUND_TRUTH_TABLES]
+    return [compare_table(t, pd.read_csv(old / t), pd.read_csv(new / t), wanted, model_only) for t in tables]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,9 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("old", type=Path)
     parser.add_argument("new", type=Path)
     parser.add_argument("--benchmarks", default="", help="comma-separated names (default: those both runs hold)")
+    parser.add_argument("--model-only", action="store_true",
+                        help="leave out the ground truth of real multithreaded runs (it varies between runs)")
     args = parser.parse_args(argv)
     wanted = {b for b in args.benchmarks.split(",") if b} or None
-    diffs = compare_runs(args.old, args.new, wanted)
+    diffs = compare_runs(args.old, args.new, wanted, args.model_only)
     for d in diffs:
         verdict = "identical" if d.identical else f"DIFFERENT ({d.differing_cells} cells; {d.first_difference})"
         print(f"{d.table:32s} {d.rows:6d} rows  {verdict}")

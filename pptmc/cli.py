@@ -1,6 +1,6 @@
-"""The single `pptmc` command line; each stage registers its own subcommands.
+"""The single `pptmc` command line; each command module registers its own subcommands.
 
-Every stage module listed in STAGE_MODULES exposes `register(subparsers)`, which adds
+Every module listed in COMMAND_MODULES (pptmc/commands/) exposes `register(subparsers)`, which adds
 subcommands whose parsers set `run=<callable(args) -> int>`. `run(args)` is testable
 without `main()`: library code raises PptmcError, and only `main()` prints and exits.
 """
@@ -16,7 +16,7 @@ from pptmc import __version__, doctor
 from common.allocator import keep_freed_memory
 from common.errors import PptmcError
 
-STAGE_MODULES = (
+COMMAND_MODULES = (
     "pptmc.commands.translate",
     "pptmc.commands.instrument",
     "pptmc.commands.profile",
@@ -51,14 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     doc = sub.add_parser("doctor", help="check clang-19, libomp, llvmlite, numba and Python")
     doc.add_argument("--json", action="store_true", help="machine-readable output")
     doc.set_defaults(run=run_doctor)
-    for name in STAGE_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:  # stage not built yet; anything else is a real bug
-                continue
-            raise
-        module.register(sub)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
     return parser
 
 

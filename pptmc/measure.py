@@ -16,6 +16,7 @@ from typing import Callable, Mapping, Sequence
 
 import pandas as pd
 
+from analysis.options import DEFAULT_OPTIONS, ModelOptions
 from machines.loader import dumps_toml, machine_to_dict
 from machines.model import Machine
 from common.errors import InputError
@@ -27,18 +28,6 @@ Progress = Callable[[str], None]
 # timer overhead dominate), while the single trace and reuse profiles stay at ~5-15 s per benchmark.
 # LARGE multiplies the accesses by 30-100x and the profiling time with them.
 DEFAULT_SIZE = "MEDIUM"
-# The validated default: Eq. 5 with pipelined accesses (analysis/RUNTIME_MODEL.md, "Validation on this
-# host"); "contiguous" is the paper's word-sized block.
-DEFAULT_LAYOUT = "pipelined"
-# Loop-carried chains (reductions clang -O2 may not reorder) run at latency, not throughput.
-DEFAULT_CPU_FORM = "critical-path"
-# Hit rates for the runtime model: "sdcm" from the reuse profiles (the analytic predictor, machine
-# independent), "simulated" from the set-associative LRU simulator run on the same mimicked traces for
-# this machine's caches (analysis/hitrates/cachesim.py; sees set conflicts, costs a simulation per machine),
-# "hybrid" the simulator's L1 (virtually indexed: its conflicts are the trace's) and SDCM's deeper levels
-# (physically indexed: pages land on random frames, SDCM's assumption); hitrates.with_first_level.
-HIT_RATE_SOURCES = ("hybrid", "sdcm", "simulated")
-DEFAULT_HIT_RATES = "hybrid"
 MODEL_COLUMNS = ("t_mem_s", "t_cpu_s", "t_incore_s", "t_fill_overlap_s", "t_tlb_s", "t_coherence_s", "t_strided_s",
                  "t_overhead_s", "contention_s", "t_dram_s", "dram_bytes")
 COLUMNS = ("benchmark", "cores", "measured_s", "measured_min_s", "measured_max_s", "repeats", "predicted_s",
@@ -154,61 +143,22 @@ def machine_file(machine: Machine, workdir: Path) -> Path:
 
 
 def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, machine: Machine,
-                      layout: str = DEFAULT_LAYOUT, progress: Progress | None = None,
-                      contention: str = "roofline", cpu_form: str = DEFAULT_CPU_FORM,
-                      hit_rates: str = DEFAULT_HIT_RATES) -> pd.DataFrame:
-    """Runtime prediction of one benchmark from the pipeline's trace and hit rates (cached under
-    workdir/measure/work/<name>), with the runtime model evaluated for `layout`, `contention` and `cpu_form`
-    and the hit rates of `hit_rates` (HIT_RATE_SOURCES)."""
-    from analysis.runtime.model import predict_table
+                      options: ModelOptions = DEFAULT_OPTIONS, progress: Progress | None = None) -> pd.DataFrame:
+    """The pipeline's runtime prediction of one benchmark on `machine` with the model `options` (its steps
+    cached under workdir/measure/work/<name>, apart from a suite run's, which keys other cores and machines)."""
     from pptmc.pipeline import benchmark_config, run_pipeline
 
-    if hit_rates not in HIT_RATE_SOURCES:  # before the pipeline, which may trace for minutes
-        raise InputError(f"hit rates {hit_rates!r}: use one of {', '.join(HIT_RATE_SOURCES)}")
     path = machine_file(machine, workdir)
-    # Its own folder: a suite run in the same workdir keys its profiles on other cores and machines,
-    # and the two would overwrite each other's cached steps.
-    cfg = benchmark_config(bench, size, Path(workdir) / "measure", machines=(str(path),), cores=tuple(threads))
+    cfg = benchmark_config(bench, size, Path(workdir) / "measure", machines=(str(path),), cores=tuple(threads),
+                           options=options)
     result = run_pipeline(cfg, progress or (lambda _msg: None))
-    hits = result.hit_rates[result.hit_rates["machine"] == machine.name]
-    if hit_rates == "simulated":
-        hits = simulated_hit_rates(result.trace_path, result.profiles_dir, machine, threads)
-    elif hit_rates == "hybrid":
-        hits = hybrid_hit_rates(hits, result.trace_path, result.profiles_dir, machine, threads)
-    tlb = None if result.tlb_rates is None else result.tlb_rates[result.tlb_rates["machine"] == machine.name]
-    return (predict_table(machine, hits, result.trace_path, tlb=tlb, coherence=result.coherence,
-                          terms=result.terms.get(machine.name), layout=layout, contention=contention, cpu_form=cpu_form)
-            .assign(benchmark=bench.name))
-
-
-def hybrid_hit_rates(sdcm: pd.DataFrame, trace: Path, profiles_dir: Path, machine: Machine,
-                     threads: Sequence[int]) -> pd.DataFrame:
-    """SDCM's table with the first level's rate from the simulator (that level alone is simulated)."""
-    from dataclasses import replace
-
-    from analysis.hitrates.rates import with_first_level
-
-    first = simulated_hit_rates(trace, profiles_dir, replace(machine, caches=machine.caches[:1]), threads)
-    first = first[first["level"] == machine.caches[0].name]
-    return with_first_level(sdcm, {int(c): float(r) for c, r in zip(first["cores"], first["cumulative_hit_rate"])})
-
-
-def simulated_hit_rates(trace: Path, profiles_dir: Path, machine: Machine, threads: Sequence[int]) -> pd.DataFrame:
-    """Per-level hit rates from the LRU simulator on the private/shared traces the profiles were made
-    from (same mode, interleaving and seed): hierarchical (a level sees the misses above it), with
-    write-invalidate coherence between the private levels when the profiles model it."""
-    from analysis.hitrates.cachesim import simulate_like
-    from analysis.profiles.profileset import ProfileSet
-
-    ps = ProfileSet.load(profiles_dir)
-    return simulate_like(trace, machine, ps, list(threads), hierarchical=True, coherent=ps.coherence)
+    runtimes = result.runtimes[result.runtimes["machine"] == machine.name]
+    return runtimes.drop(columns="machine").reset_index(drop=True).assign(benchmark=bench.name)
 
 
 def validate_runtimes(benches, size: str, threads: tuple[int, ...], workdir: Path, machine: Machine,
                       repeats: int = 5, progress: Progress | None = None,
-                      layout: str = DEFAULT_LAYOUT, contention: str = "roofline",
-                      cpu_form: str = DEFAULT_CPU_FORM, pin: bool = True,
-                      hit_rates: str = DEFAULT_HIT_RATES) -> pd.DataFrame:
+                      options: ModelOptions = DEFAULT_OPTIONS, pin: bool = True) -> pd.DataFrame:
     """Measure and predict every benchmark on `machine` (the host), one table row per (benchmark, cores).
 
     A benchmark whose prediction fails keeps its measurement, with the cause in the `error` column.
@@ -228,8 +178,7 @@ def validate_runtimes(benches, size: str, threads: tuple[int, ...], workdir: Pat
         measured = measured_all[measured_all.benchmark == bench.name].reset_index(drop=True)
         say(f"{bench.name}: predicting")
         try:
-            predicted = predict_benchmark(bench, size, threads, workdir, machine, layout, contention=contention,
-                                          cpu_form=cpu_form, hit_rates=hit_rates)
+            predicted = predict_benchmark(bench, size, threads, workdir, machine, options)
         except Exception as exc:  # one broken pipeline must not discard the other measurements
             say(f"{bench.name}: prediction failed: {type(exc).__name__}: {exc}")
             frames.append(measured.assign(error=f"{type(exc).__name__}: {exc}"))

@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
+from analysis.options import DEFAULT_OPTIONS, ModelOptions
 from common.cache import code_digest, is_fresh, mark_done, step_key
 from common.io import stdout_to_file, write_table
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the analysis stages load numba: imported where a step runs
+    from analysis.predict import RegionSources
     from analysis.runtime.trace_terms import TraceTerms
 
 Progress = Callable[[str], None]
@@ -34,26 +36,20 @@ class PipelineConfig:
     extra_sources: tuple[Path, ...] = ()
     machines: tuple[str, ...] = ("haswell-i7-5960x",)
     cores: tuple[int, ...] = (1, 2, 4, 8, 16)
-    mode: str = "auto"
-    interleave: str = "rr"
-    seed: int = 0
+    options: ModelOptions = DEFAULT_OPTIONS   # the model (analysis/options.py), the same for every command
     opt_level: str = "2"
     line_size: int = 64
-    coherence: bool = True         # write-invalidate coherence in the private profiles (analysis/ANALYSIS.md)
-    layout: str = "pipelined"      # memory-time form (analysis/RUNTIME_MODEL.md); "contiguous" is the paper's
-    contention: str = "roofline"   # DRAM contention model: "roofline" or "queuing"
-    cpu_form: str = "critical-path"  # T_CPU form (analysis/RUNTIME_MODEL.md); "throughput" is the paper's
 
 
-def benchmark_config(bench, size: str, outdir: Path, **options) -> PipelineConfig:
+def benchmark_config(bench, size: str, outdir: Path, **fields) -> PipelineConfig:
     """The pipeline configuration of one catalog benchmark at one size; its cached steps live in
-    outdir/work/<name>, and `options` are PipelineConfig's model fields."""
+    outdir/work/<name>, and `fields` are PipelineConfig's (machines, cores, options)."""
     from benchmarks.polybench.catalog import size_define
 
     return PipelineConfig(
         source=bench.source, workdir=Path(outdir) / "work" / bench.name, args=tuple(bench.args),
         include_dirs=(bench.include_dir,), defines=(size_define(size).removeprefix("-D"),),
-        extra_sources=tuple(bench.harness_sources), **options)
+        extra_sources=tuple(bench.harness_sources), **fields)
 
 
 @dataclass
@@ -161,14 +157,15 @@ def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress) -> Path:
     from analysis.profiles.sweep import compute_profiles
 
     out = cfg.workdir / "profiles"
-    params = {"cores": cfg.cores, "mode": cfg.mode, "interleave": cfg.interleave, "seed": cfg.seed,
-              "line": cfg.line_size, "coherence": cfg.coherence, "code": code_digest("analysis")}
+    opt = cfg.options
+    params = {"cores": cfg.cores, "mode": opt.mode, "interleave": opt.interleave, "seed": opt.seed,
+              "line": cfg.line_size, "coherence": opt.coherence, "code": code_digest("analysis")}
     key = step_key([trace], params)
     stamp = out / ".key"
     if not is_fresh(stamp, key, [out]):
         progress("profile")
-        profiles = compute_profiles(trace, list(cfg.cores), mode=cfg.mode, interleave=cfg.interleave,
-                                    seed=cfg.seed, line_size=cfg.line_size, coherence=cfg.coherence)
+        profiles = compute_profiles(trace, list(cfg.cores), mode=opt.mode, interleave=opt.interleave,
+                                    seed=opt.seed, line_size=cfg.line_size, coherence=opt.coherence)
         profiles.save(out)
         mark_done(stamp, key)
     return out
@@ -179,13 +176,14 @@ def page_profile_step(cfg: PipelineConfig, trace: Path, page_bytes: int, progres
     from analysis.runtime.tlb import page_profiles
 
     out = cfg.workdir / f"page_profiles_{page_bytes}"
-    params = {"cores": cfg.cores, "mode": cfg.mode, "interleave": cfg.interleave, "seed": cfg.seed,
+    opt = cfg.options
+    params = {"cores": cfg.cores, "mode": opt.mode, "interleave": opt.interleave, "seed": opt.seed,
               "page": page_bytes, "code": code_digest("analysis")}
     key = step_key([trace], params)
     stamp = out / ".key"
     if not is_fresh(stamp, key, [out]):
         progress(f"profile pages of {page_bytes} B (TLB)")
-        page_profiles(trace, cfg.cores, page_bytes, cfg.mode, cfg.interleave, cfg.seed).save(out)
+        page_profiles(trace, cfg.cores, page_bytes, opt.mode, opt.interleave, opt.seed).save(out)
         mark_done(stamp, key)
     return out
 
@@ -210,18 +208,7 @@ def trace_terms_step(cfg: PipelineConfig, trace: Path, machine, progress: Progre
         stem = "_".join(f"{key}{value}" for key, value in params.items())
         return _trace_table(cfg.workdir / name / f"{stem}.csv", trace, params, what, compute, progress)
 
-    return trace_terms(trace, machine, cfg.cpu_form, cached)
-
-
-def tlb_rates_for(cfg: PipelineConfig, machine, trace: Path, progress: Progress) -> pd.DataFrame | None:
-    """The machine's TLB miss rates per core count, or None when its file has no [[tlbs]]."""
-    from analysis.profiles.profileset import ProfileSet
-    from analysis.runtime.tlb import page_sizes, tlb_miss_rates
-
-    if not machine.tlbs:
-        return None
-    sets = {page: ProfileSet.load(page_profile_step(cfg, trace, page, progress)) for page in page_sizes(machine)}
-    return tlb_miss_rates(sets, machine)
+    return trace_terms(trace, machine, cfg.options.cpu_form, cached)
 
 
 @dataclass
@@ -233,43 +220,47 @@ class Predictions:
     tlb_rates: pd.DataFrame | None = None     # machines with [[tlbs]] only
     coherence: dict[int, float] = field(default_factory=dict)  # cores -> coherence-miss fraction
     terms: dict[str, TraceTerms] = field(default_factory=dict)  # machine name -> its trace facts
+    n_accesses: int = 0                       # the trace's memory accesses
 
 
-def hit_rates_step(cfg: PipelineConfig, profiles_dir: Path) -> pd.DataFrame:
-    """SDCM hit rates on every requested machine, one table with a machine column (no runtimes)."""
-    from analysis.hitrates.rates import predict_hit_rates
+def region_sources(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: Path | None,
+                   progress: Progress) -> RegionSources:
+    """The program's facts for analysis/predict.py, each taken from (or made into) the cached steps."""
+    from analysis.predict import RegionSources
     from analysis.profiles.profileset import ProfileSet
+
+    return RegionSources(
+        trace=trace, binary=binary, profiles=ProfileSet.load(profiles_dir),
+        terms_for=lambda machine: trace_terms_step(cfg, trace, machine, progress),
+        page_profiles_for=lambda page: ProfileSet.load(page_profile_step(cfg, trace, page, progress)))
+
+
+def hit_rates_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path) -> pd.DataFrame:
+    """Hit rates alone (no runtimes) on every requested machine, one table with a machine column."""
+    from analysis.predict import predict_hit_rates_for
     from machines import load_machine
 
-    profiles = ProfileSet.load(profiles_dir)
-    machines = [load_machine(name) for name in cfg.machines]
-    return pd.concat([predict_hit_rates(profiles, m).assign(machine=m.name) for m in machines], ignore_index=True)
+    sources = region_sources(cfg, profiles_dir, trace, None, _noop)
+    return pd.concat([predict_hit_rates_for(sources, load_machine(name), cfg.cores, cfg.options)
+                      for name in cfg.machines], ignore_index=True)
 
 
 def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: Path,
                  progress: Progress) -> Predictions:
-    """Hit rates, runtimes and the TLB and store-line facts on every requested machine."""
+    """Hit rates, runtimes and the TLB and trace facts on every requested machine (analysis/predict.py)."""
     from analysis.hitrates.rates import coherence_miss_rates
-    from analysis.profiles.profileset import ProfileSet
-    from analysis.runtime.model import predict_table
+    from analysis.predict import predict_machine
     from machines import load_machine
 
     progress("predict")
-    coherence = coherence_miss_rates(ProfileSet.load(profiles_dir))
-    machines = [load_machine(name) for name in cfg.machines]
-    terms = {m.name: trace_terms_step(cfg, trace, m, progress) for m in machines}
-    all_hits = hit_rates_step(cfg, profiles_dir)
-    runtime_frames, tlb_frames = [], []
-    for machine in machines:
-        hits = all_hits[all_hits["machine"] == machine.name]
-        tlb = tlb_rates_for(cfg, machine, trace, progress)
-        if tlb is not None:
-            tlb_frames.append(tlb.assign(machine=machine.name))
-        runtimes = predict_table(machine, hits, trace, binary, tlb=tlb, coherence=coherence, terms=terms[machine.name],
-                                 layout=cfg.layout, contention=cfg.contention, cpu_form=cfg.cpu_form)
-        runtime_frames.append(runtimes.assign(machine=machine.name))
-    return Predictions(all_hits, pd.concat(runtime_frames, ignore_index=True),
-                       pd.concat(tlb_frames, ignore_index=True) if tlb_frames else None, coherence, terms)
+    sources = region_sources(cfg, profiles_dir, trace, binary, progress)
+    preds = [predict_machine(sources, load_machine(name), cfg.cores, cfg.options) for name in cfg.machines]
+    tlb_frames = [p.tlb_rates for p in preds if p.tlb_rates is not None]
+    return Predictions(pd.concat([p.hit_rates for p in preds], ignore_index=True),
+                       pd.concat([p.runtimes for p in preds], ignore_index=True),
+                       pd.concat(tlb_frames, ignore_index=True) if tlb_frames else None,
+                       coherence_miss_rates(sources.profiles), {p.machine.name: p.terms for p in preds},
+                       int(sources.record.info.n_accesses))
 
 
 def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineResult:
@@ -291,8 +282,5 @@ def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineRes
     write_table(pred.runtimes, cfg.workdir / "runtimes.csv")
     if pred.tlb_rates is not None:
         write_table(pred.tlb_rates, cfg.workdir / "tlb_miss_rates.csv")
-    import instrument
-
-    n_accesses = instrument.open_trace(trace).info.n_accesses
-    return PipelineResult(cfg.source.stem, pred.hit_rates, pred.runtimes, trace, profiles_dir, n_accesses, timings,
+    return PipelineResult(cfg.source.stem, pred.hit_rates, pred.runtimes, trace, profiles_dir, pred.n_accesses, timings,
                           pred.tlb_rates, pred.coherence, pred.terms)

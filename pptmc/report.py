@@ -121,8 +121,9 @@ def _table_html(df: pd.DataFrame) -> str:
 
 
 def write_report(outdir: Path, hits: pd.DataFrame, runs: pd.DataFrame, status: pd.DataFrame,
-                 profile_dirs: dict[str, Path], extra: Sequence[ReportSection] = ()) -> Path:
-    """Write figures under outdir/figures and an index.html that shows them with the tables."""
+                 profile_dirs: dict[str, Path], extra: Sequence[ReportSection] = (), model: str = "") -> Path:
+    """Write figures under outdir/figures and an index.html that shows them with the tables; `model` is
+    the ModelOptions line the predictions were made with."""
     figdir = outdir / "figures"
     figures: list[tuple[str, Path]] = []
     machines = list(dict.fromkeys(hits["machine"])) if not hits.empty else []
@@ -132,7 +133,8 @@ def write_report(outdir: Path, hits: pd.DataFrame, runs: pd.DataFrame, status: p
             figures.append((f"Runtimes, {machine}", runtime_figure(runs, machine, figdir / f"runtimes-{machine}.png")))
     for name, pdir in profile_dirs.items():
         figures.append((f"Reuse profiles, {name}", reuse_profile_figure(name, pdir, figdir / f"reuse-{name}.png")))
-    body = ["<h1>pptmc suite results</h1>", "<h2>Status</h2>", _table_html(status)]
+    body = ["<h1>pptmc suite results</h1>", f"<p>Model: <code>{html.escape(model)}</code></p>" if model else "",
+            "<h2>Status</h2>", _table_html(status)]
     body += [f"<h2>{html.escape(title)}</h2><img src='{p.relative_to(outdir)}' style='max-width:100%'>"
              for title, p in figures if p is not None]
     for section in extra:

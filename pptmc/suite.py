@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from common.io import stdout_to_file, write_table
+from analysis.options import DEFAULT_OPTIONS, ModelOptions
+from common.io import stdout_to_file, write_json, write_table
 from pptmc.pipeline import PipelineConfig, PipelineResult, benchmark_config, run_pipeline
 
 
@@ -26,14 +27,8 @@ class SuiteConfig:
     benchmarks: tuple[str, ...] = ()       # empty: all
     machines: tuple[str, ...] = ("haswell-i7-5960x", "broadwell-e5-2699v4", "zen2-epyc-7702p")
     cores: tuple[int, ...] = (1, 2, 4, 8, 16)
-    mode: str = "auto"
-    interleave: str = "rr"
-    seed: int = 0
     jobs: int = 2
-    layout: str = "pipelined"
-    contention: str = "roofline"
-    cpu_form: str = "critical-path"
-    coherence: bool = True
+    options: ModelOptions = DEFAULT_OPTIONS   # the model (analysis/options.py)
     validate: bool = False                 # also compare hit rates with the simulated ground truth
     measure: bool = False                  # also time the native programs on this host
     measure_size: str = "MEDIUM"           # regions long enough to time (pptmc measure's default)
@@ -67,9 +62,8 @@ def select_benchmarks(cfg: SuiteConfig):
 
 def pipeline_config(cfg: SuiteConfig, bench) -> PipelineConfig:
     """The pipeline configuration of one catalog benchmark."""
-    return benchmark_config(bench, cfg.size, cfg.outdir, machines=cfg.machines, cores=cfg.cores, mode=cfg.mode,
-                            interleave=cfg.interleave, seed=cfg.seed, layout=cfg.layout, contention=cfg.contention,
-                            coherence=cfg.coherence, cpu_form=cfg.cpu_form)
+    return benchmark_config(bench, cfg.size, cfg.outdir, machines=cfg.machines, cores=cfg.cores,
+                            options=cfg.options)
 
 
 def _run_one(pcfg: PipelineConfig) -> BenchmarkOutcome:
@@ -115,14 +109,14 @@ class ValidationOutcome:
 
 def _validate_one(task: tuple[SuiteConfig, object]) -> ValidationOutcome:
     """Worker: `pptmc validate` of one catalog benchmark, in the suite's work folder."""
-    from analysis.validate.compare import validate_benchmark
+    from pptmc.validation import validate_benchmark
 
     cfg, bench = task
     workdir = cfg.outdir / "work" / bench.name / "validate"
     try:
         with stdout_to_file(workdir / "program.out"):  # the traced runs' own output, kept apart
             table = validate_benchmark(bench, cfg.size, list(cfg.machines), list(cfg.cores), workdir,
-                                       interleaves=(cfg.interleave,), seed=cfg.seed, coherence=cfg.coherence)
+                                       interleaves=(cfg.options.interleave,), options=cfg.options)
         return ValidationOutcome(bench.name, table)
     except Exception as exc:  # reported per benchmark; the others go on
         return ValidationOutcome(bench.name, None, _describe(exc))
@@ -148,7 +142,7 @@ def run_measurement(cfg: SuiteConfig, say=lambda _msg: None) -> pd.DataFrame:
     machine = cached_host_machine(cfg.outdir, cfg.host_machine, say=say)
     threads = tuple(t for t in cfg.measure_threads if t <= machine.cores)
     return validate_runtimes(select_benchmarks(cfg), cfg.measure_size, threads, cfg.outdir, machine,
-                             progress=say, layout=cfg.layout, contention=cfg.contention, cpu_form=cfg.cpu_form)
+                             progress=say, options=cfg.options)
 
 
 def combine(outcomes: list[BenchmarkOutcome]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -231,5 +225,6 @@ def write_results(cfg: SuiteConfig, outcomes: list[BenchmarkOutcome],
         sections.append(_measurement_section(cfg.outdir, mtables))
         tables.update(mtables)
     profile_dirs = {o.name: o.result.profiles_dir for o in outcomes if o.result}
-    report.write_report(cfg.outdir, hits, runs, status, profile_dirs, extra=sections)
+    write_json(cfg.outdir / "model.json", cfg.options.as_dict())
+    report.write_report(cfg.outdir, hits, runs, status, profile_dirs, extra=sections, model=cfg.options.describe())
     return tables

@@ -162,12 +162,12 @@ def test_bounds_of_a_real_build(tmp_path, capfd):
     assert "pptmc_" not in asm.read_text()                   # no tracer hooks in the native code
     info = run_trace(binary, ["300"], tmp_path / "t.trace")
     trace = tmp_path / "t.trace"
-    bounds = rm.in_core_bounds(_machine(llvm_mcpu="haswell"), trace, binary)
+    bounds = rm.in_core_bounds(_machine(llvm_mcpu="haswell"), rm.RegionRecord.load(trace, binary))
     assert bounds, "the kernel's loops were not found in the assembly"
     for b in bounds:
         assert b.iterations == max(info.block_counts[x] for x in b.blocks)
         assert b.cycles_per_iteration > 0 and b.resource_cycles > 0
-    assert rm.in_core_bounds(_machine(), trace, binary) == ()
+    assert rm.in_core_bounds(_machine(), rm.RegionRecord.load(trace, binary)) == ()
     asm.unlink()
     with pytest.raises(InputError, match="assembly side file not found"):
-        rm.in_core_bounds(_machine(llvm_mcpu="haswell"), trace, binary)
+        rm.in_core_bounds(_machine(llvm_mcpu="haswell"), rm.RegionRecord.load(trace, binary))

@@ -10,6 +10,7 @@ import pytest
 
 from benchmarks.polybench.catalog import by_name
 from machines import load_machine
+from analysis.options import ModelOptions
 from pptmc import cli
 from common.errors import InputError, PptmcError
 from pptmc.measure import runtime_errors, runtime_summary, validate_runtimes, write_runtime_figure
@@ -154,13 +155,13 @@ def test_simulated_hit_rates_equal_sdcm_for_fully_associative_caches(validated):
     haswell = load_machine("haswell-i7-5960x")
     full = replace(haswell, name="haswell-fully-assoc",
                    caches=tuple(replace(c, associativity=c.size_bytes // c.line_bytes) for c in haswell.caches))
-    runs = {(m.name, src): predict_benchmark(by_name("atax"), "MINI", (1,), work, m, hit_rates=src).iloc[0]
+    runs = {(m.name, src): predict_benchmark(by_name("atax"), "MINI", (1,), work, m, ModelOptions(hit_rates=src)).iloc[0]
             for m in (full, haswell) for src in ("sdcm", "simulated")}
     assert runs[(full.name, "simulated")]["runtime_s"] == pytest.approx(runs[(full.name, "sdcm")]["runtime_s"],
                                                                          rel=1e-12)
     assert runs[(haswell.name, "simulated")]["L1_local_hit_rate"] != runs[(haswell.name, "sdcm")]["L1_local_hit_rate"]
-    with pytest.raises(InputError, match="hit rates 'counters'"):
-        predict_benchmark(by_name("atax"), "MINI", (1,), work, haswell, hit_rates="counters")
+    with pytest.raises(InputError, match="--hit-rates 'counters'"):
+        ModelOptions(hit_rates="counters")
 
 
 def test_hybrid_hit_rates_take_the_simulated_l1_and_sdcm_below(validated):
@@ -173,7 +174,7 @@ def test_hybrid_hit_rates_take_the_simulated_l1_and_sdcm_below(validated):
     haswell = load_machine("haswell-i7-5960x")
     full = replace(haswell, name="haswell-fully-assoc",
                    caches=tuple(replace(c, associativity=c.size_bytes // c.line_bytes) for c in haswell.caches))
-    runs = {(m.name, src): predict_benchmark(by_name("atax"), "MINI", (1,), work, m, hit_rates=src).iloc[0]
+    runs = {(m.name, src): predict_benchmark(by_name("atax"), "MINI", (1,), work, m, ModelOptions(hit_rates=src)).iloc[0]
             for m in (full, haswell) for src in ("sdcm", "simulated", "hybrid")}
     assert runs[(full.name, "hybrid")]["runtime_s"] == pytest.approx(runs[(full.name, "sdcm")]["runtime_s"], rel=1e-12)
     hybrid, sim, sdcm = (runs[(haswell.name, s)] for s in ("hybrid", "simulated", "sdcm"))

@@ -43,7 +43,8 @@ def test_predict_cli_matches_model(fake_stage, tmp_path, capsys):
     trace, rates = fake_stage
     out = tmp_path / "out"
     assert cli.run(["predict", str(trace), "--machine", "haswell-i7-5960x", "--cores", "4,1,2",
-                    "--hit-rates", str(rates), "-o", str(out)]) == 0
+                    "--hit-rate-table", str(rates), "--layout", "contiguous", "--cpu-form", "throughput",
+                    "-o", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "runtime[s]" in printed and "L3 hit(loc/cum)" in printed
     table = pd.read_csv(out / "predictions.csv")
@@ -59,18 +60,20 @@ def test_predict_cli_matches_model(fake_stage, tmp_path, capsys):
 
 
 def test_predict_cli_errors(fake_stage):
+    """Bad cores and a missing binary; the fake trace has no chunks, so the CPU form is one without
+    trace terms."""
     trace, rates = fake_stage
     with pytest.raises(InputError, match="none for 8 cores"):
         cli.run(["predict", str(trace), "--machine", "haswell-i7-5960x", "--cores", "8",
-                 "--hit-rates", str(rates)])
+                 "--hit-rate-table", str(rates), "--cpu-form", "throughput"])
     with pytest.raises(InputError, match="has 8 cores; drop 16"):
         cli.run(["predict", str(trace), "--machine", "haswell-i7-5960x", "--cores", "8,16",
-                 "--hit-rates", str(rates)])
+                 "--hit-rate-table", str(rates), "--cpu-form", "throughput"])
     with pytest.raises(InputError, match="--cores"):
         parse_cores("1,two")
     with pytest.raises(InputError, match="not found; pass it with --binary"):
         cli.run(["predict", str(trace), "--machine", "haswell-i7-5960x", "--cores", "1",
-                 "--hit-rates", str(rates), "--binary", str(trace.parent / "nope")])
+                 "--hit-rate-table", str(rates), "--cpu-form", "throughput", "--binary", str(trace.parent / "nope")])
 
 
 def test_predict_table_for_the_pipeline(fake_stage):
@@ -79,8 +82,25 @@ def test_predict_table_for_the_pipeline(fake_stage):
     hits = pd.read_csv(rates)
     hits = pd.concat([hits, hits[hits["cores"] == 4].assign(cores=16)], ignore_index=True)
     m = load_machine("haswell-i7-5960x")
-    table = rm.predict_table(m, hits, trace)
+    table = rm.prediction_table(rm.predict_runtimes(m, hits, rm.RegionRecord.load(trace)))
     assert list(table["cores"]) == [1, 2, 4]
     row = table[table["cores"] == 2].iloc[0]
     assert row["work_share"] == pytest.approx(0.5)
     assert row["runtime_s"] == pytest.approx(row["t_mem_s"] + row["t_cpu_s"] + row["contention_s"])
+
+
+def test_predict_explain_adds_up_to_the_runtime(fake_stage, tmp_path, capsys):
+    """--explain: per core count the terms' seconds add up to the predicted runtime, the shares to 1, and
+    exactly one term binds; the same table is written as explain.csv."""
+    trace, rates = fake_stage
+    out = tmp_path / "out"
+    assert cli.run(["predict", str(trace), "--machine", "haswell-i7-5960x", "--cores", "1,4", "--hit-rate-table",
+                    str(rates), "--cpu-form", "throughput", "--explain", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "4 cores:" in printed and "memory" in printed and "* " in printed
+    explain = pd.read_csv(out / "explain.csv")
+    runtime = pd.read_csv(out / "predictions.csv").set_index("cores")["runtime_s"]
+    for cores, part in explain.groupby("cores"):
+        assert part["seconds"].sum() == pytest.approx(runtime[cores], rel=1e-9)
+        assert part["share"].sum() == pytest.approx(1.0, rel=1e-9)
+        assert part["binds"].sum() == 1

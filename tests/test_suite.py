@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from analysis.options import ModelOptions
 from pptmc import cli, suite
 from common.errors import InputError
 
@@ -168,7 +169,7 @@ def test_suite_validate_and_measure_add_tables_and_report_sections(tmp_path, cap
 
 def test_suite_validation_models_with_the_suites_coherence_choice(tmp_path, monkeypatch):
     """--no-coherence reaches the validated model (the ground truth keeps simulating coherence)."""
-    import analysis.validate.compare as validate
+    import pptmc.validation as validate
 
     seen = {}
 
@@ -177,6 +178,6 @@ def test_suite_validation_models_with_the_suites_coherence_choice(tmp_path, monk
         return pd.DataFrame()
 
     monkeypatch.setattr(validate, "validate_benchmark", fake_validate_benchmark)
-    cfg = suite.SuiteConfig(outdir=tmp_path, benchmarks=("atax",), coherence=False)
+    cfg = suite.SuiteConfig(outdir=tmp_path, benchmarks=("atax",), options=ModelOptions(coherence=False))
     outcome = suite._validate_one((cfg, suite.select_benchmarks(cfg)[0]))
-    assert outcome.error in (None, "") and seen["coherence"] is False
+    assert outcome.error in (None, "") and seen["options"].coherence is False

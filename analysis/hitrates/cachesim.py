@@ -24,6 +24,7 @@ the copies to invalidate without scanning every core.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -81,50 +82,74 @@ def _set_assoc(lines, inst, tags, stamps, n_sets, ways, clock, hits):
     return clock
 
 
+class LruLists(NamedTuple):
+    """Per instance, a doubly linked list of its lines, most recent first: node arrays and list ends."""
+
+    keys: np.ndarray
+    prev: np.ndarray
+    nxt: np.ndarray
+    head: np.ndarray
+    tail: np.ndarray
+    size: np.ndarray
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _unlink_to_head(lru, c, node):
+    """Move a hit node to the head of instance c's list."""
+    if lru.head[c] == node:
+        return
+    p = lru.prev[node]
+    q = lru.nxt[node]
+    lru.nxt[p] = q
+    if q >= 0:
+        lru.prev[q] = p
+    else:
+        lru.tail[c] = p
+    lru.prev[node] = -1
+    lru.nxt[node] = lru.head[c]
+    lru.prev[lru.head[c]] = node
+    lru.head[c] = node
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _victim(lru, where, c, cap):
+    """A free node of instance c, or its least recently used one (unlinked, its line forgotten)."""
+    if lru.size[c] < cap:
+        node = c * cap + lru.size[c]
+        lru.size[c] += 1
+        return node
+    node = lru.tail[c]
+    del where[lru.keys[node]]
+    t = lru.prev[node]
+    lru.tail[c] = t
+    if t >= 0:
+        lru.nxt[t] = -1
+    else:
+        lru.head[c] = -1
+    return node
+
+
 @numba.njit(cache=True, nogil=True)
-def _fully_assoc(lines, inst, where, keys, prev, nxt, head, tail, size, cap, hits):
+def _fully_assoc(lines, inst, where, lru, cap, hits):
     """LRU fully associative lookup: hash map line -> node, list ordered most recent first."""
     for i in range(lines.shape[0]):
         c = inst[i]
         key = (np.uint64(c) << np.uint64(48)) | lines[i]
         if key in where:
-            node = where[key]
             hits[i] = True
-            if head[c] != node:  # unlink, then push at head
-                p = prev[node]
-                q = nxt[node]
-                nxt[p] = q
-                if q >= 0:
-                    prev[q] = p
-                else:
-                    tail[c] = p
-                prev[node] = -1
-                nxt[node] = head[c]
-                prev[head[c]] = node
-                head[c] = node
+            _unlink_to_head(lru, c, where[key])
             continue
         hits[i] = False
-        if size[c] < cap:
-            node = c * cap + size[c]
-            size[c] += 1
-        else:
-            node = tail[c]
-            del where[keys[node]]
-            t = prev[node]
-            tail[c] = t
-            if t >= 0:
-                nxt[t] = -1
-            else:
-                head[c] = -1
-        keys[node] = key
+        node = _victim(lru, where, c, cap)
+        lru.keys[node] = key
         where[key] = node
-        prev[node] = -1
-        nxt[node] = head[c]
-        if head[c] >= 0:
-            prev[head[c]] = node
+        lru.prev[node] = -1
+        lru.nxt[node] = lru.head[c]
+        if lru.head[c] >= 0:
+            lru.prev[lru.head[c]] = node
         else:
-            tail[c] = node
-        head[c] = node
+            lru.tail[c] = node
+        lru.head[c] = node
 
 
 class LevelSim:
@@ -138,12 +163,11 @@ class LevelSim:
         if self.fully:
             self.cap = n_lines
             self.where = Dict.empty(key_type=types.uint64, value_type=types.int64)
-            self.keys = np.zeros(instances * n_lines, dtype=np.uint64)
-            self.prev = np.full(instances * n_lines, -1, dtype=np.int64)
-            self.nxt = np.full(instances * n_lines, -1, dtype=np.int64)
-            self.head = np.full(instances, -1, dtype=np.int64)
-            self.tail = np.full(instances, -1, dtype=np.int64)
-            self.size = np.zeros(instances, dtype=np.int64)
+            self.lru = LruLists(np.zeros(instances * n_lines, dtype=np.uint64),
+                                np.full(instances * n_lines, -1, dtype=np.int64),
+                                np.full(instances * n_lines, -1, dtype=np.int64),
+                                np.full(instances, -1, dtype=np.int64), np.full(instances, -1, dtype=np.int64),
+                                np.zeros(instances, dtype=np.int64))
         else:
             self.n_sets, self.ways = n_lines // ways, ways
             self.tags = np.full(instances * n_lines, _EMPTY, dtype=np.uint64)
@@ -156,8 +180,7 @@ class LevelSim:
         lines = np.ascontiguousarray(lines, dtype=np.uint64)
         inst = np.ascontiguousarray(inst, dtype=np.int64)
         if self.fully:
-            _fully_assoc(lines, inst, self.where, self.keys, self.prev, self.nxt, self.head, self.tail,
-                         self.size, self.cap, hits)
+            _fully_assoc(lines, inst, self.where, self.lru, self.cap, hits)
         else:
             self.clock = _set_assoc(lines, inst, self.tags, self.stamps, self.n_sets, self.ways, self.clock, hits)
         return hits
@@ -309,75 +332,128 @@ def _set_of(line, sets):
     return np.int64(line % np.uint64(sets))
 
 
+class Stream(NamedTuple):
+    """One batch of the merged stream: line id, core and store flag per access."""
+
+    lines: np.ndarray
+    core: np.ndarray
+    store: np.ndarray
+
+
+class Levels(NamedTuple):
+    """The hierarchy's layout, per level: first slot, sets, ways, and private index (-1: shared)."""
+
+    off: np.ndarray
+    sets: np.ndarray
+    ways: np.ndarray
+    priv: np.ndarray
+
+
+class Slots(NamedTuple):
+    """Every way of every set of every level instance: its line and last-use time."""
+
+    tags: np.ndarray
+    stamps: np.ndarray
+
+
+class Directory(NamedTuple):
+    """Per line (open addressing on `keys`): [sharer mask, lost-copy mask per private level]."""
+
+    keys: np.ndarray
+    state: np.ndarray
+
+
+class Counters(NamedTuple):
+    """Per level: accesses reaching it, hits, invalidation misses, copies invalidated."""
+
+    reached: np.ndarray
+    hits: np.ndarray
+    inval_miss: np.ndarray
+    invalidated: np.ndarray
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _level_base(levels, lv, inst, line):
+    """First slot of the set of `line` in instance `inst` of level `lv`."""
+    sets = levels.sets[lv]
+    return levels.off[lv] + (inst * sets + _set_of(line, sets)) * levels.ways[lv]
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _look_up(line, c, bit, clock, levels, slots, directory, counters, slot, entries):
+    """Walk the levels until one hits; a private miss of a copy another core's store removed counts as an
+    invalidation miss. Returns (first level hit or the level count, directory row or -1, entries)."""
+    mask = directory.keys.shape[0] - 1
+    n_lev = levels.off.shape[0]
+    for lv in range(n_lev):
+        inst = c if levels.priv[lv] >= 0 else 0
+        counters.reached[lv] += 1
+        if _lookup(slots.tags, slots.stamps, _level_base(levels, lv, inst, line), levels.ways[lv], line, clock):
+            counters.hits[lv] += 1
+            return lv, slot, entries
+        p = levels.priv[lv]
+        if p >= 0:
+            if slot < 0:
+                slot, new = _dir_slot(directory.keys, line, mask)
+                entries += new
+            if directory.state[slot, p + 1] & bit:
+                counters.inval_miss[lv] += 1
+                directory.state[slot, p + 1] &= ~bit
+    return n_lev, slot, entries
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _invalidate_others(line, others, slot, levels, slots, directory, counters):
+    """A store: remove the line from the private levels of every other sharer, remembering the loss."""
+    d = 0
+    while others:
+        if others & np.uint64(1):
+            dbit = np.uint64(1) << np.uint64(d)
+            for lv in range(levels.off.shape[0]):
+                p = levels.priv[lv]
+                if p < 0:
+                    continue
+                if _invalidate(slots.tags, slots.stamps, _level_base(levels, lv, d, line), levels.ways[lv], line):
+                    counters.invalidated[lv] += 1
+                    directory.state[slot, p + 1] |= dbit
+        others >>= np.uint64(1)
+        d += 1
+
+
 @numba.njit(cache=True, nogil=True)
-def _coherent(lines, start, core, store, coherent, tags, stamps, lv_off, lv_sets, lv_ways, lv_priv, keys, state, clock,
-              entries, reached, hits, inval_miss, invalidated):
+def _coherent(stream, start, coherent, levels, slots, directory, counters, clock, entries):
     """Run accesses from `start` through the hierarchy until the directory is half full.
 
     Returns (clock, directory entries, index of the first access not simulated).
 
     A level sees the misses of the level above and allocates on a miss (non-inclusive, write-allocate).
     A store by core c removes the line from every other core's private levels (write-invalidate);
-    `gone[p, line]` remembers which cores lost it from private level p, so their next miss there is
-    counted as an invalidation miss. Directory row of a line: [sharer mask, gone mask of private
-    level 0, of private level 1, ...] (one row, so one memory line per access)."""
-    n_lev = lv_off.shape[0]
-    mask = keys.shape[0] - 1
-    limit = keys.shape[0] // 2
-    for i in range(start, lines.shape[0]):
+    the directory remembers which cores lost it from each private level, so their next miss there is
+    counted as an invalidation miss (one directory row per line, so one memory line per access)."""
+    mask = directory.keys.shape[0] - 1
+    limit = directory.keys.shape[0] // 2
+    for i in range(start, stream.lines.shape[0]):
         if entries >= limit:
             return clock, entries, i
-        line = lines[i]
-        c = core[i]
+        line = stream.lines[i]
+        c = stream.core[i]
         bit = np.uint64(1) << np.uint64(c)
         clock += 1
-        slot = -1  # directory row, looked up only when needed (not for a load hitting a private L1)
-        first_hit = n_lev
-        for lv in range(n_lev):
-            sets = lv_sets[lv]
-            inst = c if lv_priv[lv] >= 0 else 0
-            base = lv_off[lv] + (inst * sets + _set_of(line, sets)) * lv_ways[lv]
-            reached[lv] += 1
-            if _lookup(tags, stamps, base, lv_ways[lv], line, clock):
-                hits[lv] += 1
-                first_hit = lv
-                break
-            p = lv_priv[lv]
-            if p >= 0:
-                if slot < 0:
-                    slot, new = _dir_slot(keys, line, mask)
-                    entries += new
-                if state[slot, p + 1] & bit:
-                    inval_miss[lv] += 1
-                    state[slot, p + 1] &= ~bit
-        st = store[i] and coherent
-        if first_hit == 0 and lv_priv[0] >= 0 and not st:
+        # the directory row is looked up only when needed (not for a load hitting a private L1)
+        first_hit, slot, entries = _look_up(line, c, bit, clock, levels, slots, directory, counters, -1, entries)
+        st = stream.store[i] and coherent
+        if first_hit == 0 and levels.priv[0] >= 0 and not st:
             continue  # a line in c's private L1 already has c's sharer bit (only a store clears it, and
             # that store also removed the line from c's caches)
         if slot < 0:
-            slot, new = _dir_slot(keys, line, mask)
+            slot, new = _dir_slot(directory.keys, line, mask)
             entries += new
         if st:
-            others = state[slot, 0] & ~bit
-            d = 0
-            while others:
-                if others & np.uint64(1):
-                    dbit = np.uint64(1) << np.uint64(d)
-                    for lv in range(n_lev):
-                        p = lv_priv[lv]
-                        if p < 0:
-                            continue
-                        sets = lv_sets[lv]
-                        base = lv_off[lv] + (d * sets + _set_of(line, sets)) * lv_ways[lv]
-                        if _invalidate(tags, stamps, base, lv_ways[lv], line):
-                            invalidated[lv] += 1
-                            state[slot, p + 1] |= dbit
-                others >>= np.uint64(1)
-                d += 1
-            state[slot, 0] = bit
+            _invalidate_others(line, directory.state[slot, 0] & ~bit, slot, levels, slots, directory, counters)
+            directory.state[slot, 0] = bit
         else:
-            state[slot, 0] |= bit
-    return clock, entries, lines.shape[0]
+            directory.state[slot, 0] |= bit
+    return clock, entries, stream.lines.shape[0]
 
 
 @dataclass
@@ -428,10 +504,8 @@ class CoherentHierarchy:
             priv.append(-1 if lv.shared else n_priv)
             n_priv += 0 if lv.shared else 1
             size += inst * s * w
-        self.lv_off, self.lv_sets, self.lv_ways, self.lv_priv = (np.array(a, dtype=np.int64)
-                                                                 for a in (off, sets, ways, priv))
-        self.tags = np.full(size, _EMPTY, dtype=np.uint64)
-        self.stamps = np.zeros(size, dtype=np.int64)
+        self.levels = Levels(*(np.array(a, dtype=np.int64) for a in (off, sets, ways, priv)))
+        self.slots = Slots(np.full(size, _EMPTY, dtype=np.uint64), np.zeros(size, dtype=np.int64))
         self.clock, self.coherent, self.cores = 0, coherent, cores
         self.n_priv, self.entries = max(n_priv, 1), 0
         self._alloc_directory(1 << 16)
@@ -462,12 +536,13 @@ class CoherentHierarchy:
         if len(core) and (core.min() < 0 or core.max() >= self.cores):  # the kernel does not bounds-check
             raise InputError(f"core id {int(core.max())} in the stream, but the hierarchy has {self.cores} cores")
         c = self.counts
+        stream = Stream(lines, core, is_store)
+        counters = Counters(c.reached, c.hits, c.invalidation_misses, c.invalidated)
         done = 0
         while True:
             self.clock, self.entries, done = _coherent(
-                lines, done, core, is_store, self.coherent, self.tags, self.stamps, self.lv_off, self.lv_sets,
-                self.lv_ways, self.lv_priv, self.keys, self.state, self.clock, self.entries, c.reached, c.hits,
-                c.invalidation_misses, c.invalidated)
+                stream, done, self.coherent, self.levels, self.slots, Directory(self.keys, self.state), counters,
+                self.clock, self.entries)
             if done == len(lines):
                 break
             self._grow()

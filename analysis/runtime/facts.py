@@ -48,29 +48,46 @@ def _block_ops(table: Any) -> dict[int, Mapping[str, float]]:
     return out
 
 
-def region_facts(trace: Path, binary: Path | None = None,
-                 new_line_stores: Mapping[int, float] | None = None,
+@dataclass(frozen=True)
+class RegionRecord:
+    """What a trace and its binary say about the traced regions, read from their files once per trace and
+    handed to every machine's prediction: the trace's header and footer facts, the block table, and the
+    innermost loop around every block (from the binary's exported CFG)."""
+
+    trace: Path
+    binary: Path
+    info: Any                                 # instrument.TraceInfo
+    table: Any                                # instrument.BlockTable
+    enclosing_loops: Mapping[int, frozenset[int]]
+
+    @classmethod
+    def load(cls, trace: Path, binary: Path | None = None) -> "RegionRecord":
+        """Read the trace's facts and its binary's side files (the binary the trace names by default)."""
+        import instrument  # lazy: the formulas need no tracer
+
+        info = instrument.open_trace(trace).info
+        binary = Path(binary or info.program)
+        if not binary.is_file():
+            raise InputError(f"{binary}: instrumented binary of {trace} not found; pass it with --binary")
+        return cls(Path(trace), binary, info, instrument.load_block_table(binary), _enclosing_loops(binary))
+
+
+def region_facts(record: RegionRecord, new_line_stores: Mapping[int, float] | None = None,
                  streamed_fills: Mapping[int, int] | None = None) -> RegionFacts:
     """Operation counts, access counts and loop schedules of the traced regions (with the blocks'
     unpaired stores, analysis/runtime/store_lines.py, and streamed L1 refills, analysis/runtime/l1_fills.py, when given)."""
-    import instrument  # lazy: the formulas need no tracer
-
-    info = instrument.open_trace(trace).info
-    binary = Path(binary or info.program)
-    if not binary.is_file():
-        raise InputError(f"{binary}: instrumented binary of {trace} not found; pass it with --binary")
-    table = instrument.load_block_table(binary)
+    info, table = record.info, record.table
     ops = op_counts_from_blocks(_block_ops(table), info.block_counts)
     mem_bytes = ops.load_bytes + ops.store_bytes or 8.0 * info.n_accesses
     return RegionFacts(ops=ops, mem_accesses=float(info.n_accesses), mem_bytes=float(mem_bytes),
                        loops=tuple(info.loops), regions=region_count(getattr(info, "blocks", {}), info.block_counts),
                        blocks=block_work(table, info.block_counts, getattr(info, "edge_counts", {}),
-                                         _enclosing_loops(binary), new_line_stores, streamed_fills),
+                                         record.enclosing_loops, new_line_stores, streamed_fills),
                        explicit_barriers=_executed(table, info.block_counts, "barriers"),
                        nowait=_executed(table, info.block_counts, "nowait"))
 
 
-def in_core_bounds(machine: Machine, trace: Path, binary: Path | None = None) -> tuple:
+def in_core_bounds(machine: Machine, record: RegionRecord) -> tuple:
     """llvm-mca's bounds of the traced innermost loops on `machine` (analysis/runtime/incore.py); () when its
     file names no `[core] llvm_mcpu`."""
     if not machine.llvm_mcpu:
@@ -78,11 +95,8 @@ def in_core_bounds(machine: Machine, trace: Path, binary: Path | None = None) ->
     import instrument
     from analysis.runtime.incore import loop_bounds
 
-    info = instrument.open_trace(trace).info
-    binary = Path(binary or info.program)
-    table = instrument.load_block_table(binary)
-    labels = {b: (entry.function, entry.label) for b, entry in table.blocks.items()}
-    return loop_bounds(instrument.assembly_path(binary), machine.llvm_mcpu, labels, info.block_counts)
+    labels = {b: (entry.function, entry.label) for b, entry in record.table.blocks.items()}
+    return loop_bounds(instrument.assembly_path(record.binary), machine.llvm_mcpu, labels, record.info.block_counts)
 
 
 def _executed(table: Any, block_counts: Mapping[int, int], field_name: str) -> int:
@@ -140,7 +154,7 @@ def local_rates_by_cores(hit_df) -> dict[int, dict[str, float]]:
     return rates_by_cores(hit_df, "local_hit_rate", "hit-rate table")
 
 
-def region_inputs(machine: Machine, trace: Path, binary: Path | None, terms=None) -> tuple[RegionFacts, dict]:
+def region_inputs(machine: Machine, record: RegionRecord, terms=None) -> tuple[RegionFacts, dict]:
     """The region's facts and predict_runtime's trace-term arguments for `machine`, from its TraceTerms
     (analysis/runtime/trace_terms.py; None: no trace terms)."""
     from analysis.runtime.l1_fills import fills_by_block
@@ -148,6 +162,6 @@ def region_inputs(machine: Machine, trace: Path, binary: Path | None, terms=None
     from analysis.runtime.trace_terms import TraceTerms
 
     terms = terms or TraceTerms()
-    facts = region_facts(Path(trace), binary, new_line_by_block(terms.store_lines), fills_by_block(terms.l1_fills))
+    facts = region_facts(record, new_line_by_block(terms.store_lines), fills_by_block(terms.l1_fills))
     return facts, {"strided_extra_ns": strided_cold_extra_ns(machine, terms.first_touches),
                    "tlb_update_misses": terms.tlb_updates if machine.tlbs else 0}

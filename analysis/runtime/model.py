@@ -6,11 +6,11 @@ reads and where this departs from the paper are in analysis/RUNTIME_MODEL.md.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from analysis.runtime.choices import CONTENTIONS, CPU_FORMS, LAYOUTS, ModelChoice
-from analysis.runtime.facts import RegionFacts, in_core_bounds, local_rates_by_cores, region_facts, region_inputs
+from analysis.runtime.facts import (RegionFacts, RegionRecord, in_core_bounds, local_rates_by_cores, region_facts,
+                                     region_inputs)
 from analysis.runtime.inputs import BlockWork, HitRates, OpCounts
 from analysis.runtime.prediction import AddedCycles, RuntimePrediction, TermValues, assemble
 from analysis.runtime.schedule import busiest_share
@@ -25,9 +25,9 @@ from common.errors import InputError
 from machines.model import Machine
 
 # The model's entry points, and the names callers have always imported from here.
-__all__ = ["CONTENTIONS", "CPU_FORMS", "LAYOUTS", "OpCounts", "RegionFacts", "RuntimePrediction", "in_core_bounds",
-           "local_rates_by_cores", "predict_many", "predict_runtime", "predict_table", "region_facts",
-           "region_inputs"]
+__all__ = ["CONTENTIONS", "CPU_FORMS", "LAYOUTS", "OpCounts", "RegionFacts", "RegionRecord", "RuntimePrediction",
+           "in_core_bounds", "local_rates_by_cores", "predict_many", "predict_runtime", "predict_runtimes",
+           "prediction_table", "region_facts", "region_inputs"]
 
 
 def _check_args(machine: Machine, cores: int, choice: ModelChoice, mem_accesses: float, mem_bytes: float) -> None:
@@ -107,25 +107,30 @@ def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Map
     return out
 
 
-def predict_table(machine: Machine, hits, trace: Path, binary: Path | None = None, tlb=None,
-                  coherence: Mapping[int, float] | None = None, terms=None, **model_args: Any):
-    """DataFrame of RuntimePrediction rows for every core count in `hits` up to the machine's cores.
+def predict_runtimes(machine: Machine, hits, record: RegionRecord, tlb=None,
+                     coherence: Mapping[int, float] | None = None, terms=None,
+                     **model_args: Any) -> list[RuntimePrediction]:
+    """One RuntimePrediction for every core count in `hits` up to the machine's cores.
 
     Core counts above `machine.cores` are left out (a multi-machine run asks for 16 cores on an
-    8-core part); `predict_runtime` itself refuses them. `tlb`: a TLB miss-rate table
-    (analysis/runtime/tlb.py) or None for no TLB term; `coherence`: cores -> coherence-miss fraction
-    (hitrates.coherence_miss_rates) or None; `terms`: the machine's TraceTerms (analysis/runtime/trace_terms.py)
-    or None for none of their terms.
+    8-core part); `predict_runtime` itself refuses them. `record`: the region's facts read once
+    (facts.RegionRecord); `tlb`: a TLB miss-rate table (analysis/runtime/tlb.py) or None for no TLB
+    term; `coherence`: cores -> coherence-miss fraction (hitrates.coherence_miss_rates) or None;
+    `terms`: the machine's TraceTerms (analysis/runtime/trace_terms.py) or None for none of their terms.
     """
-    import pandas as pd
-
     from analysis.runtime.tlb import miss_rates_by_cores
 
     rates = local_rates_by_cores(hits)
     cores = [c for c in sorted(rates) if c <= machine.cores]
     tlb_rates = miss_rates_by_cores(tlb) if tlb is not None and machine.tlbs else None
-    facts, term_args = region_inputs(machine, Path(trace), binary, terms)
-    bounds = in_core_bounds(machine, Path(trace), binary) if model_args.get("cpu_form") == "critical-path" else ()
-    preds = predict_many(machine, cores, rates, facts, tlb_rates, coherence, loop_bounds=bounds, **term_args,
-                         **model_args)
-    return pd.DataFrame([p.as_row() for p in preds])
+    facts, term_args = region_inputs(machine, record, terms)
+    bounds = in_core_bounds(machine, record) if model_args.get("cpu_form") == "critical-path" else ()
+    return predict_many(machine, cores, rates, facts, tlb_rates, coherence, loop_bounds=bounds, **term_args,
+                        **model_args)
+
+
+def prediction_table(predictions: Sequence[RuntimePrediction]):
+    """The predictions as a DataFrame, one row per core count (RuntimePrediction.as_row)."""
+    import pandas as pd
+
+    return pd.DataFrame([p.as_row() for p in predictions])

@@ -1,21 +1,18 @@
-"""`pptmc validate`: the model's predicted hit rates against the ground truth of real multithreaded runs.
+"""The model's predicted hit rates compared with the ground truth of real multithreaded runs.
 
 The model side is the normal pipeline (translate -> instrument -> one sequential trace ->
-profiles -> SDCM), run per mode (iteration, paper) and interleave; the ground truth is
-analysis.validate.groundtruth. Both are compared on the *cumulative* hit rate of each level, the
+profiles -> hit rates), run per mode (iteration, paper) and interleave by pptmc/validation.py; the
+ground truth is analysis.validate.groundtruth. Both are compared on the *cumulative* hit rate of each level, the
 paper's Table-6 definition (1 - misses of this level and every level above / all accesses).
 Errors are absolute, in percentage points. VALIDATION.md documents the outlier rules.
 """
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from analysis.validate.groundtruth import INTERLEAVES, ground_truth
-from common.errors import InputError
 
 MODES = ("iteration", "paper")
 COLUMNS = ["benchmark", "machine", "cores", "level", "mode", "interleave", "predicted", "ground_truth",
@@ -27,56 +24,6 @@ EVIDENCE = ["gt_invalidation_pp", "gt_fully_assoc", "gt_no_coherence", "error_vs
 CONFLICT_SHARE = 0.5     # conflict: set-assoc vs fully-assoc ground truth differ by >= half the error
 SHARING_SHARE = 0.5      # sharing: invalidation misses (private) or lost sharing (shared) >= half the error
 IMBALANCE_GAP = 0.10     # load imbalance: real and modelled max/mean per-core accesses differ by > 10 %
-
-
-def validate_program(source: Path, workdir: Path, machines: list[str], cores: list[int], size_defines=(), args=(),
-                     include_dirs=(), extra_sources=(), modes=MODES, interleaves=INTERLEAVES, seed: int = 0,
-                     progress=None, refs_per_turn: int = 1, coherence: bool = True) -> pd.DataFrame:
-    """Predicted vs ground-truth cumulative hit rate per machine, core count, level, mode and interleave.
-
-    `refs_per_turn` only coarsens the ground truth's merge (see VALIDATION.md, "Not the real timing");
-    `coherence` is the model's (the ground truth always simulates write-invalidate coherence)."""
-    from machines import load_machine
-
-    source, workdir = Path(source), Path(workdir)
-    if not source.is_file():
-        raise InputError(f"{source}: no such C file")
-    bad = [m for m in modes if m not in MODES]
-    if bad or not modes:
-        raise InputError(f"--mode {', '.join(bad) or '(none)'}: expected iteration, paper or both")
-    loaded = [load_machine(m) for m in machines]
-    gt = ground_truth(source, workdir / "groundtruth", loaded, list(cores), args=args, include_dirs=include_dirs,
-                      defines=size_defines, extra_sources=extra_sources, interleaves=interleaves, seed=seed,
-                      progress=progress, refs_per_turn=refs_per_turn)
-    model = predict_variants(source, workdir / "model", list(machines), list(cores), size_defines, args,
-                             include_dirs, extra_sources, modes, interleaves, seed, progress, coherence)
-    return compare(gt, model, source.stem)
-
-
-def predict_variants(source: Path, workdir: Path, machines: list[str], cores: list[int], defines, args, include_dirs,
-                     extra_sources, modes, interleaves, seed: int, progress=None,
-                     coherence: bool = True) -> pd.DataFrame:
-    """The pipeline's hit-rate tables for every mode × interleave; translate/instrument/trace run once."""
-    from pptmc import pipeline
-
-    say = progress or (lambda _msg: None)
-    base = pipeline.PipelineConfig(source=Path(source), workdir=workdir, args=tuple(map(str, args)),
-                                   include_dirs=tuple(Path(d) for d in include_dirs), defines=tuple(defines),
-                                   extra_sources=tuple(Path(e) for e in extra_sources), machines=tuple(machines),
-                                   cores=tuple(sorted(set(cores))), seed=seed, coherence=coherence)
-    translated = pipeline.translate_step(base, say)
-    binary = pipeline.instrument_step(base, translated, say)
-    trace = pipeline.trace_step(base, binary, say)
-    modes = _usable_modes(trace, tuple(modes), say)
-    frames = []
-    for mode in modes:
-        for strategy in interleaves:
-            cfg = dataclasses.replace(base, workdir=workdir / f"{mode}-{strategy}", mode=mode, interleave=strategy)
-            profiles = pipeline.profile_step(cfg, trace, say)
-            hits = pipeline.hit_rates_step(cfg, profiles)
-            frames.append(hits.merge(split_evidence(profiles), on="cores", how="left")
-                          .assign(mode=mode, interleave=strategy))
-    return pd.concat(frames, ignore_index=True)
 
 
 def split_evidence(profiles_dir: Path) -> pd.DataFrame:
@@ -103,15 +50,6 @@ def compare(gt: pd.DataFrame, model: pd.DataFrame, benchmark: str) -> pd.DataFra
     df["error_vs_no_coherence_pp"] = 100.0 * (df["predicted"] - df["gt_no_coherence"]).abs()
     return df[COLUMNS + EVIDENCE].sort_values(["machine", "mode", "interleave", "cores", "level"],
                                               ignore_index=True)
-
-
-def validate_benchmark(bench, size: str, machines, cores, workdir, **kw) -> pd.DataFrame:
-    """validate_program for a catalog Benchmark at a dataset size."""
-    from benchmarks.polybench.catalog import size_macro
-
-    return validate_program(bench.source, Path(workdir), list(machines), list(cores),
-                            size_defines=(size_macro(size),), args=tuple(bench.args),
-                            include_dirs=(bench.include_dir,), extra_sources=tuple(bench.harness_sources), **kw)
 
 
 def accuracy_summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -162,16 +100,3 @@ def diagnose(row, other_mode_ok: bool = False) -> str:
     if abs(ratio - 1.0) > IMBALANCE_GAP:
         return f"none of the four: translation (the model's trace has {ratio:.2f}x the real accesses)"
     return "none of the four: translation or hierarchy effects"
-
-
-def _usable_modes(trace: Path, modes: tuple[str, ...], say) -> tuple[str, ...]:
-    """Iteration mode needs loop markers (work-shared loops); without them only paper mode can run."""
-    import instrument
-
-    if "iteration" not in modes or instrument.open_trace(trace).info.loops:
-        return modes
-    if modes == ("iteration",):
-        raise InputError(f"{trace}: the program has no work-shared loop, so iteration mode cannot run; "
-                         f"use --mode paper")
-    say("no work-shared loop in the program: iteration mode skipped, paper mode only")
-    return tuple(m for m in modes if m != "iteration")

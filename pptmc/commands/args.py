@@ -1,7 +1,13 @@
 """Command-line value parsers shared by every stage's subcommands (one implementation, one message)."""
 from __future__ import annotations
 
+import argparse
+from typing import TYPE_CHECKING
+
 from common.errors import InputError
+
+if TYPE_CHECKING:
+    from analysis.options import ModelOptions
 
 
 def parse_counts(text: str, option: str = "--cores", example: str = "1,2,4,8") -> list[int]:
@@ -13,3 +19,37 @@ def parse_counts(text: str, option: str = "--cores", example: str = "1,2,4,8") -
     if not counts or counts[0] < 1:
         raise InputError(f"{option} {text!r}: give comma-separated positive integers, e.g. {example}")
     return counts
+
+
+def add_model_options(parser: argparse.ArgumentParser, *, profiles: bool = True) -> None:
+    """The model's flags, with ModelOptions' defaults (analysis/options.py), for every command that predicts;
+    `profiles=False` leaves out the private-trace and interleaving flags (validate sweeps those itself)."""
+    from analysis import options as opt
+
+    d = opt.DEFAULT_OPTIONS
+    if profiles:
+        parser.add_argument("--mode", choices=opt.MODES, default=d.mode,
+                            help=f"private-trace construction (default {d.mode}: iteration when loop markers exist)")
+        parser.add_argument("--interleave", choices=opt.INTERLEAVES, default=d.interleave,
+                            help=f"shared-trace interleaving (default {d.interleave})")
+        parser.add_argument("--seed", type=int, default=d.seed, help="seed of the random interleaving")
+        parser.add_argument("--no-coherence", dest="coherence", action="store_false", default=d.coherence,
+                            help="ignore write-invalidate coherence between private caches (the paper's model)")
+    parser.add_argument("--hit-rates", choices=opt.HIT_RATE_MODELS, default=d.hit_rates,
+                        help=f"hit-rate predictor (default {d.hit_rates}; see analysis/hitrates/predictor.py)")
+    parser.add_argument("--layout", choices=opt.LAYOUTS, default=d.layout,
+                        help=f"memory-time form (default {d.layout}; contiguous = the paper's Eq. 5)")
+    parser.add_argument("--cpu-form", choices=opt.CPU_FORMS, default=d.cpu_form,
+                        help=f"T_CPU form (default {d.cpu_form}; throughput/latency = the paper's sums)")
+    parser.add_argument("--contention", choices=opt.CONTENTIONS, default=d.contention,
+                        help=f"DRAM contention (default {d.contention}; queuing = closed queuing network)")
+
+
+def model_options(args: argparse.Namespace, **overrides) -> "ModelOptions":
+    """The ModelOptions a command's parsed flags name (flags a command lacks keep their defaults)."""
+    from dataclasses import fields
+
+    from analysis.options import ModelOptions
+
+    given = {f.name: getattr(args, f.name) for f in fields(ModelOptions) if hasattr(args, f.name)}
+    return ModelOptions(**{**given, **overrides})

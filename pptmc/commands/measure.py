@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from pptmc.commands.args import parse_counts
+from pptmc.commands.args import add_model_options, model_options, parse_counts
 from common.errors import InputError
 from common.io import write_json, write_table
 
@@ -51,15 +51,17 @@ def run_measure(args: argparse.Namespace) -> int:
         raise InputError(f"--repeats {args.repeats}: give at least 1")
     outdir = Path(args.output)
     machine = host_machine(args, outdir, say)
+    options = model_options(args)
+    say(f"model: {options.describe()}")
     df = validate_runtimes(benches, size, threads, outdir, machine, repeats=args.repeats, progress=say,
-                           layout=args.layout, contention=args.contention, cpu_form=args.cpu_form,
-                           pin=not args.no_pin, hit_rates=args.hit_rates)
+                           options=options, pin=not args.no_pin)
     summary = runtime_summary(df)
     for ext in ("csv", "parquet"):
         write_table(df, outdir / f"runtime_validation.{ext}")
     write_table(summary, outdir / "runtime_summary.csv")
     write_runtime_figure(df, outdir / "runtime_validation.png")
     write_json(outdir / "runtime_validation.json", {"machine": machine.name, "size": size,
+                                                    "model": options.as_dict(),
                                                     "rows": df.to_dict("records"),
                                                     "summary": summary.to_dict("records")})
     if args.json:
@@ -80,8 +82,7 @@ def _format(df, summary, machine: str, size: str) -> str:
 
 def register(subparsers) -> None:
     """Add `pptmc measure`."""
-    from analysis.runtime.model import CONTENTIONS, CPU_FORMS, LAYOUTS
-    from pptmc.measure import DEFAULT_CPU_FORM, DEFAULT_HIT_RATES, DEFAULT_LAYOUT, DEFAULT_SIZE, HIT_RATE_SOURCES
+    from pptmc.measure import DEFAULT_SIZE
 
     p = subparsers.add_parser("measure", help="measure region times on this host and compare with predictions")
     p.add_argument("--benchmarks", help="comma-separated catalog names (default: all 14)")
@@ -93,16 +94,7 @@ def register(subparsers) -> None:
     p.add_argument("--no-pin", action="store_true",
                    help="leave thread placement to the OS (default: OMP_PROC_BIND=close, OMP_PLACES=cores "
                         "unless the environment sets them)")
-    p.add_argument("--layout", choices=LAYOUTS, default=DEFAULT_LAYOUT,
-                   help=f"runtime model's memory-time form (default {DEFAULT_LAYOUT}; contiguous = the paper's)")
-    p.add_argument("--cpu-form", choices=CPU_FORMS, default=DEFAULT_CPU_FORM,
-                   help=f"T_CPU form (default {DEFAULT_CPU_FORM}: throughput plus loop-carried chain stalls)")
-    p.add_argument("--contention", choices=CONTENTIONS, default="roofline",
-                   help="DRAM contention model: roofline floor (default) or closed queuing network")
-    p.add_argument("--hit-rates", choices=HIT_RATE_SOURCES, default=DEFAULT_HIT_RATES,
-                   help=f"hit rates for the model: hybrid = the set-associative LRU simulator's L1 (virtually "
-                        f"indexed, sees set conflicts) with SDCM's L2/L3, sdcm = all from the reuse profiles, "
-                        f"simulated = all levels simulated for this machine (default {DEFAULT_HIT_RATES})")
+    add_model_options(p)
     p.add_argument("-o", "--output", required=True, help="directory for tables, figure, traces and builds")
     p.add_argument("--json", action="store_true", help="print JSON instead of the table")
     p.set_defaults(run=run_measure)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from pptmc.commands.args import parse_counts
+from pptmc.commands.args import add_model_options, model_options, parse_counts
 from common.errors import InputError
 
 if TYPE_CHECKING:
@@ -30,20 +30,7 @@ def _names(text: str) -> tuple[str, ...]:
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--machines", default=DEFAULT_MACHINES, help="comma-separated machine names or files")
     parser.add_argument("--cores", default="1,2,4,8,16", help="core counts, e.g. 1,2,4,8,16")
-    parser.add_argument("--mode", choices=("auto", "iteration", "paper"), default="auto",
-                        help="private-trace construction (auto: iteration when loop markers exist)")
-    parser.add_argument("--interleave", choices=("rr", "random"), default="rr")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random interleaving")
-    parser.add_argument("--layout", choices=("pipelined", "contiguous", "noncontiguous"), default="pipelined",
-                        help="memory-time form: pipelined (default, see analysis/RUNTIME_MODEL.md) or the "
-                             "paper's Eq. 5 with a contiguous or non-contiguous block")
-    parser.add_argument("--cpu-form", choices=("critical-path", "throughput", "latency"), default="critical-path",
-                        help="T_CPU form: critical-path (default: per block the slowest of its loop-carried "
-                             "chain and its pipes) or the paper's throughput/latency sums")
-    parser.add_argument("--contention", choices=("roofline", "queuing"), default="roofline",
-                        help="DRAM contention model: bandwidth cap or closed queuing network")
-    parser.add_argument("--no-coherence", dest="coherence", action="store_false",
-                        help="ignore write-invalidate coherence between private caches (the paper's model)")
+    add_model_options(parser)
     parser.add_argument("--json", action="store_true", help="print machine-readable results")
 
 
@@ -70,8 +57,8 @@ def run_program(args: argparse.Namespace) -> int:
         source=source, workdir=Path(args.output), args=tuple(args.program_args),
         include_dirs=tuple(Path(d) for d in args.include), defines=tuple(args.define),
         extra_sources=tuple(Path(s) for s in args.extra_source), machines=_names(args.machines),
-        cores=parse_cores(args.cores), mode=args.mode, interleave=args.interleave, seed=args.seed,
-        layout=args.layout, contention=args.contention, coherence=args.coherence, cpu_form=args.cpu_form)
+        cores=parse_cores(args.cores), options=model_options(args))
+    print(f"[pptmc] model: {cfg.options.describe()}", file=sys.stderr)
     result = run_pipeline(cfg, progress=lambda step: print(f"[pptmc] {source.name}: {step}", file=sys.stderr))
     table = summary_table(result.hit_rates, result.runtimes)
     print(table.to_json(orient="records", indent=2) if args.json else table.to_string(index=False))
@@ -83,10 +70,8 @@ def suite_config(args: argparse.Namespace) -> "SuiteConfig":
     from pptmc.suite import SuiteConfig
 
     return SuiteConfig(outdir=Path(args.output), size=args.size, benchmarks=_names(args.benchmarks or ""),
-                       machines=_names(args.machines), cores=parse_cores(args.cores), mode=args.mode,
-                       interleave=args.interleave, seed=args.seed, jobs=args.jobs, layout=args.layout,
-                       contention=args.contention, cpu_form=args.cpu_form, coherence=args.coherence,
-                       validate=args.validate, measure=args.measure,
+                       machines=_names(args.machines), cores=parse_cores(args.cores), jobs=args.jobs,
+                       options=model_options(args), validate=args.validate, measure=args.measure,
                        measure_size=args.measure_size, measure_threads=parse_cores(args.measure_threads, "--measure-threads"),
                        host_machine=args.host_machine)
 
@@ -96,6 +81,7 @@ def run_suite_command(args: argparse.Namespace) -> int:
     from pptmc.suite import run_measurement, run_suite, run_validation, write_results
 
     cfg = suite_config(args)
+    _stderr(f"model: {cfg.options.describe()}")
     outcomes = run_suite(cfg, show_progress=not args.json)
     validation = run_validation(cfg, show_progress=not args.json) if cfg.validate else None
     measured = run_measurement(cfg, say=_stderr) if cfg.measure else None

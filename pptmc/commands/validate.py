@@ -8,9 +8,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from analysis.options import DEFAULT_OPTIONS, HIT_RATE_MODELS, INTERLEAVES, ModelOptions
 from common.errors import InputError
 
-CHOICES = {"mode": ("iteration", "paper", "both"), "interleave": ("rr", "random", "both")}
+CHOICES = {"mode": ("iteration", "paper", "both"), "interleave": (*INTERLEAVES, "both")}
 _SHORT = {"iteration": "iter", "random": "rand"}  # column labels of the printed table
 
 
@@ -38,7 +39,11 @@ def _add_options(p: argparse.ArgumentParser, defaults: bool = True) -> None:
     p.add_argument("--mode", choices=CHOICES["mode"], default=d("both"), help="model mode(s) (default both)")
     p.add_argument("--interleave", choices=CHOICES["interleave"], default=d("both"),
                    help="interleaving of threads, for the model's shared trace and the ground truth (default both)")
-    p.add_argument("--seed", type=int, default=d(0), help="seed of the random interleaving")
+    p.add_argument("--seed", type=int, default=d(DEFAULT_OPTIONS.seed), help="seed of the random interleaving")
+    p.add_argument("--hit-rates", choices=HIT_RATE_MODELS, default=d(DEFAULT_OPTIONS.hit_rates),
+                   help=f"the model's hit-rate predictor (default {DEFAULT_OPTIONS.hit_rates})")
+    p.add_argument("--no-coherence", dest="coherence", action="store_false", default=d(DEFAULT_OPTIONS.coherence),
+                   help="the model ignores write-invalidate coherence (the ground truth always simulates it)")
     p.add_argument("--refs-per-turn", type=int, default=d(1),
                    help="ground truth: references each thread makes per merge turn (default 1, lockstep)")
     p.add_argument("-o", "--output", type=Path, default=d(None), help="directory for tables and figures")
@@ -135,7 +140,8 @@ def format_rows(df) -> str:
 def run_validate(a: argparse.Namespace) -> int:
     """Validate, print, and write the tables (and figures) to -o."""
     from pptmc.commands.predict import parse_cores
-    from analysis.validate.compare import accuracy_summary, outliers, validate_program
+    from analysis.validate.compare import accuracy_summary, outliers
+    from pptmc.validation import validate_program
 
     prog_args = _reparse(a)
     if not a.machine:
@@ -143,12 +149,15 @@ def run_validate(a: argparse.Namespace) -> int:
     cores = parse_cores(a.cores)
     program = resolve_program(a, prog_args)
     say = (lambda msg: print(f"[validate] {msg}", file=sys.stderr))
+    options = ModelOptions(seed=a.seed, hit_rates=a.hit_rates, coherence=a.coherence)
+    say(f"model: {options.describe()} (mode and interleave swept as asked)")
     with tempfile.TemporaryDirectory(prefix="pptmc-validate-") as tmp:
         workdir = a.workdir or (a.output / "work" if a.output else Path(tmp))
         df = validate_program(program.source, workdir, a.machine, cores, size_defines=tuple(program.defines),
                               args=tuple(program.args), include_dirs=tuple(program.include_dirs),
                               extra_sources=tuple(program.extra_sources), modes=_both(a.mode, CHOICES["mode"]),
-                              interleaves=_both(a.interleave, CHOICES["interleave"]), seed=a.seed, progress=say,
+                              interleaves=_both(a.interleave, CHOICES["interleave"]), progress=say,
+                              options=options,
                               refs_per_turn=a.refs_per_turn)
     summary, bad = accuracy_summary(df), outliers(df, a.threshold)
     if a.output:
