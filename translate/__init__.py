@@ -4,11 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from common.io import write_text
+from translate.buildinfo import RUNTIME_DIR, BuildInputs, build_inputs_of
 from translate.model import LoopInfo, RegionInfo, TranslationResult
 
-__all__ = ["LoopInfo", "RegionInfo", "TranslationResult", "runtime_sources", "translate_file"]
-
-RUNTIME_DIR = Path(__file__).parent / "runtime"
+__all__ = ["BuildInputs", "LoopInfo", "RegionInfo", "TranslationResult", "build_inputs_of", "runtime_sources",
+           "translate_file"]
 
 
 def runtime_sources() -> list[Path]:
@@ -20,8 +20,8 @@ def translate_file(src: Path, out: Path, include_dirs=(), defines=()) -> Transla
     """Translate one OpenMP C file into outlined threaded C written atomically to `out`."""
     from translate.source import load
     from translate.translator import translate_source
-    include_dirs = [Path(src).resolve().parent, *include_dirs]
-    source, _ = load(Path(src), include_dirs, defines)
+    # a C compiler searches the including file's folder for "..." includes: so does the parse
+    source, _ = load(Path(src), include_dirs, defines, quote_dirs=[Path(src).resolve().parent])
     text, regions, orphans = translate_source(source)
     write_text(Path(out), text)
     return TranslationResult(source=Path(src), output=Path(out), regions=regions, orphan_loops=orphans)

@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from common.errors import InputError
 from translate.decls import (Construct, DeclInfo, Key, SizeGuard, decl_type_text, declare, pointer_to, region_id,
                              simple_type)
+from translate.linkage import linkage_declarations
 from translate.localtypes import LocalTypes, check_named
 from translate.loops import parse_loop_nest
+from translate.macros import replay_for
 from translate.model import RegionInfo
 from translate.reductions import reduction_combine, reduction_init
 from translate.services import RegionServices
@@ -246,11 +248,14 @@ def build_region(tr: RegionServices, c: Construct, outer: dict[Key, str] | None 
     prologue += [reduction_init(op, v) for op, v in region_reductions]
     epilogue = [reduction_combine(op, v) for op, v in region_reductions]
     decls = [declare(tr.var_type(v, ctx), v.name) for v in sh.private + sh.copied]
+    macros = replay_for(tr.macro_directives, scope[0], c.start, c.end)
     tr.outlined.setdefault(scope[0], []).append(tr.env.get_template("outlined.c.j2").render(
+        macro_push=macros.push, macro_before=macros.before, macro_pop=macros.pop,
         line=d.line, struct=struct, name=name, n=n,
         fields=[{"field": u["field"]} for u in ptr + value], ptr_unpacks=ptr, value_unpacks=value,
         defines=defines + temp, temp_defines=temp, decls=decls, prologue=prologue, body=body,
-        epilogue=epilogue, body_defines=defines, plain_types=sh.types.plain,
+        epilogue=epilogue, body_defines=defines,
+        plain_types=sh.types.plain + linkage_declarations(tr.src, fn, c.start),
         dependent_types=sh.types.dependent))
     fields = [{"field": f"{v.name}_p", "value": v.name if sh.modes[v.key] == "value"
                else tr.address_of(v, outer_ctx)} for v in sh.shared]
@@ -264,4 +269,4 @@ def build_region(tr: RegionServices, c: Construct, outer: dict[Key, str] | None 
                                            if _outer_local(tr, v, c)]
     return tr.env.get_template("region_call.c.j2").render(
         guards=guards, kind=d.kind, line=d.line, name=name, struct=struct, n=n, fields=fields,
-        num_threads=num_threads, if_expr=if_expr, unused=unused)
+        num_threads=num_threads, if_expr=if_expr, unused=unused, after_call=macros.after_call)

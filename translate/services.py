@@ -13,6 +13,7 @@ import jinja2
 from translate.decls import Construct, DeclInfo, Key, SizeGuard
 from translate.localtypes import LocalTypeIndex
 from translate.loops import LoopLevel
+from translate.macros import MacroDirective
 from translate.model import RegionInfo
 from translate.pragmas import Directive
 from translate.source import Source, Token, VarRef
@@ -38,6 +39,7 @@ class RegionServices(Renderer, Protocol):
     regions: list[RegionInfo]
     outlined: dict[int, list[str]]
     size_guards: list[SizeGuard]
+    macro_directives: list[MacroDirective]
 
     def refs_in(self, start: int, end: int) -> list[VarRef]:
         """Variable references inside [start, end)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +18,11 @@ from common.errors import InputError, ToolError
 from common.toolchain import toolchain
 
 OPENMP_VERSION_MACRO = "-D_OPENMP=201511"  # 5.0+ makes omp.h use declare variant
+MAX_DIAGNOSTICS = 10  # problems listed in one error
+NESTING_HINT = ("OpenMP forbids a work-sharing construct (for, single, master, barrier) directly inside "
+                "another work-sharing, critical or master construct of the same parallel region; for a loop "
+                "nest use collapse(2) on the outer loop, otherwise remove the inner pragma or give the inner "
+                "construct its own '#pragma omp parallel'")
 
 
 @dataclass(frozen=True)
@@ -82,7 +88,7 @@ class Source:
         """`file:line:column` of a byte offset, for error messages."""
         line = self.data.count(b"\n", 0, offset) + 1
         col = offset - (self.data.rfind(b"\n", 0, offset) + 1) + 1
-        return f"{self.path}:{line}:{col}"
+        return f"{shown_path(self.path)}:{line}:{col}"
 
 
 def line_end(data: bytes, start: int) -> int:
@@ -98,13 +104,22 @@ def line_end(data: bytes, start: int) -> int:
         return nl
 
 
-def clang_args(include_dirs=(), defines=()) -> list[str]:
-    """Compiler flags shared by both parses."""
+def clang_args(include_dirs=(), defines=(), quote_dirs=()) -> list[str]:
+    """Compiler flags shared by both parses (`quote_dirs`: searched for `#include "..."` only)."""
     tc = toolchain()
     args = ["-std=gnu11", "-resource-dir", str(tc.resource_dir), f"-I{tc.omp_include}"]
+    args += [f"-iquote{d}" for d in quote_dirs]
     args += [f"-I{d}" for d in include_dirs]
     args += [f"-D{d}" for d in defines]
     return args
+
+
+def shown_path(path: str | Path) -> str:
+    """A path as error messages show it: relative to the current folder."""
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return str(path)
 
 
 def _is_openmp_warning(diag: ci.Diagnostic) -> bool:
@@ -114,17 +129,41 @@ def _is_openmp_warning(diag: ci.Diagnostic) -> bool:
             or "openmp" in (diag.option or "").lower())
 
 
-def _check_diagnostics(tu: ci.TranslationUnit, path: Path, openmp: bool) -> None:
-    """Raise InputError for the first error, or for an OpenMP warning in the OpenMP parse."""
+def _diagnostic_line(diag: ci.Diagnostic, path: Path) -> str:
+    """`file:line:column: message`, with a hint for OpenMP's nesting rules."""
+    loc = diag.location
+    line = f"{shown_path(loc.file.name if loc.file else path)}:{loc.line}:{loc.column}: {diag.spelling}"
+    if "closely nested" in diag.spelling or "nested inside" in diag.spelling:
+        line += f" [{NESTING_HINT}]"
+    return line
+
+
+def _problems(tu: ci.TranslationUnit, path: Path, openmp: bool) -> tuple[list[str], bool]:
+    """Every error (and, in the OpenMP parse, every OpenMP warning); whether any was an error."""
+    lines, any_error = [], False
     for diag in tu.diagnostics:
-        loc = diag.location
-        where = f"{loc.file.name if loc.file else path}:{loc.line}:{loc.column}"
         if diag.severity >= ci.Diagnostic.Error:
-            raise InputError(f"{where}: {diag.spelling}; fix the C source (it must compile with "
-                             f"clang -fopenmp)")
-        if openmp and diag.severity == ci.Diagnostic.Warning and _is_openmp_warning(diag):
-            raise InputError(f"{where}: {diag.spelling}; pptmc never drops a pragma or clause "
-                             f"silently: fix the spelling or remove it")
+            any_error = True
+        elif not (openmp and diag.severity == ci.Diagnostic.Warning and _is_openmp_warning(diag)):
+            continue
+        lines.append(_diagnostic_line(diag, path))
+    return list(dict.fromkeys(lines)), any_error
+
+
+def _check_diagnostics(omp_tu: ci.TranslationUnit, tu: ci.TranslationUnit, path: Path) -> None:
+    """Raise one InputError listing every problem clang reports (up to MAX_DIAGNOSTICS)."""
+    lines, any_error = _problems(omp_tu, path, openmp=True)
+    if not lines:
+        lines, any_error = _problems(tu, path, openmp=False)
+    if not lines:
+        return
+    advice = ("fix the C source (it must compile with clang -fopenmp)" if any_error else
+              "pptmc never drops a pragma or clause silently: fix the spelling or remove it")
+    if len(lines) == 1:
+        raise InputError(f"{lines[0]}; {advice}")
+    more = len(lines) - MAX_DIAGNOSTICS
+    shown = lines[:MAX_DIAGNOSTICS] + ([f"... and {more} more"] if more > 0 else [])
+    raise InputError(f"{len(lines)} problems in {shown_path(path)}:\n" + "\n".join(shown) + f"\n{advice}")
 
 
 def _lex(tu: ci.TranslationUnit, path: Path, size: int) -> list[Token]:
@@ -194,27 +233,26 @@ def _skipped_ranges(tu: ci.TranslationUnit, path: Path) -> list[tuple[int, int]]
         lib.clang_disposeSourceRangeList(lst)
 
 
-def load(path: Path, include_dirs=(), defines=()) -> tuple[Source, ci.TranslationUnit]:
+def load(path: Path, include_dirs=(), defines=(), quote_dirs=()) -> tuple[Source, ci.TranslationUnit]:
     """Parse `path`; returns the plain-parse Source and the OpenMP parse (for directive kinds)."""
     if not Path(path).is_file():
         raise InputError(f"{path}: no such file; give an existing C source file")
     path = Path(path).resolve()
     data = path.read_bytes()
     if not data.strip():
-        raise InputError(f"{path}: file is empty; give a C source file with an OpenMP region")
+        raise InputError(f"{shown_path(path)}: file is empty; give a C source file with an OpenMP region")
     try:
         index = ci.Index.create()
     except Exception as exc:  # the libclang wheel failed to load its shared library
         raise ToolError(f"libclang could not be loaded ({exc}); reinstall it: pip install libclang") from exc
-    args = clang_args(include_dirs, defines)
+    args = clang_args(include_dirs, defines, quote_dirs)
     try:
         omp_tu = index.parse(str(path), args=args + ["-fopenmp"])
         tu = index.parse(str(path), args=args + [OPENMP_VERSION_MACRO],
                          options=ci.TranslationUnit.PARSE_DETAILED_PROCESSING_RECORD)
     except ci.TranslationUnitLoadError as exc:
-        raise InputError(f"{path}: libclang could not parse the file ({exc})") from exc
-    _check_diagnostics(omp_tu, path, openmp=True)
-    _check_diagnostics(tu, path, openmp=False)
+        raise InputError(f"{shown_path(path)}: libclang could not parse the file ({exc})") from exc
+    _check_diagnostics(omp_tu, tu, path)
     src = Source(path=path, text=data.decode("utf-8", errors="replace"), data=data, tu=tu,
                  tokens=_lex(tu, path, len(data)))
     src.starts = [t.start for t in src.tokens]

@@ -22,12 +22,14 @@ from common.errors import InputError
 from translate.atomics import AtomicWriter
 from translate.decls import Construct, DeclInfo, Key, SizeGuard, decl_type_text, declare, pointer_to, simple_type
 from translate.localtypes import LocalTypeIndex, variably_modified
+from translate.buildinfo import marker_line
 from translate.loops import LoopLevel, parse_loop_nest, stmt_end
+from translate.macros import macro_directives
 from translate.model import LoopInfo, RegionInfo
 from translate.pragmas import STANDALONE, Directive, find_directives
 from translate.reductions import reduction_combine, reduction_init
 from translate.regions import build_region
-from translate.source import Source, Token, VarRef, safe_kind
+from translate.source import Source, Token, VarRef, safe_kind, shown_path
 from translate.spelling import DeclText, declaration_text, join_tokens, macro_definitions
 
 # schedule(auto) is static (the implementation's choice, documented); runtime is read from
@@ -55,6 +57,7 @@ class Translator:
         self._index_ast()
         self.local_types = LocalTypeIndex(src, self.decl_stmts)
         self.macros = macro_definitions(src.tu, str(src.path))
+        self.macro_directives = macro_directives(src)
         self.ref_at = {r.start: r for r in src.refs}
         self._decl_texts: dict[Key, DeclText | None] = {}
         self._stmt_by_start = {st.extent.start.offset: st for st in self.decl_stmts}
@@ -424,6 +427,7 @@ class Translator:
 
     def translate(self) -> str:
         """The whole translated file."""
+        self._require_parallel_region()
         self._insert_xomp_init()
         marks = {}
         body_parts = []
@@ -439,8 +443,18 @@ class Translator:
         text = "".join(body_parts)
         for k, fstart in marks.items():
             text = text.replace(f"\0OUTLINED{k}\0", "".join(self.outlined.get(fstart, [])))
-        prologue = self.env.get_template("prologue.c.j2").render(source=self.src.path.name, locks=self.locks)
+        prologue = self.env.get_template("prologue.c.j2").render(
+            marker=marker_line(self.src.path), source=self.src.path.name, locks=self.locks)
         return prologue + text
+
+    def _require_parallel_region(self) -> None:
+        """A file without a parallel region has nothing to predict: say so instead of copying it."""
+        if any(c.d.kind.startswith("parallel") for c in self.constructs):
+            return
+        kinds = ", ".join(f"'{k}'" for k in sorted({c.d.kind for c in self.constructs}))
+        found = f" (only orphaned {kinds})" if kinds else ""
+        raise InputError(f"{shown_path(self.src.path)}: no '#pragma omp parallel' region{found}; pptmc "
+                         f"predicts OpenMP programs, so give it a file whose code starts a parallel region")
 
     def _insert_xomp_init(self) -> None:
         """Start main() with XOMP_init(argc, argv) as ROSE does (Fig. 3, line 9)."""

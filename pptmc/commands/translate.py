@@ -21,7 +21,9 @@ def register(subparsers) -> None:
     """Add the `translate` subcommand."""
     p = subparsers.add_parser("translate", help="outline OpenMP regions into ROSE-style threaded C",
                               description="Translate an OpenMP C file into outlined threaded C that "
-                                          "calls the XOMP runtime (translate/runtime/xomp.c).")
+                                          "calls the XOMP runtime (translate/runtime/xomp.c). The "
+                                          "output's first line records what building it needs (the "
+                                          "source's folder, xomp.h, xomp.c); see translate/README.md.")
     p.add_argument("input", type=Path, help="OpenMP C source file")
     p.add_argument("-o", "--output", type=Path, required=True, help="translated C file to write")
     p.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR",
