@@ -8,15 +8,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from analysis.runtime.choices import CONTENTIONS, CPU_FORMS, LAYOUTS
 from common.errors import InputError
 
-# The choices, defined here only (a leaf module: the CLI builds its parsers from it without loading numba).
+# The choices of the earlier stages, defined here (a light module: the CLI builds its parsers from it
+# without loading numba); the runtime model's forms come from analysis/runtime/choices.py.
 MODES = ("auto", "iteration", "paper")              # private traces (analysis/profiles/private_traces.py)
 INTERLEAVES = ("rr", "random")                      # shared trace (analysis/profiles/interleave.py)
 HIT_RATE_MODELS = ("sdcm", "hybrid", "simulated")   # HitRatePredictors (analysis/hitrates/predictor.py)
-LAYOUTS = ("pipelined", "contiguous", "noncontiguous")   # memory-time forms (analysis/RUNTIME_MODEL.md)
-CPU_FORMS = ("critical-path", "throughput", "latency")   # T_CPU forms
-CONTENTIONS = ("roofline", "queuing")                     # DRAM contention models
 
 _CHOICES = {"mode": MODES, "interleave": INTERLEAVES, "hit_rates": HIT_RATE_MODELS, "layout": LAYOUTS,
             "cpu_form": CPU_FORMS, "contention": CONTENTIONS}

@@ -14,7 +14,7 @@ from typing import Sequence
 
 from pptmc import __version__, doctor
 from common.allocator import keep_freed_memory
-from common.errors import PptmcError
+from common.errors import InputError, PptmcError
 
 COMMAND_MODULES = (
     "pptmc.commands.translate",
@@ -40,9 +40,25 @@ def run_doctor(args: argparse.Namespace) -> int:
     return 0 if all(c.ok for c in checks if c.required) else 1
 
 
+class CommandParser(argparse.ArgumentParser):
+    """argparse, but a bad command line is an InputError (one message, exit code 2, no usage dump)."""
+
+    def error(self, message: str):
+        raise InputError(f"{self.prog}: {message}; see {self.prog} --help")
+
+
+def split_program_args(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """pptmc's own arguments, and the program's after the first `--` (None when there is no `--`)."""
+    argv = list(argv)
+    if "--" not in argv:
+        return argv, None
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1:]
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The full parser, with every stage that is installed."""
-    parser = argparse.ArgumentParser(
+    """The full parser, with every command."""
+    parser = CommandParser(
         prog="pptmc",
         description="Predict OpenMP parallel-region cache hit rates and runtimes for any core count "
                     "from one sequential memory trace.")
@@ -59,10 +75,15 @@ def build_parser() -> argparse.ArgumentParser:
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse and dispatch; raises PptmcError for user-facing failures."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    own, program = split_program_args(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(own)
     if not hasattr(args, "run"):
         parser.print_help()
         return 2
+    if program is not None:
+        if not hasattr(args, "program_args"):
+            raise InputError(f"pptmc {args.command}: takes no program arguments (after --)")
+        args.program_args = [*args.program_args, *program]
     return int(args.run(args) or 0)
 
 

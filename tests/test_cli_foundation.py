@@ -98,3 +98,32 @@ def test_console_script_runs_as_subprocess():
     result = subprocess.run([sys.executable, "-m", "pptmc.cli", "--version"], capture_output=True, text=True,
                             env={**os.environ, "PYTHONPATH": str(REPO)})
     assert result.returncode == 0 and __version__ in result.stdout
+
+
+def test_program_arguments_follow_the_first_double_dash(monkeypatch):
+    """`pptmc run prog.c -o DIR ... -- ARGS` (the README's form): options before `--` are pptmc's, the rest
+    the program's, even when they look like options; a command without program arguments refuses them."""
+    seen = {}
+    monkeypatch.setattr("pptmc.commands.pipeline.run_program", lambda a: seen.update(vars(a)) or 0)
+    assert cli.run(["run", "prog.c", "-o", "D", "--cores", "1,2", "--", "100", "-v", "--", "x"]) == 0
+    assert seen["source"] == "prog.c" and seen["output"] == "D" and seen["cores"] == "1,2"
+    assert seen["program_args"] == ["100", "-v", "--", "x"]
+    with pytest.raises(PptmcError, match="takes no program arguments"):
+        cli.run(["doctor", "--", "x"])
+    with pytest.raises(PptmcError, match="unrecognized arguments: --bogus"):
+        cli.run(["run", "prog.c", "--bogus"])
+
+
+def test_run_checks_machines_and_output_before_any_work(tmp_path, monkeypatch):
+    """A bad --machines name or an -o that is a file fails at once, before the pipeline starts."""
+    import pptmc.pipeline
+
+    monkeypatch.setattr(pptmc.pipeline, "run_pipeline", lambda *a, **k: pytest.fail("the pipeline started"))
+    source = tmp_path / "p.c"
+    source.write_text("int main(void) { return 0; }\n")
+    with pytest.raises(PptmcError, match="unknown machine 'bogus'"):
+        cli.run(["run", str(source), "--machines", "haswell-i7-5960x,bogus", "-o", str(tmp_path / "out")])
+    with pytest.raises(PptmcError, match="a file of that name exists"):
+        cli.run(["run", str(source), "-o", str(source)])
+    with pytest.raises(PptmcError, match="unknown machine 'bogus'"):
+        cli.run(["suite", "--machines", "bogus", "-o", str(tmp_path / "s")])

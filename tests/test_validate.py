@@ -136,7 +136,7 @@ def test_bad_input(tmp_path):
         cli.run(["validate", "atax", "--machine", MACHINE, "--cores", "0,x"])
     with pytest.raises(PptmcError, match="dataset size"):
         cli.run(["validate", "atax", "--machine", MACHINE, "--size", "HUGE"])
-    with pytest.raises(PptmcError, match="unexpected"):
+    with pytest.raises(PptmcError, match="unrecognized arguments: --bogus"):
         cli.run(["validate", "atax", "--machine", MACHINE, "--bogus"])
     with pytest.raises(InputError, match="lacks columns"):
         write_validation_figures(pd.DataFrame({"x": [1]}), tmp_path)

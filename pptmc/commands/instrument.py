@@ -1,12 +1,9 @@
 """Subcommands of the tracer: instrument, trace, count, trace-export, trace-info."""
 from __future__ import annotations
 
-import argparse
 
 import json
 from pathlib import Path
-
-import pandas as pd
 
 from common.errors import InputError
 from common.io import write_json, write_table
@@ -30,14 +27,14 @@ def register(sub) -> None:
     p.add_argument("binary", type=Path)
     p.add_argument("-o", "--output", type=Path)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("args", nargs=argparse.REMAINDER, help="-- then the program's arguments")
+    p.add_argument("program_args", nargs="*", help="the program's arguments (after --)")
     p.set_defaults(run=_trace)
 
     p = sub.add_parser("count", help="run a count-mode binary; write block and edge counts")
     p.add_argument("binary", type=Path)
     p.add_argument("-o", "--output", type=Path, help=".json (default) or .csv")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("args", nargs=argparse.REMAINDER, help="-- then the program's arguments")
+    p.add_argument("program_args", nargs="*", help="the program's arguments (after --)")
     p.set_defaults(run=_count)
 
     p = sub.add_parser("trace-export", help="write a trace in the paper's text format")
@@ -49,30 +46,6 @@ def register(sub) -> None:
     p.add_argument("trace", type=Path)
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_info)
-
-
-def _split_run_args(a) -> list[str]:
-    """Program arguments after `--`; options written between the binary and `--` are applied to `a`.
-
-    argparse's REMAINDER swallows such options, so they are parsed here a second time.
-    """
-    rest = list(a.args)
-    if "--" in rest:
-        cut = rest.index("--")
-        opts, prog = rest[:cut], rest[cut + 1:]
-    else:  # no `--`: leading -o/--threads pairs are ours, the rest is the program's
-        cut = 0
-        while cut + 1 < len(rest) and rest[cut] in ("-o", "--output", "--threads"):
-            cut += 2
-        opts, prog = rest[:cut], rest[cut:]
-    mini = argparse.ArgumentParser(prog=f"pptmc {a.command}", add_help=False)
-    mini.add_argument("-o", "--output", type=Path, default=a.output)
-    mini.add_argument("--threads", type=int, default=a.threads)
-    parsed, unknown = mini.parse_known_args(opts)
-    if unknown:
-        raise InputError(f"pptmc {a.command}: unexpected options {' '.join(unknown)} before --")
-    a.output, a.threads = parsed.output, parsed.threads
-    return prog
 
 
 def _instrument(a) -> int:
@@ -87,7 +60,7 @@ def _instrument(a) -> int:
 def _trace(a) -> int:
     from instrument.run import run_trace
 
-    prog = _split_run_args(a)
+    prog = list(a.program_args)
     out = a.output or a.binary.with_name(a.binary.name + ".trace")
     info = run_trace(a.binary, prog, out, a.threads)
     size = out.stat().st_size
@@ -100,11 +73,13 @@ def _trace(a) -> int:
 def _count(a) -> int:
     from instrument.run import run_counts
 
-    res = run_counts(a.binary, _split_run_args(a), a.threads)
+    res = run_counts(a.binary, list(a.program_args), a.threads)
     out = a.output or a.binary.with_name(a.binary.name + ".counts.json")
     if out.suffix == ".csv":
         rows = [{"kind": "block", "from": b, "to": b, "count": c} for b, c in sorted(res.block_counts.items())]
         rows += [{"kind": "edge", "from": f, "to": t, "count": c} for (f, t), c in sorted(res.edge_counts.items())]
+        import pandas as pd
+
         write_table(pd.DataFrame(rows, columns=["kind", "from", "to", "count"]), out)
     elif out.suffix == ".json":
         write_json(out, {"version": 1, "block_counts": {str(b): c for b, c in sorted(res.block_counts.items())},

@@ -5,7 +5,6 @@ import argparse
 import json
 import sys
 
-from machines.detect import detect_host
 from machines.loader import dumps_toml, list_machines, load_machine, machine_to_dict, validate_machine_dict
 from machines.model import Machine
 from common.io import write_text
@@ -71,6 +70,8 @@ def run_validate(args: argparse.Namespace) -> int:
 
 def run_detect(args: argparse.Namespace) -> int:
     """Measure this host and write a machine file."""
+    from machines.detect import detect_host  # numpy and the microbenchmarks: only when detecting
+
     data = detect_host(quick=args.quick, progress=lambda msg: print(f"detect: {msg}", file=sys.stderr, flush=True))
     if args.name:
         data["name"] = args.name

@@ -7,12 +7,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
 from pptmc.commands.args import add_model_options, model_options, parse_counts
 from common.errors import InputError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # pandas loads in ~0.3 s: only the commands that run import it
+    import pandas as pd
+
     from pptmc.suite import SuiteConfig
 
 DEFAULT_MACHINES = "haswell-i7-5960x,broadwell-e5-2699v4,zen2-epyc-7702p"
@@ -27,6 +27,27 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(n.strip() for n in text.split(",") if n.strip())
 
 
+def checked_machines(text: str) -> tuple[str, ...]:
+    """The --machines names, each loaded once before any work starts (a bad name fails in a second,
+    not after translate, instrument, trace and profile)."""
+    from machines import load_machine
+
+    names = _names(text)
+    if not names:
+        raise InputError("--machines: give at least one machine name or file (see pptmc machines list)")
+    for name in names:
+        load_machine(name)
+    return names
+
+
+def checked_output_folder(text: str) -> Path:
+    """-o must name a folder (or nothing yet): checked before any work starts."""
+    out = Path(text)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"-o {out}: a file of that name exists; give a folder for the results")
+    return out
+
+
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--machines", default=DEFAULT_MACHINES, help="comma-separated machine names or files")
     parser.add_argument("--cores", default="1,2,4,8,16", help="core counts, e.g. 1,2,4,8,16")
@@ -36,6 +57,8 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
 
 def summary_table(hits: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """One row per (benchmark, machine, cores): cumulative hit rate per level and predicted runtime."""
+    import pandas as pd
+
     if hits.empty:
         return pd.DataFrame()
     keys = [k for k in ("benchmark", "machine", "cores") if k in hits.columns]
@@ -54,9 +77,9 @@ def run_program(args: argparse.Namespace) -> int:
     if not source.is_file():
         raise InputError(f"{source}: no such file; give the path of an OpenMP C program")
     cfg = PipelineConfig(
-        source=source, workdir=Path(args.output), args=tuple(args.program_args),
+        source=source, workdir=checked_output_folder(args.output), args=tuple(args.program_args),
         include_dirs=tuple(Path(d) for d in args.include), defines=tuple(args.define),
-        extra_sources=tuple(Path(s) for s in args.extra_source), machines=_names(args.machines),
+        extra_sources=tuple(Path(s) for s in args.extra_source), machines=checked_machines(args.machines),
         cores=parse_cores(args.cores), options=model_options(args))
     print(f"[pptmc] model: {cfg.options.describe()}", file=sys.stderr)
     result = run_pipeline(cfg, progress=lambda step: print(f"[pptmc] {source.name}: {step}", file=sys.stderr))
@@ -69,8 +92,8 @@ def suite_config(args: argparse.Namespace) -> "SuiteConfig":
     """The suite's configuration from its command line."""
     from pptmc.suite import SuiteConfig
 
-    return SuiteConfig(outdir=Path(args.output), size=args.size, benchmarks=_names(args.benchmarks or ""),
-                       machines=_names(args.machines), cores=parse_cores(args.cores), jobs=args.jobs,
+    return SuiteConfig(outdir=checked_output_folder(args.output), size=args.size,
+                       benchmarks=_names(args.benchmarks or ""), machines=checked_machines(args.machines), cores=parse_cores(args.cores), jobs=args.jobs,
                        options=model_options(args), validate=args.validate, measure=args.measure,
                        measure_size=args.measure_size, measure_threads=parse_cores(args.measure_threads, "--measure-threads"),
                        host_machine=args.host_machine)
@@ -108,6 +131,8 @@ def _stderr(message: str) -> None:
 def _print_suite_report(summary: pd.DataFrame, tables: dict[str, pd.DataFrame], failed: dict[str, str],
                         outdir: Path) -> None:
     """The summary table, then validation and measurement summaries when present, then failures."""
+    import pandas as pd
+
     with pd.option_context("display.max_rows", None, "display.width", 200):
         print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
         for name, title in (("validation_accuracy", "hit-rate error vs ground truth (percentage points)"),

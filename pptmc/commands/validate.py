@@ -26,31 +26,30 @@ class Program:
     args: list[str] = field(default_factory=list)
 
 
-def _add_options(p: argparse.ArgumentParser, defaults: bool = True) -> None:
-    """The options, shared by the registered parser and the re-parse of what follows the program."""
-    d = (lambda v: v) if defaults else (lambda v: argparse.SUPPRESS)
-    p.add_argument("--machine", action="append", default=d(None), help="machine name or .toml (repeatable)")
-    p.add_argument("--cores", default=d("1,2,4,8,16"), help="comma-separated thread counts (default 1,2,4,8,16)")
-    p.add_argument("--size", default=d(None), help="dataset size (MINI, SMALL, ...); built-ins default to SMALL")
-    p.add_argument("-I", dest="include", action="append", default=d(None), type=Path, help="include directory")
-    p.add_argument("-D", dest="define", action="append", default=d(None), help="preprocessor define X or X=Y")
-    p.add_argument("--extra-source", action="append", default=d(None), type=Path,
+def _add_options(p: argparse.ArgumentParser) -> None:
+    """The options of `pptmc validate` (they may come before or after the program)."""
+    p.add_argument("--machine", action="append", default=None, help="machine name or .toml (repeatable)")
+    p.add_argument("--cores", default="1,2,4,8,16", help="comma-separated thread counts (default 1,2,4,8,16)")
+    p.add_argument("--size", default=None, help="dataset size (MINI, SMALL, ...); built-ins default to SMALL")
+    p.add_argument("-I", dest="include", action="append", default=None, type=Path, help="include directory")
+    p.add_argument("-D", dest="define", action="append", default=None, help="preprocessor define X or X=Y")
+    p.add_argument("--extra-source", action="append", default=None, type=Path,
                    help="C file linked uninstrumented (e.g. a harness)")
-    p.add_argument("--mode", choices=CHOICES["mode"], default=d("both"), help="model mode(s) (default both)")
-    p.add_argument("--interleave", choices=CHOICES["interleave"], default=d("both"),
+    p.add_argument("--mode", choices=CHOICES["mode"], default="both", help="model mode(s) (default both)")
+    p.add_argument("--interleave", choices=CHOICES["interleave"], default="both",
                    help="interleaving of threads, for the model's shared trace and the ground truth (default both)")
-    p.add_argument("--seed", type=int, default=d(DEFAULT_OPTIONS.seed), help="seed of the random interleaving")
-    p.add_argument("--hit-rates", choices=HIT_RATE_MODELS, default=d(DEFAULT_OPTIONS.hit_rates),
+    p.add_argument("--seed", type=int, default=DEFAULT_OPTIONS.seed, help="seed of the random interleaving")
+    p.add_argument("--hit-rates", choices=HIT_RATE_MODELS, default=DEFAULT_OPTIONS.hit_rates,
                    help=f"the model's hit-rate predictor (default {DEFAULT_OPTIONS.hit_rates})")
-    p.add_argument("--no-coherence", dest="coherence", action="store_false", default=d(DEFAULT_OPTIONS.coherence),
+    p.add_argument("--no-coherence", dest="coherence", action="store_false", default=DEFAULT_OPTIONS.coherence,
                    help="the model ignores write-invalidate coherence (the ground truth always simulates it)")
-    p.add_argument("--refs-per-turn", type=int, default=d(1),
+    p.add_argument("--refs-per-turn", type=int, default=1,
                    help="ground truth: references each thread makes per merge turn (default 1, lockstep)")
-    p.add_argument("-o", "--output", type=Path, default=d(None), help="directory for tables and figures")
-    p.add_argument("--workdir", type=Path, default=d(None),
+    p.add_argument("-o", "--output", type=Path, default=None, help="directory for tables and figures")
+    p.add_argument("--workdir", type=Path, default=None,
                    help="cache of builds and traces (default OUTPUT/work, else a temporary directory)")
-    p.add_argument("--threshold", type=float, default=d(3.0), help="outlier threshold in points (default 3)")
-    p.add_argument("--json", action="store_true", default=d(False), help="print JSON instead of tables")
+    p.add_argument("--threshold", type=float, default=3.0, help="outlier threshold in points (default 3)")
+    p.add_argument("--json", action="store_true", default=False, help="print JSON instead of tables")
 
 
 def register(subparsers) -> None:
@@ -62,26 +61,8 @@ def register(subparsers) -> None:
                     "compares the model's cumulative hit rates with it. Program arguments follow `--`.")
     p.add_argument("program", help="C file, or a built-in benchmark name (e.g. atax)")
     _add_options(p)
-    p.add_argument("rest", nargs=argparse.REMAINDER, help="more options, then -- and the program's arguments")
+    p.add_argument("program_args", nargs="*", help="the program's arguments (after --)")
     p.set_defaults(run=run_validate)
-
-
-def _reparse(a: argparse.Namespace) -> list[str]:
-    """argparse's REMAINDER swallows options written after the program; parse them here. Returns program args."""
-    rest = list(a.rest)
-    opts, prog = (rest[:rest.index("--")], rest[rest.index("--") + 1:]) if "--" in rest else (rest, [])
-    mini = argparse.ArgumentParser(prog="pptmc validate", add_help=False)
-    _add_options(mini, defaults=False)
-    try:
-        parsed, unknown = mini.parse_known_args(opts)
-    except SystemExit as exc:  # argparse already printed why
-        raise InputError("pptmc validate: bad option after the program; see pptmc validate --help") from exc
-    if unknown:
-        raise InputError(f"pptmc validate: unexpected {' '.join(unknown)}; put program arguments after --")
-    for key, value in vars(parsed).items():
-        old = getattr(a, key, None)
-        setattr(a, key, (old or []) + value if isinstance(value, list) else value)
-    return prog
 
 
 def resolve_program(a: argparse.Namespace, prog_args: list[str]) -> Program:
@@ -143,7 +124,7 @@ def run_validate(a: argparse.Namespace) -> int:
     from analysis.validate.compare import accuracy_summary, outliers
     from pptmc.validation import validate_program
 
-    prog_args = _reparse(a)
+    prog_args = list(a.program_args)
     if not a.machine:
         raise InputError("pptmc validate: give at least one --machine (see pptmc machines list)")
     cores = parse_cores(a.cores)
