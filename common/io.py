@@ -22,6 +22,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        if tmp_path.exists():  # mkstemp makes it 0600: give it the mode open() would (umask applied)
+            os.chmod(tmp_path, 0o666 & ~_umask())
         os.replace(tmp_path, target)
     except OSError as exc:
         tmp_path.unlink(missing_ok=True)
@@ -29,6 +31,13 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process's file-mode creation mask (reading it means setting it; it is put back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 @contextlib.contextmanager
@@ -79,18 +88,26 @@ def _json_default(obj):
 
 
 @contextlib.contextmanager
-def stdout_to_file(path: str | os.PathLike) -> Iterator[Path]:
-    """Send file descriptor 1 (ours and our children's) to `path`, so that a traced program's own
-    output is kept in a log instead of mixing with pptmc's tables and progress bars."""
+def program_output_to(path: str | os.PathLike) -> Iterator[Path]:
+    """Send file descriptors 1 and 2 (ours and our children's) to `path`, so that a traced or measured
+    program's own output (its results, its timing lines) is kept in a log instead of mixing with
+    pptmc's tables and progress bars."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
-    saved = os.dup(1)
+    sys.stderr.flush()
+    saved = (os.dup(1), os.dup(2))
     try:
         with open(target, "wb") as log:
             os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
             yield target
     finally:
         sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
+        sys.stderr.flush()
+        for fd, copy in zip((1, 2), saved):
+            os.dup2(copy, fd)
+            os.close(copy)
+
+
+stdout_to_file = program_output_to  # the name bench_sampling.py still uses (renamed there next)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from analysis.options import DEFAULT_OPTIONS, ModelOptions
 from common.cache import code_digest, is_fresh, mark_done, step_key
-from common.io import stdout_to_file, write_table
+from common.io import program_output_to, write_table
 
 if TYPE_CHECKING:  # the analysis stages load numba: imported where a step runs
     from analysis.predict import RegionSources
@@ -146,7 +146,7 @@ def trace_step(cfg: PipelineConfig, binary: Path, progress: Progress) -> Path:
     stamp = trace.parent / ".key"
     if not is_fresh(stamp, key, [trace]):
         progress("trace")
-        with stdout_to_file(trace.parent / "program.out"):  # the program's own output, kept apart
+        with program_output_to(trace.parent / "program.out"):  # the program's own output, kept apart
             instrument.run_trace(binary, list(cfg.args), trace, threads=1)
         mark_done(stamp, key)
     return trace

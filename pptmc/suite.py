@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.options import DEFAULT_OPTIONS, ModelOptions
-from common.io import stdout_to_file, write_json, write_table
+from common.io import program_output_to, write_json, write_table
 from pptmc.pipeline import PipelineConfig, PipelineResult, benchmark_config, run_pipeline
 
 
@@ -114,7 +114,7 @@ def _validate_one(task: tuple[SuiteConfig, object]) -> ValidationOutcome:
     cfg, bench = task
     workdir = cfg.outdir / "work" / bench.name / "validate"
     try:
-        with stdout_to_file(workdir / "program.out"):  # the traced runs' own output, kept apart
+        with program_output_to(workdir / "program.out"):  # the traced runs' own output, kept apart
             table = validate_benchmark(bench, cfg.size, list(cfg.machines), list(cfg.cores), workdir,
                                        interleaves=(cfg.options.interleave,), options=cfg.options)
         return ValidationOutcome(bench.name, table)

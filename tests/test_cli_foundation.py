@@ -127,3 +127,20 @@ def test_run_checks_machines_and_output_before_any_work(tmp_path, monkeypatch):
         cli.run(["run", str(source), "-o", str(source)])
     with pytest.raises(PptmcError, match="unknown machine 'bogus'"):
         cli.run(["suite", "--machines", "bogus", "-o", str(tmp_path / "s")])
+
+
+def test_results_honour_the_umask(tmp_path):
+    """Atomic writes give a file the mode open() would: 0644 under umask 022, 0600 under 077."""
+    import os
+
+    from common.io import write_text
+
+    old = os.umask(0o022)
+    try:
+        write_text(tmp_path / "a.txt", "x")
+        os.umask(0o077)
+        write_text(tmp_path / "b.txt", "x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "b.txt").stat().st_mode & 0o777 == 0o600

@@ -29,7 +29,7 @@ from analysis.profiles.private_traces import line_shift
 from machines.model import Machine
 from common.cache import is_fresh, mark_done, step_key
 from common.errors import InputError
-from common.io import stdout_to_file, write_table
+from common.io import program_output_to, write_table
 
 OUTLINED = r"\.omp_outlined"  # clang's names for the functions of parallel regions
 INTERLEAVES = ("rr", "random")
@@ -88,7 +88,7 @@ def trace_threads(binary: Path, workdir: Path, threads: int, args=(), progress: 
     stamp = out.parent / ".key"
     if not is_fresh(stamp, key, [out]):
         _say(progress, f"trace {threads} threads")
-        with stdout_to_file(out.parent / "program.out"):
+        with program_output_to(out.parent / "program.out"):
             instrument.run_trace(binary, [str(a) for a in args], out, threads=threads)
         mark_done(stamp, key)
     return out
