@@ -46,9 +46,14 @@ def code_digest(*packages: str) -> str:
     return digest.hexdigest()
 
 
-def is_fresh(stamp: Path, key: str, outputs: Iterable[Path]) -> bool:
-    """True when the step's stamp matches `key` and all its outputs exist."""
-    return stamp.is_file() and stamp.read_text().strip() == key and all(Path(o).exists() for o in outputs)
+def reuse_or_invalidate(stamp: Path, key: str, outputs: Iterable[Path]) -> bool:
+    """True when the step's stamp matches `key` and all its outputs exist (reuse them); otherwise the
+    stamp is removed before the step rewrites its outputs, so outputs left half-rewritten by an
+    interrupted run never count as done (mark_done writes the stamp back last)."""
+    if stamp.is_file() and stamp.read_text().strip() == key and all(Path(o).exists() for o in outputs):
+        return True
+    stamp.unlink(missing_ok=True)
+    return False
 
 
 def mark_done(stamp: Path, key: str) -> None:

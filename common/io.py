@@ -22,8 +22,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
-        if tmp_path.exists():  # mkstemp makes it 0600: give it the mode open() would (umask applied)
-            os.chmod(tmp_path, 0o666 & ~_umask())
+        if tmp_path.exists():  # mkstemp makes it 0600: give it the mode open() (or a linker) would
+            executable = tmp_path.stat().st_mode & 0o111
+            os.chmod(tmp_path, (0o777 if executable else 0o666) & ~_umask())
         os.replace(tmp_path, target)
     except OSError as exc:
         tmp_path.unlink(missing_ok=True)

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Callable
 import pandas as pd
 
 from analysis.options import DEFAULT_OPTIONS, ModelOptions
-from common.cache import code_digest, is_fresh, mark_done, step_key
+from common.cache import code_digest, reuse_or_invalidate, mark_done, step_key
 from common.io import program_output_to, write_table
+from common.locks import folder_lock
 
 if TYPE_CHECKING:  # the analysis stages load numba: imported where a step runs
     from analysis.predict import RegionSources
@@ -81,7 +82,7 @@ def translate_step(cfg: PipelineConfig, progress: Progress) -> Path:
     key = step_key([cfg.source, *headers], {"I": cfg.include_dirs, "D": cfg.defines,
                                             "code": code_digest("translate")})
     stamp = out.parent / ".key"
-    if not is_fresh(stamp, key, [out]):
+    if not reuse_or_invalidate(stamp, key, [out]):
         progress("translate")
         translate.translate_file(cfg.source, out, include_dirs=cfg.include_dirs, defines=cfg.defines)
         mark_done(stamp, key)
@@ -129,7 +130,7 @@ def instrument_step(cfg: PipelineConfig, translated: Path, progress: Progress) -
     key = step_key([translated, *extra], {"I": includes, "D": cfg.defines, "O": cfg.opt_level,
                                           "code": code_digest("passes", "instrument")})
     stamp = binary.parent / ".key"
-    if not is_fresh(stamp, key, [binary, instrument.assembly_path(binary)]):
+    if not reuse_or_invalidate(stamp, key, [binary, instrument.assembly_path(binary)]):
         progress("instrument")
         instrument.build_instrumented(translated, binary, opt_level=cfg.opt_level, include_dirs=includes,
                                       defines=cfg.defines, extra_sources=extra)
@@ -144,7 +145,7 @@ def trace_step(cfg: PipelineConfig, binary: Path, progress: Progress) -> Path:
     trace = cfg.workdir / "trace" / f"{cfg.source.stem}.pptrace"
     key = step_key([binary], {"args": cfg.args})
     stamp = trace.parent / ".key"
-    if not is_fresh(stamp, key, [trace]):
+    if not reuse_or_invalidate(stamp, key, [trace]):
         progress("trace")
         with program_output_to(trace.parent / "program.out"):  # the program's own output, kept apart
             instrument.run_trace(binary, list(cfg.args), trace, threads=1)
@@ -162,7 +163,7 @@ def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress) -> Path:
               "line": cfg.line_size, "coherence": opt.coherence, "code": code_digest("analysis")}
     key = step_key([trace], params)
     stamp = out / ".key"
-    if not is_fresh(stamp, key, [out]):
+    if not reuse_or_invalidate(stamp, key, [out]):
         progress("profile")
         profiles = compute_profiles(trace, list(cfg.cores), mode=opt.mode, interleave=opt.interleave,
                                     seed=opt.seed, line_size=cfg.line_size, coherence=opt.coherence)
@@ -181,7 +182,7 @@ def page_profile_step(cfg: PipelineConfig, trace: Path, page_bytes: int, progres
               "page": page_bytes, "code": code_digest("analysis")}
     key = step_key([trace], params)
     stamp = out / ".key"
-    if not is_fresh(stamp, key, [out]):
+    if not reuse_or_invalidate(stamp, key, [out]):
         progress(f"profile pages of {page_bytes} B (TLB)")
         page_profiles(trace, cfg.cores, page_bytes, opt.mode, opt.interleave, opt.seed).save(out)
         mark_done(stamp, key)
@@ -193,7 +194,7 @@ def _trace_table(out: Path, trace: Path, params: dict, what: str, compute: Calla
     """A table one pass over the trace gives, kept in `out` until the trace, `params` or the analysis code change."""
     key = step_key([trace], {**params, "code": code_digest("analysis")})
     stamp = out.with_suffix(".key")
-    if not is_fresh(stamp, key, [out]):
+    if not reuse_or_invalidate(stamp, key, [out]):
         progress(what)
         write_table(compute(), out)
         mark_done(stamp, key)
@@ -264,7 +265,13 @@ def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: P
 
 
 def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineResult:
-    """Run every step for one program and write its result tables into `workdir`."""
+    """Run every step for one program and write its result tables into `workdir` (one writer at a time)."""
+    with folder_lock(cfg.workdir):
+        return _run_steps(cfg, progress)
+
+
+def _run_steps(cfg: PipelineConfig, progress: Progress) -> PipelineResult:
+    """The steps of run_pipeline, each reusing its cached outputs when its key matches."""
     timings: dict[str, float] = {}
 
     def timed(name, fn, *args):
@@ -282,5 +289,7 @@ def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineRes
     write_table(pred.runtimes, cfg.workdir / "runtimes.csv")
     if pred.tlb_rates is not None:
         write_table(pred.tlb_rates, cfg.workdir / "tlb_miss_rates.csv")
+    else:  # an earlier run's table for other machines must not pass for this run's
+        (cfg.workdir / "tlb_miss_rates.csv").unlink(missing_ok=True)
     return PipelineResult(cfg.source.stem, pred.hit_rates, pred.runtimes, trace, profiles_dir, pred.n_accesses, timings,
                           pred.tlb_rates, pred.coherence, pred.terms)

@@ -14,6 +14,7 @@ from analysis.options import DEFAULT_OPTIONS, ModelOptions
 from analysis.validate.compare import MODES, compare, split_evidence
 from analysis.validate.groundtruth import INTERLEAVES, ground_truth
 from common.errors import InputError
+from common.locks import folder_lock
 from pptmc.pipeline import (PipelineConfig, hit_rates_step, instrument_step, profile_step, trace_step,
                             translate_step)
 
@@ -35,14 +36,15 @@ def validate_program(source: Path, workdir: Path, machines: list[str], cores: li
     if bad or not modes:
         raise InputError(f"--mode {', '.join(bad) or '(none)'}: expected iteration, paper or both")
     loaded = [load_machine(m) for m in machines]
-    gt = ground_truth(source, workdir / "groundtruth", loaded, list(cores), args=args, include_dirs=include_dirs,
-                      defines=size_defines, extra_sources=extra_sources, interleaves=interleaves, seed=options.seed,
-                      progress=progress, refs_per_turn=refs_per_turn)
     base = PipelineConfig(source=source, workdir=workdir / "model", args=tuple(map(str, args)),
                           include_dirs=tuple(Path(d) for d in include_dirs), defines=tuple(size_defines),
                           extra_sources=tuple(Path(e) for e in extra_sources), machines=tuple(machines),
                           cores=tuple(sorted(set(cores))), options=options)
-    model = predict_variants(base, modes, interleaves, progress)
+    with folder_lock(workdir):
+        gt = ground_truth(source, workdir / "groundtruth", loaded, list(cores), args=args, include_dirs=include_dirs,
+                          defines=size_defines, extra_sources=extra_sources, interleaves=interleaves,
+                          seed=options.seed, progress=progress, refs_per_turn=refs_per_turn)
+        model = predict_variants(base, modes, interleaves, progress)
     return compare(gt, model, source.stem)
 
 

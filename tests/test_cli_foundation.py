@@ -144,3 +144,9 @@ def test_results_honour_the_umask(tmp_path):
         os.umask(old)
     assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "b.txt").stat().st_mode & 0o777 == 0o600
+    from common.io import atomic_path
+
+    with atomic_path(tmp_path / "prog") as tmp:  # a linker's output keeps its execute bits
+        tmp.write_text("#!/bin/sh\n")
+        tmp.chmod(0o700)
+    assert (tmp_path / "prog").stat().st_mode & 0o777 == 0o755

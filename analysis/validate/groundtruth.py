@@ -27,7 +27,7 @@ from analysis.hitrates.cachesim import MAX_COHERENT_CORES, CoherentHierarchy
 from analysis.profiles.interleave import Interleaver
 from analysis.profiles.private_traces import line_shift
 from machines.model import Machine
-from common.cache import is_fresh, mark_done, step_key
+from common.cache import reuse_or_invalidate, mark_done, step_key
 from common.errors import InputError
 from common.io import program_output_to, write_table
 
@@ -71,7 +71,7 @@ def build_original(source: Path, workdir: Path, include_dirs=(), defines=(), ext
     key = step_key([source, *headers, *map(Path, extra_sources), *tracer],
                    {"I": [str(d) for d in include_dirs], "D": list(defines), "functions": OUTLINED})
     stamp = binary.parent / ".key"
-    if not is_fresh(stamp, key, [binary]):
+    if not reuse_or_invalidate(stamp, key, [binary]):
         _say(progress, f"build {source.name}")
         instrument.build_instrumented(source, binary, functions=OUTLINED, include_dirs=include_dirs,
                                       defines=defines, extra_sources=extra_sources)
@@ -86,7 +86,7 @@ def trace_threads(binary: Path, workdir: Path, threads: int, args=(), progress: 
     out = Path(workdir) / f"trace-{threads}" / f"{Path(binary).stem}.pptrace"
     key = step_key([binary], {"args": [str(a) for a in args], "threads": threads})
     stamp = out.parent / ".key"
-    if not is_fresh(stamp, key, [out]):
+    if not reuse_or_invalidate(stamp, key, [out]):
         _say(progress, f"trace {threads} threads")
         with program_output_to(out.parent / "program.out"):
             instrument.run_trace(binary, [str(a) for a in args], out, threads=threads)
@@ -247,7 +247,7 @@ def _one_count(binary: Path, workdir: Path, machines: list[Machine], threads: in
     key = step_key([trace], {"machines": [dataclasses.asdict(m) for m in machines], "interleaves": list(interleaves),
                              "seed": seed, "version": _SIM_VERSION, "fa": FA_MAX_LINES, "k": refs_per_turn})
     stamp = trace.parent / ".gt-key"
-    if is_fresh(stamp, key, [out]):
+    if reuse_or_invalidate(stamp, key, [out]):
         return pd.read_parquet(out)
     per_thread = thread_accesses(trace, threads)
     frames = []

@@ -103,12 +103,15 @@ def run_suite_command(args: argparse.Namespace) -> int:
     """`pptmc suite`: every benchmark, tables + figures + index.html; non-zero if any benchmark failed."""
     from pptmc.suite import run_measurement, run_suite, run_validation, write_results
 
+    from common.locks import folder_lock
+
     cfg = suite_config(args)
     _stderr(f"model: {cfg.options.describe()}")
-    outcomes = run_suite(cfg, show_progress=not args.json)
-    validation = run_validation(cfg, show_progress=not args.json) if cfg.validate else None
-    measured = run_measurement(cfg, say=_stderr) if cfg.measure else None
-    tables = write_results(cfg, outcomes, validation, measured)
+    with folder_lock(cfg.outdir):
+        outcomes = run_suite(cfg, show_progress=not args.json)
+        validation = run_validation(cfg, show_progress=not args.json) if cfg.validate else None
+        measured = run_measurement(cfg, say=_stderr) if cfg.measure else None
+        tables = write_results(cfg, outcomes, validation, measured)
     failed = {o.name: o.error for o in outcomes if o.error}
     failed |= {f"{o.name} (validate)": o.error for o in validation or () if o.error}
     if measured is not None and "error" in measured:
