@@ -257,6 +257,9 @@ def measure_memory(workdir: Path, caches: list[SysCache], cores: int, ghz: float
         else:
             line_ns = _line_ns(lines, size, cache.line_bytes, effort.stream_reps)
             recip, how = round(line_ns * ghz, 2), f"lines.c, one load per line ({line_ns:.3f} ns per line)"
+        if cache.associativity < 1:
+            raise ToolError(f"L{cache.level}: this host reports no associativity (sysfs ways_of_associativity, "
+                            f"lscpu WAYS); write the machine file by hand from the CPU's manual")
         levels.append({"name": f"L{cache.level}", "size_bytes": cache.size_bytes, "line_bytes": cache.line_bytes,
                        "associativity": cache.associativity, "latency_cycles": round(lat_ns * ghz, 1),
                        "recip_throughput_cycles": recip, "shared": cache.shared,
@@ -358,7 +361,8 @@ def tlb_levels(extra_cycles: dict[int, float], page_bytes: int,
     rmw = [rmw_cycles[p] for p in TLB_FIRST_PAGES if 256 <= p and p in (rmw_cycles or {})]
     if rmw and statistics.median(rmw) > step1:
         levels[0]["rmw"] = statistics.median(rmw)
-    return [{"name": lv["name"], "entries": lv["entries"], "associativity": 0, "page_bytes": lv["page_bytes"],
+    return [{"name": lv["name"], "entries": lv["entries"], "associativity": 0, "fully_associative": True,
+             "page_bytes": lv["page_bytes"],
              "miss_cycles": round(lv["step"], 2), **({"rmw_miss_cycles": round(lv["rmw"], 2)} if "rmw" in lv else {})}
             for lv in levels]
 

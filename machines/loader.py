@@ -5,8 +5,8 @@ so one run of `pptmc machines validate` shows all that needs fixing.
 """
 from __future__ import annotations
 
+import math
 import re
-
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -62,6 +62,9 @@ class _Checker:
         if not ok:
             self.fail(path, f"expected {_KIND_NAMES[kind]}, got {_kind(value)} {value!r}")
             return None
+        if not _finite(value):
+            self.fail(path, f"{value!r} is not a finite number")
+            return None
         if kind == "str" and not value.strip():
             self.fail(path, "must not be empty")
             return None
@@ -75,6 +78,11 @@ class _Checker:
 
 
 _KIND_NAMES = {"int": "an integer", "number": "a number", "str": "a string", "bool": "true or false"}
+
+
+def _finite(value: Any) -> bool:
+    """False for inf and nan, which TOML allows but no figure of a machine can be."""
+    return not isinstance(value, float) or math.isfinite(value)
 
 
 def _kind(value: Any) -> str:
@@ -96,12 +104,13 @@ _CACHE_SPEC: _Spec = {
     "name": ("str", {}, None), "size_bytes": ("int", {"positive": True}, None),
     "line_bytes": ("int", {"positive": True}, None), "associativity": ("int", {"non_negative": True}, None),
     "latency_cycles": ("number", {"positive": True}, None),
-    "recip_throughput_cycles": ("number", {"positive": True}, None), "shared": ("bool", {}, None)}
+    "recip_throughput_cycles": ("number", {"positive": True}, None), "shared": ("bool", {}, None),
+    "fully_associative": ("bool", {}, False)}
 _TLB_SPEC: _Spec = {
     "name": ("str", {}, None), "entries": ("int", {"positive": True}, None),
     "associativity": ("int", {"non_negative": True}, None), "page_bytes": ("int", {"positive": True}, None),
     "miss_cycles": ("number", {"non_negative": True}, None),
-    "rmw_miss_cycles": ("number", {"non_negative": True}, 0.0)}
+    "rmw_miss_cycles": ("number", {"non_negative": True}, 0.0), "fully_associative": ("bool", {}, False)}
 
 
 def _read_level(chk: _Checker, raw: Any, path: str, spec: _Spec) -> dict | None:
@@ -126,14 +135,50 @@ def _check_cache(chk: _Checker, raw: Any, i: int) -> CacheLevel | None:
     f = _read_level(chk, raw, f"caches[{i}]", _CACHE_SPEC)
     if f is None:
         return None
-    size, line, assoc = f["size_bytes"], _power_of_two(chk, f"{prefix}line_bytes", f["line_bytes"]), f["associativity"]
+    size, line = f["size_bytes"], _power_of_two(chk, f"{prefix}line_bytes", f["line_bytes"])
     f["line_bytes"] = line
+    n_lines = None
     if size is not None and line is not None:
         if size % line:
             chk.fail(f"{prefix}size_bytes", f"{size} is not a multiple of line_bytes {line}")
-        elif assoc and (size // line) % assoc:
-            chk.fail(f"{prefix}associativity", f"{size // line} lines do not divide into {assoc} ways")
+        else:
+            n_lines = size // line
+    f["associativity"] = _ways(chk, prefix, f, n_lines, "lines")
+    if f["shared"] is False and f["associativity"] and n_lines is not None:
+        _check_indexed_sets(chk, prefix, f, n_lines // f["associativity"])
     return None if None in f.values() else CacheLevel(**f)
+
+
+def _ways(chk: _Checker, prefix: str, fields: dict, count: int | None, unit: str) -> int | None:
+    """A level's associativity as the models read it (0 = fully associative), or None and an error.
+    Pops the file's `fully_associative` flag: 0 ways without it is a slip, not a choice."""
+    ways, fully = fields["associativity"], fields.pop("fully_associative")
+    path = f"{prefix}associativity"
+    if ways is None or fully is None:
+        return None
+    if fully:
+        if ways not in (0, count) and count is not None:
+            chk.fail(path, f"fully_associative = true needs 0 or the number of {unit} ({count}), got {ways}")
+            return None
+        return 0
+    if ways == 0:
+        chk.fail(path, "0 ways: give the number of ways, or add fully_associative = true for a fully "
+                       "associative level")
+        return None
+    if count is not None and count % ways:
+        chk.fail(path, f"{count} {unit} do not divide into {ways} ways")
+        return None
+    return ways
+
+
+def _check_indexed_sets(chk: _Checker, prefix: str, fields: dict, sets: int) -> None:
+    """A private cache takes its set from address bits, so its set count must be a power of two."""
+    if sets & (sets - 1):
+        chk.fail(f"{prefix}size_bytes", f"{fields['size_bytes']} B in {fields['line_bytes']} B lines and "
+                                        f"{fields['associativity']} ways (associativity) make {sets} sets, not a "
+                                        f"power of two; a private (shared = false) cache is indexed by address "
+                                        f"bits: change size_bytes or associativity")
+        fields["size_bytes"] = None
 
 
 def _check_caches(chk: _Checker, data: dict) -> tuple[CacheLevel, ...]:
@@ -182,9 +227,12 @@ def _strided_costs(chk: _Checker, ram: dict) -> tuple[float, ...]:
     if not isinstance(costs, list) or not costs:
         chk.fail("ram.strided_cold_line_ns", f"expected a non-empty list of numbers, got {_kind(costs)}")
         return ()
-    bad = [i for i, v in enumerate(costs) if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0]
+    bad = [i for i, v in enumerate(costs) if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0
+           or not _finite(v)]
     if bad:
-        chk.fail(f"ram.strided_cold_line_ns[{bad[0]}]", f"must be a positive number, got {costs[bad[0]]!r}")
+        value = costs[bad[0]]
+        chk.fail(f"ram.strided_cold_line_ns[{bad[0]}]", f"must be a positive number, got {value!r}"
+                 if _finite(value) else f"{value!r} is not a finite number")
         return ()
     return tuple(float(v) for v in costs)
 
@@ -275,8 +323,6 @@ def _check_calls(chk: _Checker, data: dict) -> dict[str, OpCost]:
 
 
 _CORE_FIGURES = ("reorder_window_ops", "store_new_line_cycles", "chain_lookahead_ops")
-
-
 _MCPU_RE = re.compile(r"^[a-z][a-z0-9_.-]*$")
 
 
@@ -320,8 +366,7 @@ def _check_tlb(chk: _Checker, raw: Any, i: int) -> TlbLevel | None:
     if f is None:
         return None
     f["page_bytes"] = _power_of_two(chk, f"{prefix}page_bytes", f["page_bytes"])
-    if f["entries"] is not None and f["associativity"] and f["entries"] % f["associativity"]:
-        chk.fail(f"{prefix}associativity", f"{f['entries']} entries do not divide into {f['associativity']} ways")
+    f["associativity"] = _ways(chk, prefix, f, f["entries"], "entries")
     return None if None in f.values() else TlbLevel(**f)
 
 
@@ -398,16 +443,57 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
                    caches=caches, ram=ram, bus_width_bytes=bus, simd_width_bits=simd, ops=ops,
                    sources=_collect_sources(data), schema_version=version, parallel=parallel,
                    calls=calls, reorder_window_ops=window, store_new_line_cycles=store_new_line,
-                   chain_lookahead_ops=lookahead, tlbs=tlbs,
-                   llvm_mcpu=mcpu,
-                   transfer_cycles=transfer)
+                   chain_lookahead_ops=lookahead, tlbs=tlbs, llvm_mcpu=mcpu, transfer_cycles=transfer)
+
+
+FIRST_LEVEL_WARN_BYTES = 4 << 20  # a first-level cache above this is likely a unit slip (KiB or MiB as bytes)
+ANY_LEVEL_WARN_BYTES = 4 << 30    # no cache instance is this large
+
+
+def machine_warnings(machine: Machine) -> list[str]:
+    """Figures that validate but likely are slips: a level smaller than the one above it, or an absurd
+    cache size; each names its field. `pptmc machines validate` prints them."""
+    caches = [(c.name, c.size_bytes, _size(c.size_bytes)) for c in machine.caches]
+    tlbs = [(t.name, t.entries, f"{t.entries} entries") for t in machine.tlbs]
+    return [*_shrinking_levels("caches", "size_bytes", caches, "its local hit rates come out negative"),
+            *_shrinking_levels("tlbs", "entries", tlbs, "accesses that hit the level above are charged its misses"),
+            *_absurd_sizes(machine.caches)]
+
+
+def _shrinking_levels(key: str, field_name: str, levels: list[tuple[str, int, str]], harm: str) -> list[str]:
+    """A warning per level, given as (name, capacity, capacity shown), that holds less than the one above it."""
+    return [f"{key}[{i}].{field_name}: {name} ({shown}) is smaller than {above} above it ({above_shown}); {harm}: "
+            f"check the figure, and that levels are listed first level first"
+            for i, ((above, above_cap, above_shown), (name, cap, shown))
+            in enumerate(zip(levels, levels[1:]), start=1) if cap < above_cap]
+
+
+def _absurd_sizes(caches: tuple[CacheLevel, ...]) -> list[str]:
+    """A warning per cache level far larger than any real one of its kind (sizes are in bytes)."""
+    out = []
+    for i, c in enumerate(caches):
+        limit = FIRST_LEVEL_WARN_BYTES if i == 0 else ANY_LEVEL_WARN_BYTES
+        if c.size_bytes > limit:
+            kind = "a first-level cache" if i == 0 else "a cache instance"
+            out.append(f"caches[{i}].size_bytes: {c.name} of {_size(c.size_bytes)} is larger than {kind} is "
+                       f"expected to be ({_size(limit)}); sizes are in bytes")
+    return out
+
+
+def _size(size_bytes: int) -> str:
+    """A byte count in the largest binary unit that divides it."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size_bytes >= 1 << shift and size_bytes % (1 << shift) == 0:
+            return f"{size_bytes >> shift} {unit}"
+    return f"{size_bytes} B"
 
 
 def machine_to_dict(m: Machine) -> dict:
     """The TOML-ready dict of a Machine; validate_machine_dict(machine_to_dict(m)) == m."""
     src = m.sources
     caches = [{"name": c.name, "size_bytes": c.size_bytes, "line_bytes": c.line_bytes,
-               "associativity": c.associativity, "latency_cycles": c.latency_cycles,
+               "associativity": c.associativity, **({"fully_associative": True} if c.fully_associative else {}),
+               "latency_cycles": c.latency_cycles,
                "recip_throughput_cycles": c.recip_throughput_cycles, "shared": c.shared,
                "source": src.get(f"caches[{i}]", "")} for i, c in enumerate(m.caches)]
     ops = {op: {"latency": cost.latency, "recip_throughput": cost.recip_throughput,
@@ -432,7 +518,8 @@ def machine_to_dict(m: Machine) -> dict:
         out["coherence"] = {"transfer_cycles": m.transfer_cycles, "source": src.get("coherence", "")}
     if m.tlbs:
         out["tlbs"] = [{"name": t.name, "entries": t.entries, "associativity": t.associativity,
-                        "page_bytes": t.page_bytes, "miss_cycles": t.miss_cycles,
+                        **({"fully_associative": True} if t.fully_associative else {}), "page_bytes": t.page_bytes,
+                        "miss_cycles": t.miss_cycles,
                         **({"rmw_miss_cycles": t.rmw_miss_cycles} if t.rmw_miss_cycles else {}),
                         "source": src.get(f"tlbs[{i}]", "")} for i, t in enumerate(m.tlbs)]
     if m.calls:

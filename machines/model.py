@@ -24,6 +24,11 @@ class CacheLevel:
     shared: bool
 
     @property
+    def fully_associative(self) -> bool:
+        """Any line may sit in any way (the file's `fully_associative = true`)."""
+        return self.associativity == 0
+
+    @property
     def n_lines(self) -> int:
         return self.size_bytes // self.line_bytes
 
@@ -78,6 +83,11 @@ class TlbLevel:
     # optional: extra cycles of an in-place update (a load and a store to its page) whose page misses this
     # level, in a loop walking down a column (tlb.c); 0 = such updates cost miss_cycles like any load
     rmw_miss_cycles: float = 0.0
+
+    @property
+    def fully_associative(self) -> bool:
+        """Any translation may sit in any entry (the file's `fully_associative = true`)."""
+        return self.associativity == 0
 
 
 @dataclass(frozen=True)

@@ -209,7 +209,8 @@ def test_calls_table_errors_name_the_field(entry, message):
 def _tlbs() -> list[dict]:
     return [{"name": "DTLB", "entries": 64, "associativity": 4, "page_bytes": 4096, "miss_cycles": 0.5,
              "source": "tlb.c"},
-            {"name": "STLB", "entries": 2048, "associativity": 0, "page_bytes": 4096, "miss_cycles": 24.0,
+            {"name": "STLB", "entries": 2048, "associativity": 0, "fully_associative": True, "page_bytes": 4096,
+             "miss_cycles": 24.0,
              "source": "tlb.c"}]
 
 

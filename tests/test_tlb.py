@@ -125,7 +125,8 @@ def test_pipeline_charges_a_column_walk_its_tlb_misses(tmp_path, capsys):
     source = tmp_path / "colwalk.c"
     source.write_text(COLUMN_WALK)
     data = machines.machine_to_dict(machines.load_machine("haswell-i7-5960x"))
-    data["tlbs"] = [{"name": "DTLB", "entries": 16, "associativity": 0, "page_bytes": 4096, "miss_cycles": 1.0,
+    data["tlbs"] = [{"name": "DTLB", "entries": 16, "associativity": 0, "fully_associative": True, "page_bytes": 4096,
+                     "miss_cycles": 1.0,
                      "source": "test"}]
     machine_file = tmp_path / "m.toml"
     machine_file.write_text(dumps_toml(data))

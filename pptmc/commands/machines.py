@@ -5,7 +5,8 @@ import argparse
 import json
 import sys
 
-from machines.loader import dumps_toml, list_machines, load_machine, machine_to_dict, validate_machine_dict
+from machines.loader import (dumps_toml, list_machines, load_machine, machine_to_dict, machine_warnings,
+                             validate_machine_dict)
 from machines.model import Machine
 from common.io import write_text
 
@@ -16,7 +17,7 @@ def _summary(m: Machine) -> str:
              f"bus {m.bus_width_bytes} B"]
     for c in m.caches:
         scope = "shared" if c.shared else "private"
-        lines.append(f"  {c.name}: {c.size_bytes // 1024} KiB, {c.line_bytes} B lines, {c.associativity}-way, "
+        lines.append(f"  {c.name}: {c.size_bytes // 1024} KiB, {c.line_bytes} B lines, {str(c.associativity) + '-way' if c.associativity else 'fully associative'}, "
                      f"{scope}, latency {c.latency_cycles} cyc, recip. throughput {c.recip_throughput_cycles} cyc")
     lines.append(f"  RAM: {m.ram.latency_ns} ns, {m.ram.bandwidth_one_core_gbs} GB/s one core, "
                  f"{m.ram.bandwidth_all_cores_gbs} GB/s all cores")
@@ -64,6 +65,8 @@ def run_show(args: argparse.Namespace) -> int:
 def run_validate(args: argparse.Namespace) -> int:
     """Load a machine file; InputError (non-zero exit) lists every bad field."""
     m = load_machine(args.file)
+    for warning in machine_warnings(m):
+        print(f"{args.file}: warning: {warning}", file=sys.stderr)
     print(f"{args.file}: valid machine file ({m.name}, {len(m.caches)} cache levels)")
     return 0
 
