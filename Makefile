@@ -7,18 +7,23 @@ PY := $(VENV)/bin/python
 PPTMC := $(VENV)/bin/pptmc
 STAMP := $(VENV)/.installed
 APT_PACKAGES := clang-19 llvm-19 libomp-19-dev libzstd-dev
+BENCH_APT_PACKAGES := valgrind  # cachegrind, the baseline `make bench` compares `pptmc run` with
 DEMO_DIR ?= results/demo
 DEMO_SIZE ?= MINI
 
 WARM_STAMP := $(VENV)/.warm
 
-.PHONY: setup system-deps venv warm test demo bench clean doctor
+.PHONY: setup system-deps apt-install venv warm test demo bench clean doctor
 
 setup: system-deps venv warm
 
 # apt only when something is missing, so the second run costs one dpkg query.
 system-deps:
-	@missing=""; for p in $(APT_PACKAGES); do \
+	@$(MAKE) --no-print-directory apt-install PACKAGES="$(APT_PACKAGES)"
+
+# apt-install PACKAGES="a b": install those that are missing (one dpkg query each when none is).
+apt-install:
+	@missing=""; for p in $(PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -53,6 +58,7 @@ demo: setup
 	$(PPTMC) suite --size $(DEMO_SIZE) --validate -o $(DEMO_DIR)
 
 bench: setup
+	@$(MAKE) --no-print-directory apt-install PACKAGES="$(BENCH_APT_PACKAGES)"
 	$(PY) -m benchmarks.run_all
 
 doctor: setup
