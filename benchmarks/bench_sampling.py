@@ -178,7 +178,7 @@ def _best_of(fn, repeats: int = REPEATS):
 
 def stream_run(chunks: list[TraceChunk], method: str, rate: float, seed: int) -> tuple[float, ReuseProfile]:
     """Time one StreamSampler over the whole trace: what `pptmc profile --sample-method window` runs per stream."""
-    from analysis.sampling.blocks import StreamSampler
+    from analysis.sampling.streams import StreamSampler
 
     start = time.perf_counter()
     sampler = StreamSampler(rate, seed, method)
@@ -189,7 +189,7 @@ def stream_run(chunks: list[TraceChunk], method: str, rate: float, seed: int) ->
 
 def hash_pass_time(chunks: list[TraceChunk]) -> tuple[float, None]:
     """The SHARDS line filter alone: one pass over every access, the floor of any SHARDS-based sampler."""
-    from analysis.sampling.blocks import hash_pick
+    from analysis.sampling.hashing import hash_pick
 
     start = time.perf_counter()
     for c in chunks:
@@ -317,14 +317,14 @@ def source_synthetic_rows(info: TraceInfo, chunks: list[TraceChunk]) -> list[dic
 
 
 def source_pass_time(chunks: list[TraceChunk]) -> None:
-    """The one pass of source sampling over every row (analysis.sampling.source._pick_rows)."""
-    from analysis.sampling.source import pick_rows
+    """The one pass of source sampling over every row (analysis.sampling.source_rows.pick_rows)."""
+    from analysis.sampling.source_rows import ShardsFilter, pick_rows
 
     sel = np.empty(CHUNK_ROWS + 1, np.int64)
     starts = np.empty(CHUNK_ROWS + 1, np.int64)
+    filt = ShardsFilter(np.uint64(6), np.uint64(12345), np.uint64(1 << 25))
     for c in chunks:
-        pick_rows(c.addr, c.block, c.block_instance, False, np.uint64(6), np.uint64(12345), np.uint64(1 << 25), sel,
-                   starts)
+        pick_rows(c.addr, c.block, c.block_instance, False, filt, sel, starts)
 
 
 def source_trace_rows(trace, label: str) -> list[dict]:
@@ -376,13 +376,13 @@ def source_rows(info: TraceInfo, chunks: list[TraceChunk], workdir=None) -> list
     from pathlib import Path
 
     import instrument
-    from common.io import stdout_to_file
+    from common.io import program_output_to
 
     rows = source_synthetic_rows(info, chunks)
     name, size = SOURCE_BENCHMARK
     with tempfile.TemporaryDirectory(prefix="pptmc-bench-source-") as tmp:
         root = Path(workdir) if workdir else Path(tmp)
-        with stdout_to_file(root / f"{name}.program.out"):
+        with program_output_to(root / f"{name}.program.out"):
             bench, d = build_benchmark(name, size, root)
             instrument.run_trace(d / "trace.inst", bench.args, d / "t.trace")
         rows += source_trace_rows(d / "t.trace", f"{name} {size}")
@@ -423,9 +423,9 @@ def scale_one(name: str, small: str, large: str, workdir) -> tuple[dict, list[st
     from analysis.profiles.reuse import ReuseEngine
     from analysis.sampling.blocks import sample_trace_file
     from analysis.counts.scaling import compare, scale_profile
-    from common.io import stdout_to_file
+    from common.io import program_output_to
 
-    with stdout_to_file(workdir / f"{name}.program.out"):  # the programs' own output
+    with program_output_to(workdir / f"{name}.program.out"):  # the programs' own output
         bench, ds = build_benchmark(name, small, workdir)
         _, dl = build_benchmark(name, large, workdir)
         instrument.run_trace(ds / "trace.inst", bench.args, ds / "t.trace")
@@ -453,7 +453,7 @@ def profile_command_rows(trace, label: str, cores=(1, 2, 4, 8)) -> list[dict]:
     """`pptmc profile` exact vs --sample-rate 0.01 on a real trace, and what the engines' share is."""
     from analysis.profiles.private_traces import InterleaveSpec, mimic, resolve_mode
     from analysis.profiles.sweep import compute_profiles, open_chunks
-    from analysis.sampling.blocks import StreamSampling, sampled_profiles
+    from analysis.sampling.streams import StreamSampling, sampled_profiles
     from analysis.sampling.source import SourceSampling, sampled_profile_set
 
     info, chunks = open_chunks(trace)

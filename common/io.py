@@ -109,6 +109,3 @@ def program_output_to(path: str | os.PathLike) -> Iterator[Path]:
         for fd, copy in zip((1, 2), saved):
             os.dup2(copy, fd)
             os.close(copy)
-
-
-stdout_to_file = program_output_to  # the name bench_sampling.py still uses (renamed there next)

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from analysis.sampling import blocks as S
+from analysis.sampling import streams as ST
 from analysis.profiles.profileset import ReuseProfile
 from instrument.trace_types import TraceInfo
 from common.errors import InputError
@@ -230,13 +231,13 @@ def _feed(sampler, lines, piece):
     return sampler.histogram()
 
 
-@pytest.mark.parametrize("method", S.STREAM_METHODS)
+@pytest.mark.parametrize("method", ST.STREAM_METHODS)
 @pytest.mark.parametrize("piece", [1, 997, 40_000])
 def test_stream_sampler_full_rate_is_exact(method, piece):
     """A 100% "sample" gives the exact profile (brute-force oracle), however the stream is cut."""
     lines = _stream(4000)
     ref = ReuseProfile.from_distances(brute_distances(lines.tolist()))
-    got = _feed(S.StreamSampler(1.0, seed=3, method=method, window=64, length=50), lines, piece)
+    got = _feed(ST.StreamSampler(1.0, seed=3, method=method, window=64, length=50), lines, piece)
     assert _as_dict(got) == _as_dict(ref)
     assert got.dist_sum.sum() == ref.dist_sum.sum()
 
@@ -245,11 +246,11 @@ def test_window_method_measures_windows_exactly():
     """At rate < 1 the near part is exactly the in-window accesses whose reuse gap is <= window."""
     lines = _stream(20_000, seed=1)
     g, length = 100, 40
-    s = S.StreamSampler(0.05, seed=7, method="window", window=g, length=length)
+    s = ST.StreamSampler(0.05, seed=7, method="window", window=g, length=length)
     start, period = s.next_start, s.period
     _feed(s, lines, 333)
     d = brute_distances(lines.tolist())
-    gap = S._gaps(lines)
+    gap = ST.gaps(lines)
     idx = np.concatenate([np.arange(st, min(st + length, len(lines))) for st in range(start, len(lines), period)])
     near = (gap[idx] > 0) & (gap[idx] <= g)
     vals, cnt = np.unique(d[idx][near], return_counts=True)
@@ -270,7 +271,7 @@ def test_window_sampled_hit_rates_close_to_exact():
 
     lines = _stream(200_000, seed=2)
     exact = ReuseProfile.from_distances(reuse_distances(lines))
-    est = _feed(S.StreamSampler(0.1, seed=5, method=method, window=256, length=256), lines, 1 << 14)
+    est = _feed(ST.StreamSampler(0.1, seed=5, method=method, window=256, length=256), lines, 1 << 14)
     assert est.total == exact.total
     for size in sizes:
         e = expected_hits(exact, 0, size) / exact.total
@@ -280,11 +281,11 @@ def test_window_sampled_hit_rates_close_to_exact():
 
 def test_bad_stream_parameters():
     with pytest.raises(InputError, match="sample-rate"):
-        S.StreamSampler(0.0)
+        ST.StreamSampler(0.0)
     with pytest.raises(InputError, match="sample-method"):
-        S.StreamSampler(0.5, method="instance")
+        ST.StreamSampler(0.5, method="instance")
     with pytest.raises(InputError, match="window"):
-        S.StreamSampler(0.5, window=0)
+        ST.StreamSampler(0.5, window=0)
 
 
 def _two_loop_trace():
@@ -330,7 +331,7 @@ def test_profile_full_sample_equals_exact_profile_set(tmp_path, fake_trace_files
     assert ProfileSet.load(tmp_path / "full").cores == [1, 2, 4]
 
 
-def test_profile_sampling_is_seeded(tmp_path, fake_source_traces):
+def test_profile_sampling_is_seeded(tmp_path, fake_source_traces):  # noqa: F811 (the fixture)
     """Same seed, same sampled profiles; another seed, other ones; every stream keeps its access total."""
     from pptmc import cli
 
@@ -347,3 +348,25 @@ def test_profile_sampling_is_seeded(tmp_path, fake_source_traces):
     cli.run(["profile", str(trace), "--cores", "2", "--mode", "paper", "-o", str(tmp_path / "x")])
     sx, _ = _dir_tables(tmp_path / "x")
     assert sa["total"].tolist() == sx["total"].tolist()
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.013, 0.5, 1.0])
+def test_hash_forms_agree(rate):
+    """The SHARDS filter's three forms (scalar uint64, 32-bit lanes, hash_pick) keep the same lines, the
+    documented ((x ^ x >> 32 ^ salt) mod 2^32) * 0x9E3779B1 mod 2^32 < threshold; rate 1 keeps every line."""
+    import numba
+
+    from analysis.sampling.hashing import draw_salt, hash_pick, shards_keep, shards_threshold
+
+    @numba.njit
+    def keep_all(lines, salt, threshold):
+        return np.array([shards_keep(x, salt, threshold) for x in lines])
+
+    rng = np.random.default_rng(9)
+    lines = np.concatenate([rng.integers(0, 1 << 62, 5000), np.arange(3000)]).astype(np.uint64)
+    salt, threshold = draw_salt(np.random.default_rng(3)), shards_threshold(rate)
+    want = [(((x ^ (x >> 32) ^ int(salt)) & 0xFFFFFFFF) * 0x9E3779B1 & 0xFFFFFFFF) < int(threshold)
+            for x in lines.tolist()]
+    assert keep_all(lines, salt, threshold).tolist() == want
+    assert hash_pick(lines, salt, threshold).tolist() == np.flatnonzero(want).tolist()
+    assert rate < 1.0 or all(want)

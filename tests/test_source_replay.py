@@ -8,6 +8,7 @@ import pytest
 
 from analysis.sampling import replay as R
 from analysis.sampling import source as SS
+from analysis.sampling.source_rows import Picker
 from analysis.profiles.private_traces import CoreMap
 from instrument.trace_types import NO_LOOP, SCHED_DYNAMIC, SCHED_STATIC, BlockInfo, LoopInstance, TraceInfo
 from test_private_traces import chunker
@@ -98,7 +99,8 @@ def test_copies_repeat_whatever_the_batches():
     """CopyBuffer cuts copies at the loop instances that are multiples of the period, joins runs a batch boundary
     split, and finds the same copies and repeats for any batch size."""
     info, ch = periodic_trace(3, 9, 10, SCHED_STATIC, 0, odd_step=4)
-    picker = SS._Picker(SS.SourceSampling(0.4, 1), "iteration", 6, CoreMap(info, 1, "iteration", 0), info.path)
+    sampling = SS.SourceSampling(0.4, 1)
+    picker = Picker(sampling.salt, sampling.threshold, "iteration", 6, CoreMap(info, 1, "iteration", 0), info.path)
     found = []
     for rows in (7, 100, 1 << 16):
         buf = R.CopyBuffer(2, min_rows=1)
@@ -130,7 +132,8 @@ def test_short_periods_are_taken_several_at_a_time(replays, monkeypatch):
     want = exact_set(info, factory, [1, 2, 4], "iteration", 1, True)
     assert [key for key in want if not same(got[key], want[key])] == []
     assert replays and all(r.skipped >= 3 for r in replays)
-    picker = SS._Picker(SS.SourceSampling(1.0, 1), "iteration", 6, CoreMap(info, 1, "iteration", 0), info.path)
+    sampling = SS.SourceSampling(1.0, 1)
+    picker = Picker(sampling.salt, sampling.threshold, "iteration", 6, CoreMap(info, 1, "iteration", 0), info.path)
     buf = R.CopyBuffer(2)
     done = [c for part in factory() for c in buf.add(picker.rows(part))] + buf.finish()
     # a copy ends at the first period start where it has MIN_COPY_ROWS rows: 3 periods of 2 instances each

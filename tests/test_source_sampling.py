@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from analysis.sampling import source as SS
+from analysis.sampling import core_runs as CR, source as SS, source_rows as SR, windows as W
+from analysis.sampling.binning import scale_profile
 from analysis.profiles.interleave import interleave_arrays
 from analysis.profiles.private_traces import ALL_CORES
 from analysis.profiles.sweep import compute_profiles_from
@@ -94,7 +95,7 @@ def test_full_rate_equals_exact_profile_set(mode, schedule, chunk, k, coherence,
 @pytest.mark.parametrize("p,k", [(2, 1), (3, 1), (4, 3), (5, 2)])
 def test_merge_key_is_the_round_robin_order(p, k):
     """The (turn, core, position) key sorts accesses into the real Interleaver's order, for any lengths."""
-    from analysis.sampling.shards_kernel import _rr_key
+    from analysis.sampling.shards_kernel import rr_key
 
     rng = np.random.default_rng(p * 10 + k)
     for _ in range(20):
@@ -103,7 +104,7 @@ def test_merge_key_is_the_round_robin_order(p, k):
         want, _ = interleave_arrays(private, "rr", refs_per_turn=k)
         core = np.concatenate([np.full(n, c, np.int64) for c, n in enumerate(lengths)])
         pos = np.concatenate([np.arange(n, dtype=np.int64) for n in lengths])
-        keys = np.array([_rr_key(int(x), int(c), p, k) for x, c in zip(pos, core)], np.int64)
+        keys = np.array([rr_key(int(x), int(c), p, k) for x, c in zip(pos, core)], np.int64)
         order = np.argsort(keys, kind="stable")
         assert (pos[order] + 1000 * core[order]).tolist() == want.tolist()
 
@@ -136,7 +137,7 @@ def test_paper_span_is_where_the_core_changes():
             for pc in (0, 1, 3):
                 cores = [paper_core(0, x, count, pc, p) for x in range(n + 5)]
                 for x in range(n + 5):
-                    end = SS._paper_span(0, x, count, pc, p)
+                    end = CR.paper_span(0, x, count, pc, p)
                     later = [y for y in range(x + 1, n + 5) if cores[y] != cores[x]]
                     assert end == (later[0] if later else end) and (later or end > n + 4)
                     assert all(cores[y] == cores[x] for y in range(x, min(end, n + 5)))
@@ -155,11 +156,11 @@ def test_static_span_is_the_core_s_block_of_iterations():
             chunk = np.array([0, 3, 0], np.int64)
             cores = [_static_core(it, trip, p) for it in range(trip)]
             for it in range(trip):
-                lo, hi = SS._static_span(0, it, t, sched, chunk, p)
+                lo, hi = CR.static_span(0, it, t, sched, chunk, p)
                 assert lo <= it < hi and [c for c in cores if c == cores[it]] == cores[lo:hi]
-                assert SS._static_span(1, it, t, sched, chunk, p) == (0, 0)
-                assert SS._static_span(2, it, t, sched, chunk, p) == (0, 0)
-            assert SS._static_span(-1, 0, t, sched, chunk, p) == (0, 0)
+                assert CR.static_span(1, it, t, sched, chunk, p) == (0, 0)
+                assert CR.static_span(2, it, t, sched, chunk, p) == (0, 0)
+            assert CR.static_span(-1, 0, t, sched, chunk, p) == (0, 0)
 
 
 def test_walk_segment_matches_brute_force():
@@ -176,17 +177,15 @@ def test_walk_segment_matches_brute_force():
             prev = next((j for j in range(i - 1, a - 1, -1) if lines[j] == lines[i]), None)
             ok = prev is not None and pos[i] - pos[prev] <= look
             want.append(len(set(lines[prev + 1:i].tolist())) if ok else -1)
-    size = 256
-    table = (np.empty(size, np.uint64), np.empty(size, np.int64), np.zeros(size, np.int64),
-             np.empty((int(lens.max()) >> 6) + 1, np.uint64))
+    table = W.walk_table(256, int(lens.max()))
     got = np.zeros(lines.shape[0], np.int64)
-    for tag, (a, b) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist()), 1):  # one table, a stamp each
-        SS._walk_segment(lines, a, b - a, pos, look, *table, tag, got)
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):  # one table, a stamp each
+        W.walk_segment(lines, a, b - a, pos, look, table, got)
     assert got.tolist() == want and (got > 0).sum() > 50
     firsts = rng.integers(0, lens + 1)  # a lookback of `first` accesses: not measured, but still the history
     got[:] = 7
-    for tag, (a, b, first) in enumerate(zip(bounds[:-1].tolist(), bounds[1:].tolist(), firsts.tolist()), 100):
-        SS._walk_segment(lines, a, b - a, pos, look, *table, tag, got, first)
+    for a, b, first in zip(bounds[:-1].tolist(), bounds[1:].tolist(), firsts.tolist()):
+        W.walk_segment(lines, a, b - a, pos, look, table, got, first)
         assert got[a + first:b].tolist() == want[a + first:b]
 
 
@@ -210,7 +209,8 @@ def test_window_pieces_match_brute_force():
             next_start[ends] += period
         want = brute_pieces(starts, run_core, counters, p, next_start.tolist(), period, length, look)
         out = np.zeros((500, 6), np.int64)
-        n = SS._window_pieces(starts, run_core, counters, p, next_start.copy(), period, length, look, out)
+        n = CR.window_pieces(starts, run_core, counters, p, CR.WindowGrid(next_start.copy(), period, length, look),
+                             out)
         got = sorted((c, row, int(pos + row - ra), w) for c, ra, rb, pos, _, w in out[:n].tolist()
                      for row in range(ra, rb))
         assert got == want
@@ -222,7 +222,7 @@ def test_fused_stacks_match_brute_force(look):
     every distance is the exact engine's, and the window tallies split the samples by their gap in private
     positions to the previous use of the line (a direct scan) at `look`."""
     from analysis.profiles.reuse import ReuseEngine
-    from analysis.sampling.shards_kernel import ShardsStreams
+    from analysis.sampling.shards_kernel import PairBatch, ShardsStreams
 
     rng = np.random.default_rng(2 + look)
     n = 30_000
@@ -240,8 +240,8 @@ def test_fused_stacks_match_brute_force(look):
     for a in range(0, 10 * n, 7777):  # batches of rows, one run each
         b = min(a + 7777, 10 * n)
         j = (rows >= a) & (rows < b)
-        s.feed(rows[j] - a, lines[j], np.zeros(int(j.sum()), bool), np.zeros(int(j.sum()), bool),
-               np.array([0, b - a], np.int64), np.zeros(1, np.int64), counters, 30)
+        s.feed(PairBatch(rows[j] - a, lines[j], np.zeros(int(j.sum()), bool), np.zeros(int(j.sum()), bool),
+                         np.array([0, b - a], np.int64), np.zeros(1, np.int64), np.uint64(30)), counters)
     assert counters.tolist() == [10 * n]
     assert same(s.private.profile(0), _engine_profile(lines))
     near = (gaps >= 0) & (gaps <= look)
@@ -342,12 +342,12 @@ def test_scale_profile_keeps_totals_and_adjusts_toward_expected_size():
     from analysis.profiles.profileset import ReuseProfile
 
     raw = ReuseProfile.from_distances(np.array([0, 0, 3, 5, -1]))
-    plain = SS.scale_profile(raw, 0.1, 100, adjust=False)
+    plain = scale_profile(raw, 0.1, 100, adjust=False)
     assert plain.total == 100 and plain.count.sum() + plain.cold == 100
     assert dict(zip(plain.lower.tolist(), plain.count.tolist())) == {0: 40, 30: 20, 50: 20} and plain.cold == 20
-    adj = SS.scale_profile(raw, 0.1, 100, adjust=True)  # expected 10 samples, drew 5: 5 more at distance 0
+    adj = scale_profile(raw, 0.1, 100, adjust=True)  # expected 10 samples, drew 5: 5 more at distance 0
     assert dict(zip(adj.lower.tolist(), adj.count.tolist())) == {0: 70, 30: 10, 50: 10} and adj.cold == 10
-    assert SS.scale_profile(raw, 1.0, 5, adjust=True) is raw
+    assert scale_profile(raw, 1.0, 5, adjust=True) is raw
 
 
 def test_bad_parameters():
@@ -365,7 +365,7 @@ def _tables(d):
     return pd.read_csv(d / "summary.csv"), pd.read_csv(d / "bins.csv")
 
 
-def test_cli_default_is_source_and_full_rate_is_exact(tmp_path, fake_source_traces):
+def test_cli_default_is_source_and_full_rate_is_exact(tmp_path, fake_source_traces):  # noqa: F811 (the fixture)
     """`pptmc profile --sample-rate 1` (source, the default) writes the exact command's tables; random
     interleaving falls back to the window stream sampler and says so."""
     from pptmc import cli
@@ -426,9 +426,9 @@ def test_windows_match_brute_force(p, k, schedule, spacing, monkeypatch):
     monkeypatch.setattr(SS, "SHARED_WINDOW_SPACING", spacing)
     info, ch = random_trace(p * 7 + k, 120, True, schedule, 2 if schedule == SCHED_DYNAMIC else 0, n_loops=3)
     sampling = SS.SourceSampling(0.2, seed=p, window=12, length=8)
-    task = SS._SourceTask(info, p, "iteration", 6, k, 0, True, sampling)
+    task = SS.SourceTask(CoreMap(info, p, "iteration", 0), 6, k, True, sampling)
     offsets, s_offset = task.next_start.copy(), int(task.s_next[0])
-    picker = SS._Picker(sampling, "iteration", 6, task.cmap, info.path)
+    picker = SR.Picker(sampling.salt, sampling.threshold, "iteration", 6, task.cmap, info.path)
     for piece in chunker(ch, 37)():
         task.feed(picker.rows(piece))
     task.finish(sampling)
@@ -510,13 +510,13 @@ def test_line_of_words_equals_line_of_columns(iteration_mode):
     shared = np.zeros(1, bool)
     for row in range(n):
         for core in (0, 1, 5):
-            want = SS._line_of(addr, stack, block, shared, True, np.uint64(6), row, core)
-            got = SS._line_of(words, SS._NO_STACK, SS._NO_BLOCK, shared, iteration_mode, np.uint64(6), row, core)
+            want = SR.line_of(addr, stack, block, shared, True, np.uint64(6), row, core)
+            got = SR.line_of(words, SR.NO_STACK, SR.NO_BLOCK, shared, iteration_mode, np.uint64(6), row, core)
             assert got == want
 
 
 def test_line_tally_finds_the_heaviest_sampled_line():
-    tally = SS._LineTally()
+    tally = SR.LineTally()
     assert tally.heaviest_share() == 0.0
     tally.add(np.array([5, 5, 7], np.uint64))
     tally.add(np.array([7, 7, 9, 5], np.uint64))
@@ -528,7 +528,7 @@ def test_line_tally_counts_like_unique_across_growth():
     rng = np.random.default_rng(3)
     batches = [np.concatenate([rng.integers(0, 1 << 40, 700).astype(np.uint64), np.full(b, 12345, np.uint64)])
                for b in range(1, 9)]
-    tally = SS._LineTally()
+    tally = SR.LineTally()
     for b in batches:
         tally.add(b)
     _, cnt = np.unique(np.concatenate(batches), return_counts=True)
@@ -567,7 +567,7 @@ def heavy_trace(sweeps: int = 20, lines_n: int = 2000):
     return info, ch
 
 
-def test_a_seed_that_draws_a_heavy_line_is_flagged(tmp_path, fake_source_traces, capsys):
+def test_a_seed_that_draws_a_heavy_line_is_flagged(tmp_path, fake_source_traces, capsys):  # noqa: F811 (fixture)
     """A seed that draws the scalar gets a sample whose heaviest line is far above HEAVY_SHARE_WARN (and the
     CLI says so); a seed that does not stays far below."""
     from pptmc import cli

@@ -17,7 +17,7 @@ in the merge's queues). When they are equal, feeding the next copy, if its part 
 would add the same counts and leave the same state again, shifted by the copy's length; so such copies are not
 fed: they are counted, and when a copy differs (or the trace ends) the counts of the last fed copy are added that
 many times and the state's positions are shifted (`unwind`). The profiles are bit for bit those of feeding every
-copy (tests/test_source_replay.py). The windows (source_sampling) still read every row.
+copy (tests/test_source_replay.py). The windows (analysis/sampling/windows.py) still read every row.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ import numba
 import numpy as np
 
 from analysis.profiles.private_traces import ALL_CORES, iteration_core
-from analysis.sampling.shards_kernel import EMPTY
+from analysis.sampling.stacks import EMPTY
 
 # Rows a copy has at least: periods shorter than this are taken several at a time (a copy per period would cost
 # a feed call per core count each, and the state comparison after each fed copy); about half a decode batch, so
@@ -106,7 +106,7 @@ class CopyBuffer:
         self.open: _Template | None = None      # the current copy is this template's, instances from inst0
 
     def add(self, rows) -> list[tuple[Copy, bool]]:
-        """A batch (source_sampling._Rows, iteration mode): the copies it completes, each with whether it repeats
+        """A batch (source_rows.Rows, iteration mode): the copies it completes, each with whether it repeats
         the copy before it."""
         key0, key1, starts = rows.key0, rows.key1, rows.starts
         if not key0.shape[0]:
