@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from passes.irpass import OP_KEYS, PassResult, instrument_ir, shared_labels
+from passes.irpass import OP_KEYS, PassResult, instrument_ir
+from passes.irtext import shared_labels
 from common.errors import InputError, ToolError
 from common.io import write_json, write_table
 from common.toolchain import toolchain
@@ -111,7 +112,7 @@ def _run(cmd: list[str], what: str) -> None:
         raise kind(f"{what} failed ({' '.join(cmd[:2])} ...):\n{err}")
 
 
-def _mark_noinline(ir: str, pattern: str) -> str:
+def mark_noinline(ir: str, pattern: str) -> str:
     """Give the selected functions an attribute group with `noinline` and without `alwaysinline`.
 
     clang marks OpenMP-outlined functions `alwaysinline` at -O2; they must stay separate
@@ -180,7 +181,7 @@ def _optimised_ir(source: Path, work: Path, flags: list[str], functions: str) ->
     _run([clang, *flags, "-fno-discard-value-names", "-Xclang", "-disable-llvm-passes", "-S",
           "-emit-llvm", str(source), "-o", str(raw)], f"compile {source}")
     raw_text = raw.read_text()
-    marked.write_text(_mark_noinline(raw_text, functions))
+    marked.write_text(mark_noinline(raw_text, functions))
     _run([clang, *flags, "-fno-discard-value-names", "-S", "-emit-llvm", str(marked), "-o", str(opt)],
          f"optimise {source}")
     return opt.read_text(), raw_text

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -12,6 +13,14 @@ from common.io import atomic_open
 
 _HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
 _LINE_MAX = 32  # "0x" + 16 hex digits + " L " + 10 decimal digits + "\n" = 32 bytes at most
+
+
+class _MarkerText(NamedTuple):
+    """The bytes _format copies, bundled: block marker lines (as _name_table gives them) and the hex digits."""
+
+    names: np.ndarray
+    name_off: np.ndarray
+    hexd: np.ndarray
 
 
 @numba.njit(cache=True)
@@ -40,13 +49,15 @@ def _put_number(out, k, value, base, hexd, digits):
 
 
 @numba.njit(cache=True)
-def _format(addr, size, store, start, block, prev_block, names, name_off, hexd, out):
+def _format(addr, size, store, start, block, prev_block, text, out):
     """Write the text lines of one batch into `out`; returns the number of bytes written.
 
     start[i] is True where row i begins a new block execution; prev_block (-1: none) is the
-    block whose group is still open from the previous batch. Per-row formatting is done here,
+    block whose group is still open from the previous batch; `text` the marker lines and hex digits
+    (_MarkerText). Per-row formatting is done here,
     not in Python, because it dominates the export time (numpy has no variable-width hex).
     """
+    names, name_off, hexd = text.names, text.name_off, text.hexd
     k = 0
     digits = np.empty(20, np.uint8)
     for i in range(addr.shape[0]):
@@ -101,14 +112,14 @@ def export_text(trace: Path, output: Path, max_rows: int = 1 << 20) -> int:
     """
     reader = open_trace(trace)
     names, off = _name_table(reader)
+    text = _MarkerText(names, off, _HEX)
     longest = int(np.diff(off).max()) if off.shape[0] > 1 else 0
     n, prev_key, prev_block = 0, None, -1
     with atomic_open(output, "wb") as out:
         for c in reader.chunks(max_rows):
             start = _group_starts(c, prev_key)
             buf = np.empty(len(c) * _LINE_MAX + int(start.sum()) * 2 * longest, np.uint8)
-            k = _format(c.addr, c.size, c.is_store, start, c.block.astype(np.int64), prev_block, names, off, _HEX,
-                        buf)
+            k = _format(c.addr, c.size, c.is_store, start, c.block.astype(np.int64), prev_block, text, buf)
             out.write(buf[:k].data)
             n += len(c)
             prev_key = (int(c.block[-1]), int(c.block_instance[-1]), int(c.thread[-1]))

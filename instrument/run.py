@@ -12,7 +12,8 @@ from pathlib import Path
 
 from instrument.build import load_block_table, side_paths
 from instrument.trace_types import TraceInfo
-from instrument.tracefile import FORMAT_VERSION, mark_incomplete, open_trace, read_footer
+from instrument.trace_format import FORMAT_VERSION, read_footer
+from instrument.tracefile import mark_incomplete, open_trace
 from common.errors import InputError, RunError
 from common.io import atomic_path
 
@@ -70,7 +71,9 @@ def run_trace(binary: Path, args: list[str], output: Path, threads: int = 1, env
     with tempfile.TemporaryDirectory(prefix="pptmc-trace-") as tmp, atomic_path(output) as part:
         hdr_file = Path(tmp) / "header.json"
         hdr_file.write_text(json.dumps(header))
-        run_env.update(PPTMC_TRACE_OUT=str(part), PPTMC_TRACE_HEADER=str(hdr_file))
+        # PPTMC_STACK_PAD: the runtime fixes the address layout, so the trace does not depend on
+        # randomisation, the environment or these paths (pptmc_rt.c, canonical_addresses)
+        run_env.update(PPTMC_TRACE_OUT=str(part), PPTMC_TRACE_HEADER=str(hdr_file), PPTMC_STACK_PAD="0")
         start = time.perf_counter()
         proc = subprocess.run([str(binary.resolve()), *map(str, args)], env=run_env, check=False)
         elapsed = time.perf_counter() - start

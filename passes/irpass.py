@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 import llvmlite.binding as llvm
 
 from passes.chains import FMA_RE, loop_carried_chain, parse_inst
+from passes.irtext import (LABEL_RE, attribute_groups, body_after, call_args, function_spans, has_entry_label,
+                            has_fma, operand_value, param_text, split_space, split_top)
 from common.errors import InputError
 
 OP_KEYS = ("int_add", "int_sub", "int_mul", "int_div", "fp_add", "fp_sub", "fp_mul", "fp_div",
@@ -26,7 +28,6 @@ _OPCODE_KEY = {"add": "int_add", "sub": "int_sub", "mul": "int_mul", "sdiv": "in
                "fsub": "fp_sub", "fmul": "fp_mul", "fdiv": "fp_div", "frem": "fp_div",
                "icmp": "cmp", "fcmp": "cmp", "br": "branch", "switch": "branch",
                "indirectbr": "branch"}
-_LABEL_RE = re.compile(r'^("(?:[^"\\]|\\.)*"|[-\w.$]+):')
 _LABEL_REF_RE = re.compile(r'label %("(?:[^"\\]|\\.)*"|[-\w.$]+)')
 _MEM_INTRINSIC_RE = re.compile(r"@llvm\.(memcpy|memmove|memset)(?:\.inline)?\.")
 _MASKED_RE = re.compile(r"@llvm\.masked\.(load|store|gather|scatter|expandload|compressstore)\.")
@@ -38,7 +39,6 @@ _NOT_COUNTED_CALLS = ("llvm.", "XOMP_", "xomp_", "__pptmc", "__kmpc", "omp_")
 EXPLICIT_BARRIER = "XOMP_barrier"  # the translator's `#pragma omp barrier` (implied barriers are in XOMP_loop_end)
 LOOP_END = "XOMP_loop_end"  # XOMP_loop_end(&state, nowait): the translator passes nowait as a constant
 _NOWAIT_ARG_RE = re.compile(r",\s*i32\s+(?:noundef\s+)?1\s*\)")
-SHARED_LABEL_RE = re.compile(r"shared_var_trace\d*")
 RUNTIME_PREFIXES = ("XOMP_", "__pptmc")
 SKIP_GLOBAL_RE = re.compile(r"^@(xomp_|__pptmc)")
 
@@ -95,105 +95,28 @@ class _Inst:
         return " ".join(s.strip() for s in self.lines)
 
 
-def split_top(text: str) -> list[str]:
-    """Split on commas that are not inside (), [], {} or <>; operand lists nest all four."""
-    parts, depth, cur, quote = [], 0, [], False
-    for ch in text:
-        if ch == '"':
-            quote = not quote
-        elif not quote and ch in "([{<":
-            depth += 1
-        elif not quote and ch in ")]}>":
-            depth -= 1
-        if ch == "," and depth == 0 and not quote:
-            parts.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur).strip())
-    return parts
+@dataclass(frozen=True)
+class FunctionSetup:
+    """How one function is instrumented, so the pass needs no long argument list."""
 
-
-_VALUE_WORDS = {"null", "undef", "poison", "true", "false", "zeroinitializer", "splat", "getelementptr",
-                "inttoptr", "bitcast", "addrspacecast", "ptrtoint", "select", "add", "sub", "mul"}
-
-
-def _split_space(text: str) -> list[str]:
-    """Split on spaces outside brackets, so a constant expression stays one run of tokens."""
-    toks, depth, cur = [], 0, []
-    for ch in text:
-        depth += {"(": 1, "[": 1, "<": 1, ")": -1, "]": -1, ">": -1}.get(ch, 0)
-        if ch == " " and depth == 0:
-            if cur:
-                toks.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    if cur:
-        toks.append("".join(cur))
-    return toks
-
-
-def operand_value(typed: str) -> str | None:
-    """From 'ptr align 8 noundef %x' return '%x' (the value after type and attributes)."""
-    toks = _split_space(typed.strip())[1:]
-    if toks and toks[0].startswith("addrspace("):
-        return None  # non-default address spaces are not traced (CPU code uses addrspace 0)
-    i = 0
-    while i < len(toks):
-        tok = toks[i]
-        if tok == "align":
-            i += 2
-        elif re.fullmatch(r"[a-z_]+(\(.*\))?", tok) and tok.split("(")[0] not in _VALUE_WORDS:
-            i += 1
-        else:
-            rest = toks[i:]
-            # `load atomic ..., ptr %p monotonic`: the ordering (and sync scope) follow the pointer.
-            while len(rest) > 1 and (rest[-1] in _ATOMIC_ORDERINGS or rest[-1].startswith("syncscope(")):
-                rest = rest[:-1]
-            return " ".join(rest)
-    return None
-
-
-_ATOMIC_ORDERINGS = frozenset({"unordered", "monotonic", "acquire", "release", "acq_rel", "seq_cst"})
-
-
-def _call_args(text: str) -> list[str]:
-    """Arguments of the call in an instruction line (the outermost parentheses after the callee)."""
-    m = re.search(r"@[-\w.$]+\(", text)
-    if not m:
-        return []
-    start, depth = m.end(), 1
-    for i in range(start, len(text)):
-        depth += {"(": 1, ")": -1}.get(text[i], 0)
-        if depth == 0:
-            return split_top(text[start:i])
-    return []
-
-
-def _body_after(text: str, keyword: str) -> str:
-    """The operand list after an opcode keyword and its flags (atomic, volatile, weak)."""
-    rhs = re.sub(r'^\s*(%[-\w.$]+|%"[^"]*")\s*=\s*', "", text)  # drop "%name = " (names may contain "load")
-    body = rhs.split(f"{keyword} ", 1)[1]
-    for flag in ("atomic ", "volatile ", "weak "):
-        if body.startswith(flag):
-            body = body[len(flag):]
-    return body
+    fn_id: int             # the function's id in the runtime's enter/exit hooks
+    mode: str              # "trace" (memory sites too) or "count" (blocks only)
+    shared_label: str      # the translator's shared_var_trace<n> label in this function
+    fused: bool = True     # the target has FMA instructions: llvm.fmuladd is one fused operation
 
 
 class _FunctionPass:
     """Instrument one function; block and site ids continue from the module-wide counters."""
 
-    def __init__(self, fn, lines: list[str], td, next_block: int, next_site: int, fn_id: int,
-                 mode: str, shared_label: str, fused: bool = True):
-        self.fn, self.lines, self.td, self.mode = fn, lines, td, mode
-        self.fused = fused  # the target has FMA instructions: llvm.fmuladd is one fused operation
-        self.fn_id, self.next_block, self.next_site = fn_id, next_block, next_site
-        self.shared_label = shared_label
+    def __init__(self, fn, lines: list[str], td, next_block: int, next_site: int, setup: FunctionSetup):
+        self.fn, self.lines, self.td, self.mode = fn, lines, td, setup.mode
+        self.fused = setup.fused
+        self.fn_id, self.next_block, self.next_site = setup.fn_id, next_block, next_site
+        self.shared_label = setup.shared_label
         self.blocks: list[Block] = []
         self.sites: list[Site] = []
         self.defs: dict[str, str] = {}
-        self.arg_names = [operand_value(p) or "" for p in split_top(_param_text(lines[0]))]
+        self.arg_names = [operand_value(p) or "" for p in split_top(param_text(lines[0]))]
         self.shared_block: Block | None = None
 
     def split_blocks(self) -> list[tuple[str, list[_Inst]]]:
@@ -202,7 +125,7 @@ class _FunctionPass:
         for line in self.lines[1:-1]:
             if not line.strip() or line.lstrip().startswith(";"):
                 continue
-            lab = _LABEL_RE.match(line)
+            lab = LABEL_RE.match(line)
             if lab:
                 groups.append((lab.group(1), []))
             elif line.startswith("    ") or line.strip() == "]":
@@ -251,7 +174,7 @@ class _FunctionPass:
                     label_to_id: dict[str, int]) -> list[str]:
         """Instrumented text of one block: its label, phis, entry hooks, then sites and code."""
         text: list[str] = []
-        if idx > 0 or _has_entry_label(self.lines):
+        if idx > 0 or has_entry_label(self.lines):
             text.append(f"{label}:")
         n_lead = 0
         while n_lead < len(insts) and insts[n_lead].ref.opcode in ("phi", "landingpad"):
@@ -339,18 +262,18 @@ class _FunctionPass:
         ops = list(inst.ref.operands)
         calls = []
         if op == "load":
-            ptr = operand_value(split_top(_body_after(text, "load"))[1])
+            ptr = operand_value(split_top(body_after(text, "load"))[1])
             if ptr and not SKIP_GLOBAL_RE.match(ptr):
                 size = self.td.get_abi_size(inst.ref.type)
                 sid = self._add_site(blk, size, False, "load", self._is_shared_ptr(ptr))
                 calls.append(f"  call void @__pptmc_mem(i32 {sid}, ptr {ptr})")
         elif op == "store":
-            ptr = operand_value(split_top(_body_after(text, "store"))[1])
+            ptr = operand_value(split_top(body_after(text, "store"))[1])
             if ptr and not SKIP_GLOBAL_RE.match(ptr):
                 sid = self._add_site(blk, self.td.get_abi_size(ops[0].type), True, "store", False)
                 calls.append(f"  call void @__pptmc_mem(i32 {sid}, ptr {ptr})")
         elif op in ("atomicrmw", "cmpxchg"):
-            body = split_top(_body_after(text, op))
+            body = split_top(body_after(text, op))
             first = body[0].split(None, 1)[1] if op == "atomicrmw" else body[0]
             ptr = operand_value(first)
             if ptr and not SKIP_GLOBAL_RE.match(ptr):
@@ -372,7 +295,7 @@ class _FunctionPass:
         kind = _MASKED_RE.search(inst.text).group(1)
         if "vscale" in inst.text:
             return []  # scalable vectors (not produced for x86): lane count unknown here, not traced
-        args = [(_split_space(a)[0], operand_value(a)) for a in _call_args(inst.text)]
+        args = [(split_space(a)[0], operand_value(a)) for a in call_args(inst.text)]
         mask_t, mask = next((t, v) for t, v in args if t.endswith(" x i1>"))
         vec = inst.ref.type if kind not in _MASKED_STORES else next(iter(inst.ref.operands)).type
         lanes, size = vec.element_count, self.td.get_abi_size(next(iter(vec.elements)))
@@ -399,7 +322,7 @@ class _FunctionPass:
     def _mem_intrinsic_calls(self, blk: Block, text: str) -> list[str]:
         """memcpy/memmove record source (load) and destination (store); memset the destination."""
         name = _MEM_INTRINSIC_RE.search(text).group(1)
-        args = _call_args(text)
+        args = call_args(text)
         size = operand_value(args[2])
         const = int(size) if size and size.lstrip("-").isdigit() else 0
         roles = [(1, False, "src"), (0, True, "dst")] if name != "memset" else [(0, True, "dst")]
@@ -439,38 +362,6 @@ def _is_real_call(inst: _Inst) -> bool:
     return not re.search(r"@llvm\.|\basm\b", inst.text)
 
 
-def _param_text(define_line: str) -> str:
-    """The parameter list of a `define` line (between the parentheses after the function name)."""
-    m = re.search(r'@("(?:[^"\\]|\\.)*"|[-\w.$]+)\(', define_line)
-    start, depth = m.end(), 1
-    for i in range(start, len(define_line)):
-        depth += {"(": 1, ")": -1}.get(define_line[i], 0)
-        if depth == 0:
-            return define_line[start:i]
-    return ""
-
-
-def _has_entry_label(lines: list[str]) -> bool:
-    """Whether the function text spells out its entry label (clang omits numbered ones)."""
-    for line in lines[1:]:
-        if line.strip() and not line.lstrip().startswith(";"):
-            return bool(_LABEL_RE.match(line))
-    return False
-
-
-def _function_spans(lines: list[str]) -> dict[str, tuple[int, int]]:
-    """Map function name to its [define line, closing brace line] span in the text."""
-    spans, start, name = {}, None, None
-    for i, line in enumerate(lines):
-        if line.startswith("define "):
-            m = re.search(r'@("(?:[^"\\]|\\.)*"|[-\w.$]+)\(', line)
-            start, name = i, m.group(1).strip('"')
-        elif line == "}" and start is not None:
-            spans[name] = (start, i)
-            start = None
-    return spans
-
-
 RUNTIME_DECLS = """
 declare void @__pptmc_bb(i32, ptr)
 declare void @__pptmc_cbb(i32, ptr)
@@ -504,36 +395,6 @@ def parse_ir(text: str, origin: str):
     return mod
 
 
-def shared_labels(raw_ir: str) -> dict[str, str]:
-    """Per function, the translator's shared_var_trace<n> label as it appears before optimisation."""
-    found: dict[str, str] = {}
-    lines = raw_ir.splitlines()
-    for name, (a, b) in _function_spans(lines).items():
-        for line in lines[a:b]:
-            m = _LABEL_RE.match(line)
-            if m and SHARED_LABEL_RE.fullmatch(m.group(1)):
-                found[name] = m.group(1)
-                break
-    return found
-
-
-_ATTR_GROUP_RE = re.compile(r"^attributes (#\d+) = \{(.*)\}$")
-
-
-def attribute_groups(lines: list[str]) -> dict[str, str]:
-    """The module's attribute groups: '#3' -> the text between its braces."""
-    return {m.group(1): m.group(2) for m in map(_ATTR_GROUP_RE.match, lines) if m}
-
-
-def has_fma(define_line: str, groups: dict[str, str]) -> bool:
-    """Whether the function's target features include FMA (clang's default x86-64 target does not)."""
-    features = " ".join(groups.get(g, "") for g in re.findall(r"(#\d+)", define_line.split(")")[-1]))
-    found = re.search(r'"target-features"="([^"]*)"', features)
-    if found is None:
-        return True  # no target features: assume the fused instruction (e.g. AArch64 always has it)
-    return "+fma" in found.group(1).split(",")
-
-
 def instrument_ir(text: str, pattern: str, mode: str = "trace", origin: str = "<ir>",
                   labels: dict[str, str] | None = None) -> PassResult:
     """Instrument every function matching `pattern`; mode 'trace' adds memory sites, 'count' only blocks."""
@@ -545,14 +406,14 @@ def instrument_ir(text: str, pattern: str, mode: str = "trace", origin: str = "<
                          f"check the regular expression (functions: "
                          f"{', '.join(f.name for f in mod.functions if not f.is_declaration)})")
     lines = text.splitlines()
-    spans = _function_spans(lines)
+    spans = function_spans(lines)
     groups = attribute_groups(lines)
     blocks, sites, functions, replace = [], [], {}, {}
     next_block = next_site = 0
     for fn_id, fn in enumerate(chosen):
         a, b = spans[fn.name]
-        fp = _FunctionPass(fn, lines[a:b + 1], td, next_block, next_site, fn_id, mode,
-                           (labels or {}).get(fn.name, "shared_var_trace"), has_fma(lines[a], groups))
+        setup = FunctionSetup(fn_id, mode, (labels or {}).get(fn.name, "shared_var_trace"), has_fma(lines[a], groups))
+        fp = _FunctionPass(fn, lines[a:b + 1], td, next_block, next_site, setup)
         replace[a] = (b, fp.run())
         fblocks = list(fp.blocks)
         if fp.shared_block is not None:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from passes.chains import loop_carried_chain, parse_inst
-from passes.irpass import attribute_groups, has_fma
+from passes.irtext import attribute_groups, has_fma
 
 
 def block(lines: list[str]):

@@ -6,8 +6,9 @@ import re
 import llvmlite.binding as llvm
 import pytest
 
-from instrument.build import _mark_noinline
-from passes.irpass import instrument_ir, operand_value, split_top
+from instrument.build import mark_noinline
+from passes.irpass import instrument_ir
+from passes.irtext import operand_value, split_top
 from common.errors import InputError
 
 IR = r"""
@@ -151,7 +152,7 @@ def test_mark_noinline_drops_alwaysinline():
     ir = ("define internal void @f.omp_outlined(ptr %0) #0 {\n  ret void\n}\n"
           "define void @g() #0 {\n  ret void\n}\n"
           "attributes #0 = { alwaysinline nounwind }\n")
-    out = _mark_noinline(ir, r"omp_outlined")
+    out = mark_noinline(ir, r"omp_outlined")
     assert re.search(r"@f\.omp_outlined\(ptr %0\) #1 \{", out)
     assert "define void @g() #0 {" in out
     assert "attributes #1 = { noinline nounwind }" in out

@@ -1,4 +1,4 @@
-"""The sampling decode's replay of periodic stretches (instrument.tracefile.DecodeReplay): a copy of the events
+"""The sampling decode's replay of periodic stretches (instrument.decode_replay.DecodeReplay): a copy of the events
 that repeats the recorded one is not decoded, and the rows, runs, loops, block counts and decoder state are
 those of decoding every event (the sampling decode without replay, itself tested against the plain decode in
 tests/test_sampled_decode.py)."""
@@ -7,8 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from instrument import tracefile as TF
-from test_sampled_decode import STACK_HI, _chunks, _event, _tables, _zig
+from instrument.chunk_decoder import ChunkDecoder
+from instrument.decode_base import DecodeTables
+from instrument.decode_replay import DecodeReplay, R_ON, R_RECORDED, R_REF_SIZED
+from instrument.decode_sink import SampleSink, WORD_LINE, WORD_STACK, WORD_STORE
+from instrument.tracefile import TraceReader
+from test_sampled_decode import STACK_HI, chunks_of, encode_event, make_tables, zig
 
 SITES = {0: [0, 1, 2], 1: [3, 4]}
 
@@ -21,14 +25,14 @@ class _Predictors:
 
     def miss(self, site: int, address: int) -> bytes:
         """The miss event of `site` at `address` (the predictor moves on)."""
-        ev = _event(0, site, _zig(address - self.last[site] - self.stride[site]))
+        ev = encode_event(0, site, zig(address - self.last[site] - self.stride[site]))
         self.stride[site], self.last[site] = address - self.last[site], address
         return ev
 
 
-def _sized_tables() -> TF._Tables:
-    """_tables() and block 2: site 5, explicit (a memcpy's: one sized event per access)."""
-    return TF._Tables(np.array([0, 0, 0, 1, 1, 2], np.int32), np.full(6, 8, np.uint32),
+def _sized_tables() -> DecodeTables:
+    """make_tables() and block 2: site 5, explicit (a memcpy's: one sized event per access)."""
+    return DecodeTables(np.array([0, 0, 0, 1, 1, 2], np.int32), np.full(6, 8, np.uint32),
                       np.array([False, True, False, False, True, False]), np.arange(6) == 5,
                       np.array([0, 3, 5, 6], np.int64), np.arange(6, dtype=np.int64), np.full(3, -1, np.int64), 3)
 
@@ -40,19 +44,19 @@ def _iteration(rng, pred: _Predictors, sized: bool = False) -> list:
     block = int(rng.integers(0, 2))
     steps = rng.choice([0, 8, 16, -8, 40, 64, 200], len(SITES[block])).tolist()
     bases = [int(rng.choice([STACK_HI - 64 * int(rng.integers(1, 40)), 1 << 30, 1 << 40])) for _ in SITES[block]]
-    out = [_event(3, 3, _zig(0))]
+    out = [encode_event(3, 3, zig(0))]
     if sized:
-        out += [_event(1, 2), ("sized", (1 << 35) + 64 * int(rng.integers(0, 64)))]
+        out += [encode_event(1, 2), ("sized", (1 << 35) + 64 * int(rng.integers(0, 64)))]
     for again in (0, 1):
-        out.append(_event(1, block))
+        out.append(encode_event(1, block))
         out += [pred.miss(s, b + again * st) for s, b, st in zip(SITES[block], bases, steps)]
     entries = int(rng.integers(1, 200))
-    out += [_event(1, block)] * entries
+    out += [encode_event(1, block)] * entries
     for s in SITES[block]:  # every entry but the last moved the predictors on; the sync runs the last one's sites
         pred.last[s] += pred.stride[s] * entries
-    out.append(_event(3, 5, len(SITES[block])))
+    out.append(encode_event(3, 5, len(SITES[block])))
     if sized:
-        out += [_event(1, 2), ("sized", 0)]
+        out += [encode_event(1, 2), ("sized", 0)]
     return out
 
 
@@ -63,15 +67,15 @@ def steps_events(steps: int, differ: tuple[int, ...] = (), trips: tuple[int, ...
     last trip count): the same bytes from the second step on, but for the loops' instance numbers."""
     pred = _Predictors()
     rng = np.random.default_rng(99)
-    out = [_event(3, 0, 0, 0, STACK_HI)] + _iteration(rng, pred)
+    out = [encode_event(3, 0, 0, 0, STACK_HI)] + _iteration(rng, pred)
     for t in range(steps):
         rng = np.random.default_rng(1000 + t if t in differ else 7)
         trip = trips[min(t, len(trips) - 1)]
         for half in (0, 1):
-            out.append(_event(3, 2, half, 2 * t + half, _zig(trip), 0, _zig(0)))
+            out.append(encode_event(3, 2, half, 2 * t + half, zig(trip), 0, zig(0)))
             for _ in range(trip):
                 out += _iteration(rng, pred, sized)
-            out.append(_event(3, 4, half))
+            out.append(encode_event(3, 4, half))
     return out
 
 
@@ -84,7 +88,7 @@ def _split(events: list, pieces: int) -> list[bytes]:
         last, parts = 0, []
         for e in events[a:b]:
             if isinstance(e, tuple):
-                parts.append(_event(2, 5, _zig(e[1] - last), 8))
+                parts.append(encode_event(2, 5, zig(e[1] - last), 8))
                 last = e[1]
             else:
                 parts.append(e)
@@ -93,14 +97,14 @@ def _split(events: list, pieces: int) -> list[bytes]:
 
 
 def _decode(payloads: list[bytes], max_rows: int, period: int, min_rows: int, carry: bool = True,
-            tables: TF._Tables | None = None, salt: int = 0x5EED, threshold: int = 1 << 30):
+            tables: DecodeTables | None = None, salt: int = 0x5EED, threshold: int = 1 << 30):
     """(batches as copies, decoder, replay) of the sampling decode of the payloads (carry: each chunk but the
     last is followed by the next, as TraceReader.sampled_batches says for one thread's chunks)."""
-    chunks = _chunks(payloads)
-    tables = tables or _tables()
-    decoder = TF.ChunkDecoder(tables, "mem.trace", ())
-    sink = TF.SampleSink(max_rows, 6, salt, threshold)
-    replay = TF.DecodeReplay(period, min_rows, max_rows, len(tables.site_block), tables.n_blocks) if period else None
+    chunks = chunks_of(payloads)
+    tables = tables or make_tables()
+    decoder = ChunkDecoder(tables, "mem.trace", ())
+    sink = SampleSink(max_rows, 6, salt, threshold)
+    replay = DecodeReplay(period, min_rows, max_rows, len(tables.site_block), tables.n_blocks) if period else None
     batches = [(np.tile(b.words, max(b.copies, 1)), b.sel.copy(), b.starts.copy(), b.loop.copy(), b.iteration.copy(),
                 b.addr_max) for i, (h, p) in enumerate(chunks)
                for b in decoder.sampled(h, p, sink, replay, carry and i + 1 < len(chunks))]
@@ -123,7 +127,7 @@ def _joined(batches: list) -> tuple:
 
 
 def _same_decode(events: list, pieces: int, max_rows: int, min_rows: int, carry: bool = True,
-                 tables: TF._Tables | None = None) -> TF.DecodeReplay:
+                 tables: DecodeTables | None = None) -> DecodeReplay:
     """Replay on (period 2) and off decode the same rows, runs, loops, counts and end state; returns the replay."""
     payloads = _split(events, pieces)
     want, plain, _ = _decode(payloads, max_rows, 0, min_rows, tables=tables)
@@ -158,7 +162,7 @@ def test_instances_whose_varints_grow_are_replayed(pieces):
     """Loop instances 128 and on take a byte more: the copies that hold them are still repeats of the recorded
     copy (its instances' varints are matched whatever their length), the same stream."""
     replay = _same_decode(steps_events(70), pieces, 1 << 16, 1)
-    assert replay.skipped == 67 and replay.ri[TF.R_RECORDED] == 1
+    assert replay.skipped == 67 and replay.ri[R_RECORDED] == 1
 
 
 @pytest.mark.parametrize("pieces", [3, 7])
@@ -176,7 +180,7 @@ def test_sized_events_are_replayed_within_chunks_only(pieces, min_rows):
     """Sized accesses are encoded relative to the previous one in their chunk: a copy with them is skipped
     within a chunk, never carried into the next (where the encoder starts again from 0); the same stream."""
     replay = _same_decode(steps_events(40, sized=True), pieces, 1 << 16, min_rows, tables=_sized_tables())
-    assert replay.skipped > 0 and replay.ri[TF.R_REF_SIZED] == 1
+    assert replay.skipped > 0 and replay.ri[R_REF_SIZED] == 1
 
 
 @pytest.mark.parametrize("differ", [(5,), (3, 20, 21), tuple(range(0, 40, 2))])
@@ -195,28 +199,28 @@ def test_trips_that_change_are_not_replayed_across():
 
 def test_replay_off_is_the_plain_sampling_decode():
     """period 0: DecodeReplay is off, nothing skipped."""
-    replay = TF.DecodeReplay(0, 1, 64, 5, 2)
-    assert replay.ri[TF.R_ON] == 0 and replay.skipped == 0
+    replay = DecodeReplay(0, 1, 64, 5, 2)
+    assert replay.ri[R_ON] == 0 and replay.skipped == 0
 
 
 class _Reader:
     """A trace reader over in-memory chunks (TraceReader.sampled_batches reads tables, path and disk_chunks)."""
 
-    sampled_batches = TF.TraceReader.sampled_batches
+    sampled_batches = TraceReader.sampled_batches
 
     def __init__(self, payloads: list[bytes]) -> None:
-        self.tables, self.path, self.payloads = _tables(), "mem.trace", payloads
+        self.tables, self.path, self.payloads = make_tables(), "mem.trace", payloads
 
     def disk_chunks(self):
-        return iter(_chunks(self.payloads))
+        return iter(chunks_of(self.payloads))
 
 
 def _trace_info(payloads: list[bytes]):
     """The TraceInfo of the payloads (loops and block counts as the plain decode finds them)."""
     from instrument.trace_types import BlockInfo, LoopInstance, TraceInfo
 
-    decoder = TF.ChunkDecoder(_tables(), "mem.trace")
-    n = sum(len(c) for h, p in _chunks(payloads) for c in decoder.decode(h, p))
+    decoder = ChunkDecoder(make_tables(), "mem.trace")
+    n = sum(len(c) for h, p in chunks_of(payloads) for c in decoder.decode(h, p))
     blocks = {b: BlockInfo(b, "OUT__1", f"b{b}", False) for b in range(2)}
     loops = [LoopInstance(*row) for row in sorted(decoder.loops)]
     return TraceInfo("mem.trace", 1, "prog", [], True, n, blocks, dict(enumerate(decoder.counts.tolist())),
@@ -265,8 +269,8 @@ def _copies(batches: list, min_rows: int) -> tuple[list, object]:
     buf, out = CopyBuffer(2, min_rows), []
     for words, sel, starts, lp, it, _, copies, recording in batches:
         w = words[sel]
-        rows = SimpleNamespace(sel=sel, lines=w & TF.WORD_LINE, offset=(w & TF.WORD_STACK) > 0,
-                               store=(w & TF.WORD_STORE) > 0, starts=starts, key0=lp, key1=it, copies=copies,
+        rows = SimpleNamespace(sel=sel, lines=w & WORD_LINE, offset=(w & WORD_STACK) > 0,
+                               store=(w & WORD_STORE) > 0, starts=starts, key0=lp, key1=it, copies=copies,
                                recording=recording)
         out += buf.add(rows)
     return out + buf.finish(), buf
@@ -279,11 +283,11 @@ def test_copy_buffer_takes_repeats_as_the_decoded_rows(min_rows):
     payloads = _split(steps_events(40), 3)
 
     def batches(period):
-        decoder, sink = TF.ChunkDecoder(_tables(), "mem.trace", ()), TF.SampleSink(1 << 14, 6, 7, 1 << 30)
-        replay = TF.DecodeReplay(period, min_rows, 1 << 16, 5, 2) if period else None
+        decoder, sink = ChunkDecoder(make_tables(), "mem.trace", ()), SampleSink(1 << 14, 6, 7, 1 << 30)
+        replay = DecodeReplay(period, min_rows, 1 << 16, 5, 2) if period else None
         return [(np.tile(b.words, max(b.copies, 1)), b.sel.copy(), b.starts.copy(), b.loop.copy(), b.iteration.copy(),
                  b.addr_max,
-                 b.copies, b.recording) for i, (h, p) in enumerate(_chunks(payloads))
+                 b.copies, b.recording) for i, (h, p) in enumerate(chunks_of(payloads))
                 for b in decoder.sampled(h, p, sink, replay, i < 2)]
 
     (want, _), (got, buf) = _copies(batches(0), min_rows), _copies(batches(2), min_rows)
