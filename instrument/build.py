@@ -27,6 +27,7 @@ from common.io import write_json, write_table
 from common.toolchain import toolchain
 
 from instrument.trace_types import BlockInfo
+from translate.buildinfo import BuildInputs, build_inputs_of
 
 SIDE_VERSION = 1
 RUNTIME_C = Path(__file__).parent / "runtime" / "pptmc_rt.c"
@@ -167,11 +168,21 @@ def _link_runtime(module: Path, work: Path) -> Path:
     return inlined
 
 
-def _c_flags(opt_level: str, include_dirs, defines) -> list[str]:
-    """Compiler flags shared by the program and the extra sources, as in the real build."""
+def _c_flags(opt_level: str, include_dirs, defines, quote_dirs=()) -> list[str]:
+    """Compiler flags shared by the program and the extra sources, as in the real build (`quote_dirs`:
+    searched for `#include "..."` only, as a compiler searches the including file's own folder)."""
     tc = toolchain()
-    return ([f"-O{opt_level}", *tc.openmp_compile_flags()] + [f"-I{d}" for d in include_dirs]
-            + [f"-D{d}" for d in defines])
+    return ([f"-O{opt_level}", *tc.openmp_compile_flags()] + [f"-iquote{d}" for d in quote_dirs]
+            + [f"-I{d}" for d in include_dirs] + [f"-D{d}" for d in defines])
+
+
+def _with_marked_inputs(source: Path, extras: list[Path]) -> tuple[list[Path], BuildInputs]:
+    """The extra sources plus those a translated file's marker names (translate/buildinfo.py: the XOMP
+    runtime), each once; and the marker's folders. So `pptmc instrument` builds `pptmc translate`'s output
+    with no flags, and finds the original program's local headers."""
+    marked = build_inputs_of(source)
+    seen = {e.resolve() for e in extras}
+    return [e for e in marked.extra_sources if e.resolve() not in seen] + extras, marked
 
 
 def _optimised_ir(source: Path, work: Path, flags: list[str], functions: str) -> tuple[str, str]:
@@ -214,12 +225,12 @@ def build_instrumented(source: Path, output: Path, functions: str = r"^OUT__", o
     opt_level = str(opt_level).lstrip("O")
     if opt_level not in ("0", "1", "2", "3", "s", "z"):
         raise InputError(f"-O{opt_level}: use one of -O0 -O1 -O2 -O3 -Os -Oz")
-    extras = [Path(e) for e in extra_sources]
+    extras, marked = _with_marked_inputs(source, [Path(e) for e in extra_sources])
     for e in extras:
         if not e.is_file():
             raise InputError(f"{e}: extra source file not found")
-    incs = [*include_dirs, source.parent, *dict.fromkeys(e.parent for e in extras)]
-    flags = _c_flags(opt_level, incs, defines)
+    incs = [*include_dirs, *marked.include_dirs, source.parent, *dict.fromkeys(e.parent for e in extras)]
+    flags = _c_flags(opt_level, incs, defines, marked.quote_dirs)
     tc = toolchain()
     clang = str(tc.clang)
     with tempfile.TemporaryDirectory(prefix="pptmc-inst-") as tmp:

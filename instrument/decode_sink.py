@@ -15,6 +15,7 @@ import numpy as np
 
 from common.errors import InputError
 from instrument.decode_base import DecodeState, SiteTables, Tally, Where, stack_top
+from common.hashing import shards_keep
 
 # SampledBatch.words: the line (address >> shift) with two flags above it
 WORD_STACK = np.uint64(1) << np.uint64(63)
@@ -54,8 +55,8 @@ class SampledBatch:
 class SampleSink:
     """Where the sampling decode (TraceReader.sampled_batches) puts its batches of at most `max_rows` rows.
 
-    A row is kept when its line's salted 32-bit hash, ((x ^ x >> 32 ^ salt) mod 2^32) * 0x9E3779B1 mod 2^32
-    with x = address >> shift, is below `threshold` (SHARDS, as analysis.sampling.source computes it), so
+    A row is kept when SHARDS keeps its line x = address >> shift (common/hashing.py: shards_keep, the
+    filter analysis/sampling applies too) with this salt and threshold, so
     the sampler never reads the rows back to pick them."""
 
     def __init__(self, max_rows: int, shift: int, salt: int, threshold: int) -> None:
@@ -87,14 +88,6 @@ def no_sink() -> SinkArrays:
                       np.zeros(3, np.uint64), np.zeros(3, np.uint64))
 
 
-@numba.njit(cache=True, inline="always")
-def _line_kept(line, salt, threshold):
-    """The SHARDS filter: the line's salted 32-bit hash below the threshold (see SampleSink)."""
-    m32 = np.uint64(0xFFFFFFFF)
-    x = (line ^ (line >> np.uint64(32)) ^ salt) & m32
-    return ((x * np.uint64(0x9E3779B1)) & m32) < threshold
-
-
 @numba.njit(cache=True, _nrt=False)
 def sink_row(sink, k, a, stack, store, ns, both):
     """Row k into a sampling sink: its word (line | stack flag | store flag), and its index appended to the
@@ -104,7 +97,7 @@ def sink_row(sink, k, a, stack, store, ns, both):
     line = a >> params[0]
     words[k] = line | (np.uint64(stack) << np.uint64(63)) | (np.uint64(store) << np.uint64(62))
     sel[ns] = k
-    ns += _line_kept(line, params[1], params[2])
+    ns += shards_keep(line, params[1], params[2])
     return ns, max(both, a)
 
 
@@ -219,7 +212,7 @@ def _none_kept(a0, st, r, shift, salt, threshold):
     hi = np.uint64(max(a0 + st, last)) >> shift
     line = lo
     while line <= hi:
-        if _line_kept(line, salt, threshold):
+        if shards_keep(line, salt, threshold):
             return False
         line += np.uint64(1)
     return True
@@ -235,7 +228,7 @@ def _kept_rows(sink, a0, st, r, row, n, ns):
     size = np.int64(1) << np.int64(shift)
     last = a0 + r * st
     if st == 0:
-        if _line_kept(np.uint64(a0) >> shift, salt, thr):
+        if shards_keep(np.uint64(a0) >> shift, salt, thr):
             for e in range(r):
                 sel[ns] = row + e * n
                 ns += 1
@@ -243,7 +236,7 @@ def _kept_rows(sink, a0, st, r, row, n, ns):
     if 0 < st < size and a0 >= 0 and last >= 0:  # e + 1 in [ceil((lo_a - a0) / st), ceil((hi_a - a0) / st))
         line, end = np.uint64(a0 + st) >> shift, np.uint64(last) >> shift
         while line <= end:
-            if _line_kept(line, salt, thr):
+            if shards_keep(line, salt, thr):
                 lo_a = np.int64(line << shift)
                 e_lo, e_hi = -((a0 - lo_a) // st) - 1, -((a0 - lo_a - size) // st) - 1
                 for e in range(max(e_lo, 0), min(e_hi, r)):
@@ -254,7 +247,7 @@ def _kept_rows(sink, a0, st, r, row, n, ns):
     if -size < st < 0 and a0 >= 0 and last >= 0:  # e + 1 in (floor((a0 - hi_a) / -st), floor((a0 - lo_a) / -st)]
         line, end = np.uint64(a0 + st) >> shift, np.uint64(last) >> shift
         while line >= end:
-            if _line_kept(line, salt, thr):
+            if shards_keep(line, salt, thr):
                 lo_a = np.int64(line << shift)
                 e_lo, e_hi = (a0 - lo_a - size) // -st, (a0 - lo_a) // -st
                 for e in range(max(e_lo, 0), min(e_hi, r)):
@@ -265,7 +258,7 @@ def _kept_rows(sink, a0, st, r, row, n, ns):
             line -= np.uint64(1)
         return ns
     for e in range(r):
-        if _line_kept(np.uint64(a0 + (e + 1) * st) >> shift, salt, thr):
+        if shards_keep(np.uint64(a0 + (e + 1) * st) >> shift, salt, thr):
             sel[ns] = row + e * n
             ns += 1
     return ns

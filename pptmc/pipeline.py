@@ -78,9 +78,8 @@ def translate_step(cfg: PipelineConfig, progress: Progress) -> Path:
     import translate
 
     out = cfg.workdir / "translate" / f"{cfg.source.stem}.xomp.c"
-    headers = [p for d in cfg.include_dirs for p in Path(d).glob("*.h")]
-    key = step_key([cfg.source, *headers], {"I": cfg.include_dirs, "D": cfg.defines,
-                                            "code": code_digest("translate")})
+    key = step_key([cfg.source, *_headers(cfg)], {"I": cfg.include_dirs, "D": cfg.defines,
+                                                  "code": code_digest("translate")})
     stamp = out.parent / ".key"
     if not reuse_or_invalidate(stamp, key, [out]):
         progress("translate")
@@ -89,14 +88,10 @@ def translate_step(cfg: PipelineConfig, progress: Progress) -> Path:
     return out
 
 
-def _runtime_parts() -> tuple[list[Path], list[Path]]:
-    """XOMP runtime C files and their include folders, as translate ships them."""
-    import translate
-
-    parts = [Path(p) for p in translate.runtime_sources()]
-    sources = [p for p in parts if p.suffix == ".c"]
-    includes = sorted({p if p.is_dir() else p.parent for p in parts})
-    return sources, includes
+def _headers(cfg: PipelineConfig) -> list[Path]:
+    """The headers a build of the program may read: its own folder's and those of its include folders."""
+    folders = dict.fromkeys([cfg.source.parent, *map(Path, cfg.include_dirs)])
+    return sorted({p for d in folders for p in Path(d).glob("*.h")})
 
 
 def build_benchmark_binaries(bench, size: str, workdir: Path, modes=("count", "trace")) -> dict[str, Path]:
@@ -106,16 +101,14 @@ def build_benchmark_binaries(bench, size: str, workdir: Path, modes=("count", "t
     import translate
     from benchmarks.polybench.catalog import size_macro
 
-    xomp_sources, xomp_includes = _runtime_parts()
     defines = (size_macro(size),)
     translated = Path(workdir) / f"{bench.name}.xomp.c"
     translate.translate_file(bench.source, translated, include_dirs=[bench.include_dir], defines=defines)
     binaries = {}
-    for mode in modes:
+    for mode in modes:  # the XOMP runtime and the source's folder come from the translation's marker
         binaries[mode] = Path(workdir) / f"{mode}.inst"
         instrument.build_instrumented(translated, binaries[mode], mode=mode, defines=defines,
-                                      include_dirs=(bench.include_dir, *xomp_includes),
-                                      extra_sources=[*xomp_sources, *bench.harness_sources])
+                                      include_dirs=(bench.include_dir,), extra_sources=bench.harness_sources)
     return binaries
 
 
@@ -123,17 +116,16 @@ def instrument_step(cfg: PipelineConfig, translated: Path, progress: Progress) -
     """Build the instrumented binary of the translated program (cached)."""
     import instrument
 
-    xomp_sources, xomp_includes = _runtime_parts()
-    extra = [*xomp_sources, *cfg.extra_sources]
     binary = cfg.workdir / "instrument" / f"{cfg.source.stem}.inst"
-    includes = (*cfg.include_dirs, *xomp_includes)
-    key = step_key([translated, *extra], {"I": includes, "D": cfg.defines, "O": cfg.opt_level,
-                                          "code": code_digest("passes", "instrument")})
+    # the translation's marker names the XOMP runtime and the source's folder (translate/buildinfo.py)
+    key = step_key([translated, *cfg.extra_sources, *_headers(cfg)],
+                   {"I": cfg.include_dirs, "D": cfg.defines, "O": cfg.opt_level,
+                    "code": code_digest("passes", "instrument", "translate")})
     stamp = binary.parent / ".key"
     if not reuse_or_invalidate(stamp, key, [binary, instrument.assembly_path(binary)]):
         progress("instrument")
-        instrument.build_instrumented(translated, binary, opt_level=cfg.opt_level, include_dirs=includes,
-                                      defines=cfg.defines, extra_sources=extra)
+        instrument.build_instrumented(translated, binary, opt_level=cfg.opt_level, include_dirs=cfg.include_dirs,
+                                      defines=cfg.defines, extra_sources=cfg.extra_sources)
         mark_done(stamp, key)
     return binary
 

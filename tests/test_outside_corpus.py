@@ -68,15 +68,7 @@ INVALID: dict[str, int] = {  # program -> the line clang and pptmc must name
 # searched only when an --extra-source lives in it), so a local header is not found.
 HEADER_NOT_FOUND = ("InputError: compile OUT/translate/main.xomp.c failed: fatal error: '{}' file not "
                     "found (local header of a program with no --extra-source, issue #29)")
-KNOWN_FAILURES: dict[str, str] = {  # program -> the precise error today (xfail, strict)
-    "dot": HEADER_NOT_FOUND.format("vec.h"),
-    "helpers": HEADER_NOT_FOUND.format("kernels.h"),
-    "ifdef_size": HEADER_NOT_FOUND.format("config.h"),
-    "jacobi": HEADER_NOT_FOUND.format("stencil.h"),
-    "matmul": HEADER_NOT_FOUND.format("matmul.h"),
-    "structs": HEADER_NOT_FOUND.format("particle.h"),
-    "timestep": HEADER_NOT_FOUND.format("heat.h"),
-}
+KNOWN_FAILURES: dict[str, str] = {}  # program -> the precise error today (xfail, strict); none now
 
 needs_clang = pytest.mark.skipif(shutil.which("clang-19") is None, reason="clang-19 not installed")
 

@@ -39,6 +39,7 @@ from analysis.profiles.reuse import STORE_TAG
 from instrument.trace_types import TraceInfo
 from machines.model import CacheLevel, Machine
 from common.errors import InputError
+from common.hashing import fib_product
 
 _EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -291,7 +292,6 @@ def simulate_like(trace_path: str, machine: Machine, ps, cores: list[int] | None
 # ---------------------------------------------------------------------------------------------
 
 MAX_COHERENT_CORES = 64  # the sharer set of a line is one uint64 bit mask
-_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -301,7 +301,7 @@ def _dir_slot(keys, line, mask):
     Groups of 8 neighbouring lines hash to 8 neighbouring slots, so a sequential sweep touches
     one directory cache line per 8 lines instead of one per line. Keys hold line + 1, so a
     zero-filled (lazily allocated) table is empty."""
-    h = (((line >> np.uint64(3)) * _HASH_MUL) >> np.uint64(17) << np.uint64(3)) | (line & np.uint64(7))
+    h = ((fib_product(line >> np.uint64(3)) >> np.uint64(17)) << np.uint64(3)) | (line & np.uint64(7))
     j = np.int64(h & np.uint64(mask))
     key = line + np.uint64(1)
     while True:

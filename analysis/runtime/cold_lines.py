@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from common.errors import InputError
+from common.hashing import fib_product
 
 COLUMNS = ["sets_reached", "first_touches"]   # sets_reached 0: not strided (a stream's first touch)
 SITES_PER_BLOCK = 64          # loads of a block told apart; later ones share the last slot
@@ -95,8 +96,7 @@ def is_strided(before, a):
 def set_insert(table, key):
     """Add `key` (>= 0) to the open-addressing set; True when it was not there."""
     mask = table.shape[0] - 1
-    h = (key * np.int64(0x9E3779B97F4A7C15 - (1 << 64))) >> np.int64(17)
-    h &= mask
+    h = np.int64(fib_product(key) >> np.uint64(17)) & mask  # (the low 47 bits: the same as signed arithmetic)
     while table[h] != _EMPTY:
         if table[h] == key:
             return False

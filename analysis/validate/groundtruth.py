@@ -59,17 +59,16 @@ def build_original(source: Path, workdir: Path, include_dirs=(), defines=(), ext
                    progress: Progress = None) -> Path:
     """Instrumented build of the original OpenMP program (cached by content)."""
     import instrument
-    import instrument.build
-    from passes import irpass
+    from common.cache import code_digest
 
     source = Path(source)
     if not source.is_file():
         raise InputError(f"{source}: no such C file")
     binary = Path(workdir) / "build" / f"{source.stem}.gt"
     headers = [p for d in include_dirs for p in Path(d).glob("*.h")]
-    tracer = [Path(instrument.build.RUNTIME_C), Path(irpass.__file__)]  # a new tracer invalidates old builds
-    key = step_key([source, *headers, *map(Path, extra_sources), *tracer],
-                   {"I": [str(d) for d in include_dirs], "D": list(defines), "functions": OUTLINED})
+    key = step_key([source, *headers, *map(Path, extra_sources)],
+                   {"I": [str(d) for d in include_dirs], "D": list(defines), "functions": OUTLINED,
+                    "tracer": code_digest("passes", "instrument")})  # a new tracer invalidates old builds
     stamp = binary.parent / ".key"
     if not reuse_or_invalidate(stamp, key, [binary]):
         _say(progress, f"build {source.name}")
