@@ -17,6 +17,7 @@ from typing import Callable, Mapping, Sequence
 import pandas as pd
 
 from analysis.options import DEFAULT_OPTIONS, ModelOptions
+from benchmarks.polybench.catalog import MEASURE_SIZE
 from machines.loader import dumps_toml, machine_to_dict
 from machines.model import Machine
 from common.errors import InputError
@@ -24,10 +25,7 @@ from common.io import atomic_path, write_text
 
 Progress = Callable[[str], None]
 
-# MEDIUM: regions last 0.5-50 ms on this class of host (MINI/SMALL: 2-300 us, where fork/join and
-# timer overhead dominate), while the single trace and reuse profiles stay at ~5-15 s per benchmark.
-# LARGE multiplies the accesses by 30-100x and the profiling time with them.
-DEFAULT_SIZE = "MEDIUM"
+DEFAULT_SIZE = MEASURE_SIZE
 MODEL_COLUMNS = ("t_mem_s", "t_cpu_s", "t_incore_s", "t_fill_overlap_s", "t_tlb_s", "t_coherence_s", "t_strided_s",
                  "t_overhead_s", "contention_s", "t_dram_s", "dram_bytes")
 COLUMNS = ("benchmark", "cores", "measured_s", "measured_min_s", "measured_max_s", "repeats", "predicted_s",

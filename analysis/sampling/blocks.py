@@ -51,18 +51,11 @@ from analysis.profiles.profileset import ReuseProfile
 from analysis.sampling.binning import cat, exact_distances
 from analysis.sampling.block_kernels import InstanceDraw, InstanceOut, ScanState, hash_select, instance_chunk
 from analysis.sampling.hashing import draw_salt, shards_threshold
-# the stream sampler's names, importable here as before the split (pptmc/commands/profile.py)
-from analysis.sampling.streams import DEFAULT_WINDOW_LENGTH as DEFAULT_WINDOW_LENGTH
-from analysis.sampling.streams import STREAM_METHODS as STREAM_METHODS
-from analysis.sampling.streams import STREAM_WINDOW as STREAM_WINDOW
-from analysis.sampling.streams import StreamSampling as StreamSampling
-from analysis.sampling.streams import sampled_profiles as sampled_profiles
 from instrument.trace_types import TraceChunk, TraceInfo
 from common.errors import InputError
+from analysis.sampling.options import DEFAULT_WINDOW, METHODS
 
 DistanceFn = Callable[[np.ndarray], np.ndarray]
-METHODS = ("instance", "spatial", "hybrid", "exact")
-DEFAULT_WINDOW = 1 << 12
 
 
 class BadBlockError(Exception):

@@ -97,6 +97,7 @@ from instrument.trace_types import TraceChunk, TraceInfo
 from instrument import open_trace
 from instrument.tracefile import SampledBatch
 from common.errors import InputError
+from analysis.sampling.options import SOURCE_WINDOW
 
 # Decoded rows per batch: small enough (about 11 MB of columns) to be still cached when the source pass
 # reads them; 2^20-row batches made the whole 1% profile of jacobi-2d MEDIUM 0.73 s instead of 0.60 s.
@@ -105,12 +106,6 @@ SOURCE_ROWS = 1 << 18
 # (jacobi-2d MEDIUM 1%: about 0.01 s less than 2^18 rows, 2^20 no better)
 SAMPLED_ROWS = 1 << 19
 # The columns the source pass reads, per mode (the reader skips the others: a fifth less decoding time)
-# Lookback of the windows. 1024 rather than the stream sampler's 512: a scalar reloaded every row of a loop
-# nest is reused 700-1500 accesses apart, and only reuses within the lookback are measured in windows; the
-# others come from the SHARDS far pool, which a seed that draws such a heavy line floods. jacobi-2d MEDIUM,
-# 1%, seeds 1-8, worst of L1/L2/L3 x cores 1-16: 0.05-0.38 pp with 1024, 0.19-3.74 pp with 512 (seeds 3
-# and 5 draw a heavy line), at about 5% more CPU time; the bench's synthetic trace: 1.01 pp either way.
-SOURCE_WINDOW = 1 << 10
 
 # The shared trace's windows are this many times sparser than the private traces' (they measure rate / 4 of
 # the shared accesses): the CRD sets only the shared level's hit rate, whose near reuses are all hits, so its
@@ -174,7 +169,6 @@ class SourceSampling:
         """The sampling's entry in the profile metadata."""
         return {"sampled": True, "rate": self.rate, "method": "source", "seed": self.seed, "adjust": self.adjust,
                 "window": self.window, "window_length": self.length}
-
 
 
 class SourceTask:
@@ -360,7 +354,7 @@ def sampled_profile_set(trace_path: str, cores: list[int], sampling: SourceSampl
     max_rows: decoded rows per batch (default SAMPLED_ROWS with the reader's sampling decode, else SOURCE_ROWS;
     2^20 for the stream sampler)."""
     from analysis.profiles import sweep as profiles
-    from analysis.sampling.blocks import StreamSampling, sampled_profiles
+    from analysis.sampling.streams import StreamSampling, sampled_profiles
 
     if not cores or min(cores) < 1:
         raise InputError(f"--cores {cores}: give one or more positive core counts, e.g. 1,2,4,8")

@@ -18,14 +18,7 @@ from analysis.profiles.profileset import ReuseProfile
 from analysis.sampling.binning import binned_profile, cat, counts_of, exact_distances
 from analysis.sampling.hashing import draw_salt, hash_pick, shards_threshold, slot_of
 from common.errors import InputError
-
-STREAM_METHODS = ("window", "spatial", "exact")
-# Window defaults chosen on benchmarks/bench_sampling.py's trace at 1% over 5 seeds: lookback 512
-# with 512-access windows, max error 0.15-0.31 pp at 2 engine passes per measured access (lookback
-# 1024: 0.18-0.34 pp at 3 passes; 1024/256: 0.07-0.18 pp at 5 passes; 4096/4096: up to 2.2 pp, too
-# few windows). Source sampling (analysis/sampling/source.py) uses 1024 (SOURCE_WINDOW, for heavy lines).
-STREAM_WINDOW = 1 << 9
-DEFAULT_WINDOW_LENGTH = 1 << 9
+from analysis.sampling.options import DEFAULT_WINDOW_LENGTH, STREAM_METHODS, STREAM_WINDOW
 
 
 class StreamSampler:

@@ -10,6 +10,10 @@ from common.errors import InputError
 HERE = Path(__file__).resolve().parent
 SIZES = ("MINI", "SMALL", "MEDIUM", "LARGE", "EXTRALARGE", "PAPER")
 DEFAULT_SIZE = "SMALL"
+# Timed runs (pptmc measure): MEDIUM regions last 0.5-50 ms on this class of host (MINI/SMALL: 2-300 us,
+# where fork/join and timer overhead dominate), while the single trace and reuse profiles stay at ~5-15 s
+# per benchmark. LARGE multiplies the accesses by 30-100x and the profiling time with them.
+MEASURE_SIZE = "MEDIUM"
 
 
 @dataclass

@@ -14,14 +14,18 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
-from analysis.counts import bbcounts
-from analysis.profiles.profileset import ReuseProfile
-from analysis.sampling.blocks import DEFAULT_WINDOW, METHODS, SampledProfile, sample_trace_file
+from analysis.sampling.options import DEFAULT_WINDOW, METHODS
 from common.errors import InputError
 from common.io import write_json, write_table
+
+if TYPE_CHECKING:  # scipy, networkx, pandas and numba load in about a second: only the commands that run do
+    import pandas as pd
+
+    from analysis.counts import bbcounts
+    from analysis.profiles.profileset import ReuseProfile
+    from analysis.sampling.blocks import SampledProfile
 
 
 def register(subparsers) -> None:
@@ -32,7 +36,7 @@ def register(subparsers) -> None:
     src.add_argument("--probabilities", metavar="FILE", help='JSON {"edges": [{"from", "to", "p"}], "calls": {}}')
     src.add_argument("--counts", metavar="FILE", help='JSON {"block_counts": {id: n}, "edge_counts": [[a, b, n]]}')
     src.add_argument("--heuristic", action="store_true", help="static guess (results are estimates)")
-    p.add_argument("--trip-count", type=float, default=bbcounts.DEFAULT_TRIP_COUNT,
+    p.add_argument("--trip-count", type=float, default=None,
                    help="heuristic: guessed iterations per loop entry (default 10, i.e. p=0.9)")
     p.add_argument("-o", "--output", metavar="FILE", help="write the count file (JSON)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -68,6 +72,8 @@ def _sampling_args(p: argparse.ArgumentParser, default_rate: float | None, defau
 
 def run_bbcounts(args: argparse.Namespace) -> int:
     """Solve and print (or write) block counts."""
+    from analysis.counts import bbcounts
+
     cfg = bbcounts.load_cfg(args.cfg)
     if args.counts:
         blocks, edges = bbcounts.load_counts(args.counts)
@@ -79,7 +85,8 @@ def run_bbcounts(args: argparse.Namespace) -> int:
         probs, calls = bbcounts.probabilities_from_file(cfg, args.probabilities)
         result = bbcounts.solve_counts(cfg, probs, calls, source="probabilities")
     else:
-        probs = bbcounts.heuristic_probabilities(cfg, args.trip_count)
+        trips = bbcounts.DEFAULT_TRIP_COUNT if args.trip_count is None else args.trip_count
+        probs = bbcounts.heuristic_probabilities(cfg, trips)
         result = bbcounts.solve_counts(cfg, probs, source="heuristic", estimate=True)
     table = bbcounts.block_table(Path(args.cfg))
     if table is not None:
@@ -114,6 +121,8 @@ def _print_counts(cfg: bbcounts.Cfg, result: bbcounts.BlockCounts) -> None:
 
 def _sample(path: str, args: argparse.Namespace) -> SampledProfile:
     """Per-block profiles of one trace file with the chosen method."""
+    from analysis.sampling.blocks import sample_trace_file
+
     return sample_trace_file(path, args.sample_rate, args.window, args.seed, args.line_size, args.method,
                              args.sample_size)
 
@@ -128,6 +137,9 @@ def run_sample_profile(args: argparse.Namespace) -> int:
 
 def run_scale_profile(args: argparse.Namespace) -> int:
     """`pptmc scale-profile`: predict the large input's profile; compare with its trace if given."""
+    import numpy as np
+
+    from analysis.counts import bbcounts
     from analysis.counts.scaling import compare, scale_profile
 
     counts, _ = bbcounts.load_counts(args.counts)
@@ -158,6 +170,8 @@ def run_scale_profile(args: argparse.Namespace) -> int:
 def save_sampled(sp: SampledProfile, combined: ReuseProfile, directory: str | Path, meta: dict,
                  counts: dict[int, float] | None = None) -> Path:
     """Write the documented output directory, every file atomically."""
+    import pandas as pd
+
     from analysis.counts.scaling import hit_rates
 
     out = Path(directory)
@@ -183,4 +197,6 @@ def save_sampled(sp: SampledProfile, combined: ReuseProfile, directory: str | Pa
 
 def _bins_frame(p: ReuseProfile) -> pd.DataFrame:
     """The bins of one profile as a table."""
+    import pandas as pd
+
     return pd.DataFrame({"lower": p.lower, "upper": p.upper, "count": p.count, "dist_sum": p.dist_sum})

@@ -82,7 +82,7 @@ def _format(df, summary, machine: str, size: str) -> str:
 
 def register(subparsers) -> None:
     """Add `pptmc measure`."""
-    from pptmc.measure import DEFAULT_SIZE
+    from benchmarks.polybench.catalog import MEASURE_SIZE as DEFAULT_SIZE
 
     p = subparsers.add_parser("measure", help="measure region times on this host and compare with predictions")
     p.add_argument("--benchmarks", help="comma-separated catalog names (default: all 14)")

@@ -6,12 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-import pandas as pd
-
-from analysis.profiles.interleave import STRATEGIES
-from analysis.profiles.private_traces import MODES
-from analysis.sampling.blocks import DEFAULT_WINDOW_LENGTH, STREAM_METHODS, STREAM_WINDOW
-from analysis.sampling.source import SOURCE_WINDOW
+from analysis.options import INTERLEAVES, MODES
+from analysis.sampling.options import DEFAULT_WINDOW_LENGTH, SOURCE_WINDOW, STREAM_METHODS, STREAM_WINDOW
 from pptmc.commands.args import parse_counts
 from common.errors import InputError
 from common.io import write_json, write_table
@@ -22,7 +18,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("profile", help="private (PRD) and shared (CRD) reuse profiles for core counts")
     p.add_argument("trace", help="trace file written by `pptmc trace`")
     p.add_argument("--cores", default="1,2,4,8,16", help="comma-separated core counts (default 1,2,4,8,16)")
-    p.add_argument("--interleave", choices=STRATEGIES, default="rr", help="shared-trace interleaving")
+    p.add_argument("--interleave", choices=INTERLEAVES, default="rr", help="shared-trace interleaving")
     p.add_argument("--seed", type=int, default=0, help="seed for --interleave random and for --sample-rate")
     p.add_argument("--refs-per-turn", type=int, default=1, help="references each core issues per turn")
     p.add_argument("--mode", choices=MODES, default="auto",
@@ -103,7 +99,7 @@ def run_profile(args: argparse.Namespace) -> int:
 
 def _sampled(args: argparse.Namespace, cores: list[int]):
     """The sampled ProfileSet and its metadata label."""
-    from analysis.sampling.blocks import StreamSampling, sampled_profiles
+    from analysis.sampling.streams import StreamSampling, sampled_profiles
 
     if args.sample_method == "source":
         from analysis.sampling.source import HEAVY_SHARE_WARN, SourceSampling, sampled_profile_set
@@ -142,6 +138,8 @@ def sampling_of(directory: str | Path) -> dict | None:
 
 def run_hitrates(args: argparse.Namespace) -> int:
     """Predict (and optionally simulate) hit rates; write one table."""
+    import pandas as pd
+
     from analysis.hitrates.rates import predict_hit_rates
     from analysis.profiles.profileset import ProfileSet
     from machines import load_machine
