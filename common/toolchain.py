@@ -31,6 +31,13 @@ class Toolchain:
         """Flags that link libomp and let the binary find it at run time."""
         return ["-fopenmp", f"-L{self.omp_libdir}", f"-Wl,-rpath,{self.omp_libdir}"]
 
+    def llvm_tool(self, name: str) -> Path:
+        """An LLVM tool of clang's own version (e.g. llvm-link), from clang's folder or the Debian prefix."""
+        for folder in (self.clang.resolve().parent, Path(f"/usr/lib/llvm-{LLVM_MAJOR}/bin")):
+            if (folder / name).is_file():
+                return folder / name
+        raise ToolError(f"{name} (LLVM {LLVM_MAJOR}) not found; install it with: apt-get install -y llvm-{LLVM_MAJOR}")
+
 
 def find_clang() -> Path | None:
     """Return clang-19 from $PPTMC_CLANG, PATH, or the Debian LLVM prefix."""

@@ -176,21 +176,36 @@ def _c_flags(opt_level: str, include_dirs, defines, quote_dirs=()) -> list[str]:
             + [f"-I{d}" for d in include_dirs] + [f"-D{d}" for d in defines])
 
 
-def _with_marked_inputs(source: Path, extras: list[Path]) -> tuple[list[Path], BuildInputs]:
-    """The extra sources plus those a translated file's marker names (translate/buildinfo.py: the XOMP
-    runtime), each once; and the marker's folders. So `pptmc instrument` builds `pptmc translate`'s output
-    with no flags, and finds the original program's local headers."""
-    marked = build_inputs_of(source)
+def _with_marked_inputs(sources: list[Path], extras: list[Path]) -> tuple[list[Path], BuildInputs]:
+    """The extra sources plus those the translated files' markers name (translate/buildinfo.py: the XOMP
+    runtime), each once; and the markers' folders, merged. So `pptmc instrument` builds `pptmc translate`'s
+    output with no flags, and finds the original program's local headers."""
+    marks = [build_inputs_of(s) for s in sources]
+    marked = BuildInputs(*(list(dict.fromkeys(p for m in marks for p in getattr(m, f))) for f in BuildInputs._fields))
     seen = {e.resolve() for e in extras}
     return [e for e in marked.extra_sources if e.resolve() not in seen] + extras, marked
 
 
-def _optimised_ir(source: Path, work: Path, flags: list[str], functions: str) -> tuple[str, str]:
-    """Steps 1-3: the optimised IR text of `source` and its unoptimised IR (for label names)."""
+def _raw_ir(sources: list[Path], work: Path, flags: list[str]) -> Path:
+    """Step 1: the unoptimised IR of the program's instrumented files, linked into one module (llvm-link of
+    clang's own version) when there are several, so block and site ids are unique across them."""
+    tc = toolchain()
+    raws = [work / f"raw{i}.ll" for i in range(len(sources))]
+    for source, raw in zip(sources, raws):
+        _run([str(tc.clang), *flags, "-fno-discard-value-names", "-Xclang", "-disable-llvm-passes", "-S",
+              "-emit-llvm", str(source), "-o", str(raw)], f"compile {source}")
+    if len(raws) == 1:
+        return raws[0]
+    _run([str(tc.llvm_tool("llvm-link")), "-S", *map(str, raws), "-o", str(work / "raw.ll")],
+         "link the program's files into one module")
+    return work / "raw.ll"
+
+
+def _optimised_ir(sources: list[Path], work: Path, flags: list[str], functions: str) -> tuple[str, str]:
+    """Steps 1-3: the optimised IR text of the program's files and their unoptimised IR (for label names)."""
     clang = str(toolchain().clang)
-    raw, marked, opt = work / "raw.ll", work / "marked.ll", work / "opt.ll"
-    _run([clang, *flags, "-fno-discard-value-names", "-Xclang", "-disable-llvm-passes", "-S",
-          "-emit-llvm", str(source), "-o", str(raw)], f"compile {source}")
+    source = sources[0]
+    raw, marked, opt = _raw_ir(sources, work, flags), work / "marked.ll", work / "opt.ll"
     raw_text = raw.read_text()
     marked.write_text(mark_noinline(raw_text, functions))
     _run([clang, *flags, "-fno-discard-value-names", "-S", "-emit-llvm", str(marked), "-o", str(opt)],
@@ -211,13 +226,17 @@ def _write_assembly(ir: str, work: Path, opt_level: str, dest: Path) -> None:
 
 
 def build_instrumented(source: Path, output: Path, functions: str = r"^OUT__", opt_level: str = "2",
-                       include_dirs=(), defines=(), extra_sources=(), mode: str = "trace") -> BuildResult:
-    """Build `output` from `source` with the functions matching `functions` instrumented."""
+                       include_dirs=(), defines=(), extra_sources=(), mode: str = "trace",
+                       more_sources=()) -> BuildResult:
+    """Build `output` from `source` (and `more_sources`, the program's other files with parallel regions)
+    with the functions matching `functions` instrumented; `extra_sources` are compiled as they are."""
     source, output = Path(source), Path(output)
+    sources = [source, *map(Path, more_sources)]
     if mode not in MODES:
         raise InputError(f"mode {mode!r}: use one of {', '.join(MODES)}")
-    if not source.is_file():
-        raise InputError(f"{source}: no such C file")
+    for s in sources:
+        if not s.is_file():
+            raise InputError(f"{s}: no such C file")
     try:
         re.compile(functions)
     except re.error as exc:
@@ -225,17 +244,18 @@ def build_instrumented(source: Path, output: Path, functions: str = r"^OUT__", o
     opt_level = str(opt_level).lstrip("O")
     if opt_level not in ("0", "1", "2", "3", "s", "z"):
         raise InputError(f"-O{opt_level}: use one of -O0 -O1 -O2 -O3 -Os -Oz")
-    extras, marked = _with_marked_inputs(source, [Path(e) for e in extra_sources])
+    extras, marked = _with_marked_inputs(sources, [Path(e) for e in extra_sources])
     for e in extras:
         if not e.is_file():
             raise InputError(f"{e}: extra source file not found")
-    incs = [*include_dirs, *marked.include_dirs, source.parent, *dict.fromkeys(e.parent for e in extras)]
+    incs = [*include_dirs, *marked.include_dirs, *dict.fromkeys(s.parent for s in sources),
+            *dict.fromkeys(e.parent for e in extras)]
     flags = _c_flags(opt_level, incs, defines, marked.quote_dirs)
     tc = toolchain()
     clang = str(tc.clang)
     with tempfile.TemporaryDirectory(prefix="pptmc-inst-") as tmp:
         work = Path(tmp)
-        ir, raw = _optimised_ir(source, work, flags, functions)
+        ir, raw = _optimised_ir(sources, work, flags, functions)
         result = instrument_ir(ir, functions, "count" if mode == "count" else "trace", str(source),
                                shared_labels(raw))
         _write_assembly(ir, work, opt_level, assembly_path(output))

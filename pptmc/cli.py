@@ -84,6 +84,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         if not hasattr(args, "program_args"):
             raise InputError(f"pptmc {args.command}: takes no program arguments (after --)")
         args.program_args = [*args.program_args, *program]
+        args.after_dashes = len(program)  # how many of them followed `--` (never taken as pptmc's)
     return int(args.run(args) or 0)
 
 

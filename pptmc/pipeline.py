@@ -6,6 +6,7 @@ through their public APIs.
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ import pandas as pd
 
 from analysis.options import DEFAULT_OPTIONS, ModelOptions
 from common.cache import code_digest, reuse_or_invalidate, mark_done, step_key
+from common.errors import InputError
 from common.io import program_output_to, write_table
 from common.locks import folder_lock
 
@@ -29,9 +31,10 @@ Progress = Callable[[str], None]
 class PipelineConfig:
     """What to analyse and how; everything a cached artifact depends on."""
 
-    source: Path
+    source: Path                              # the file that names the program (its main, usually)
     workdir: Path
     args: tuple[str, ...] = ()
+    more_sources: tuple[Path, ...] = ()       # the program's other C files (each translated when it has OpenMP)
     include_dirs: tuple[Path, ...] = ()
     defines: tuple[str, ...] = ()
     extra_sources: tuple[Path, ...] = ()
@@ -73,24 +76,58 @@ def _noop(_: str) -> None:
     return None
 
 
-def translate_step(cfg: PipelineConfig, progress: Progress) -> Path:
-    """Outline the parallel regions into ROSE-style C (cached)."""
+@dataclass(frozen=True)
+class Translation:
+    """The program's files after translation: what is instrumented, and what is compiled as it is."""
+
+    main: Path                                # the first file with OpenMP, translated
+    others: tuple[Path, ...] = ()             # the other files with OpenMP, translated (instrumented too)
+    plain: tuple[Path, ...] = ()              # the other files without OpenMP, as they are
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        return (self.main, *self.others, *self.plain)
+
+
+_OPENMP = re.compile(r"^\s*#\s*pragma\s+omp\b", re.M)
+
+
+def translate_step(cfg: PipelineConfig, progress: Progress) -> Translation:
+    """Outline the parallel regions of every file that has OpenMP into ROSE-style C (each cached); the
+    program's other files are compiled as they are. A lone file is always translated (the translator
+    says why one without a parallel region cannot be)."""
+    sources = [cfg.source, *map(Path, cfg.more_sources)]
+    translated, plain = [], []
+    for k, source in enumerate(sources):
+        if len(sources) > 1 and not _OPENMP.search(source.read_text(errors="replace")):
+            plain.append(source)
+            continue
+        name = f"{source.stem}.xomp.c" if k == 0 else f"{k}-{source.stem}.xomp.c"
+        translated.append(_translate_file(cfg, source, cfg.workdir / "translate" / name, progress))
+    if not translated:
+        raise InputError(f"{', '.join(s.name for s in sources)}: no file has an OpenMP pragma; pptmc predicts "
+                         f"OpenMP programs, so give it the files whose code starts a parallel region")
+    return Translation(translated[0], tuple(translated[1:]), tuple(plain))
+
+
+def _translate_file(cfg: PipelineConfig, source: Path, out: Path, progress: Progress) -> Path:
+    """One file's translation, reused while the file, its headers and the translator are unchanged."""
     import translate
 
-    out = cfg.workdir / "translate" / f"{cfg.source.stem}.xomp.c"
-    key = step_key([cfg.source, *_headers(cfg)], {"I": cfg.include_dirs, "D": cfg.defines,
-                                                  "code": code_digest("translate")})
-    stamp = out.parent / ".key"
+    key = step_key([source, *_headers(cfg)], {"I": cfg.include_dirs, "D": cfg.defines,
+                                              "code": code_digest("translate")})
+    stamp = out.parent / (".key" if out.name == f"{cfg.source.stem}.xomp.c" else f".{out.name}.key")
     if not reuse_or_invalidate(stamp, key, [out]):
-        progress("translate")
-        translate.translate_file(cfg.source, out, include_dirs=cfg.include_dirs, defines=cfg.defines)
+        progress(f"translate {source.name}")
+        translate.translate_file(source, out, include_dirs=cfg.include_dirs, defines=cfg.defines)
         mark_done(stamp, key)
     return out
 
 
 def _headers(cfg: PipelineConfig) -> list[Path]:
-    """The headers a build of the program may read: its own folder's and those of its include folders."""
-    folders = dict.fromkeys([cfg.source.parent, *map(Path, cfg.include_dirs)])
+    """The headers a build of the program may read: its files' folders' and those of its include folders."""
+    folders = dict.fromkeys([cfg.source.parent, *(Path(s).parent for s in cfg.more_sources),
+                             *map(Path, cfg.include_dirs)])
     return sorted({p for d in folders for p in Path(d).glob("*.h")})
 
 
@@ -112,20 +149,22 @@ def build_benchmark_binaries(bench, size: str, workdir: Path, modes=("count", "t
     return binaries
 
 
-def instrument_step(cfg: PipelineConfig, translated: Path, progress: Progress) -> Path:
+def instrument_step(cfg: PipelineConfig, translated: Translation, progress: Progress) -> Path:
     """Build the instrumented binary of the translated program (cached)."""
     import instrument
 
     binary = cfg.workdir / "instrument" / f"{cfg.source.stem}.inst"
     # the translation's marker names the XOMP runtime and the source's folder (translate/buildinfo.py)
-    key = step_key([translated, *cfg.extra_sources, *_headers(cfg)],
+    key = step_key([*translated.files, *cfg.extra_sources, *_headers(cfg)],
                    {"I": cfg.include_dirs, "D": cfg.defines, "O": cfg.opt_level,
                     "code": code_digest("passes", "instrument", "translate")})
     stamp = binary.parent / ".key"
     if not reuse_or_invalidate(stamp, key, [binary, instrument.assembly_path(binary)]):
         progress("instrument")
-        instrument.build_instrumented(translated, binary, opt_level=cfg.opt_level, include_dirs=cfg.include_dirs,
-                                      defines=cfg.defines, extra_sources=cfg.extra_sources)
+        instrument.build_instrumented(translated.main, binary, opt_level=cfg.opt_level,
+                                      include_dirs=cfg.include_dirs, defines=cfg.defines,
+                                      extra_sources=(*translated.plain, *cfg.extra_sources),
+                                      more_sources=translated.others)
         mark_done(stamp, key)
     return binary
 

@@ -100,14 +100,20 @@ def test_console_script_runs_as_subprocess():
     assert result.returncode == 0 and __version__ in result.stdout
 
 
-def test_program_arguments_follow_the_first_double_dash(monkeypatch):
+def test_program_arguments_follow_the_first_double_dash(monkeypatch, tmp_path):
     """`pptmc run prog.c -o DIR ... -- ARGS` (the README's form): options before `--` are pptmc's, the rest
     the program's, even when they look like options; a command without program arguments refuses them."""
+    from pptmc.commands.pipeline import program_files
+
     seen = {}
-    monkeypatch.setattr("pptmc.commands.pipeline.run_program", lambda a: seen.update(vars(a)) or 0)
-    assert cli.run(["run", "prog.c", "-o", "D", "--cores", "1,2", "--", "100", "-v", "--", "x"]) == 0
-    assert seen["source"] == "prog.c" and seen["output"] == "D" and seen["cores"] == "1,2"
-    assert seen["program_args"] == ["100", "-v", "--", "x"]
+    monkeypatch.setattr("pptmc.commands.pipeline.run_program", lambda a: seen.update(files=program_files(a)) or 0)
+    monkeypatch.chdir(tmp_path)
+    for name in ("prog.c", "util.c"):
+        (tmp_path / name).write_text("int x;\n")
+    assert cli.run(["run", "prog.c", "util.c", "-o", "D", "--cores", "1,2", "--", "100", "-v", "in.c", "--"]) == 0
+    files, _, _, program_args = seen["files"]
+    assert files == [Path("prog.c"), Path("util.c")]
+    assert program_args == ["100", "-v", "in.c", "--"]  # after `--` nothing is pptmc's, not even a .c name
     with pytest.raises(PptmcError, match="takes no program arguments"):
         cli.run(["doctor", "--", "x"])
     with pytest.raises(PptmcError, match="unrecognized arguments: --bogus"):

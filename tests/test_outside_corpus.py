@@ -114,11 +114,10 @@ def native_checksum(name: str, spec: Program, workdir: Path) -> str:
 
 
 def pptmc_argv(name: str, spec: Program, out: Path) -> list[str]:
-    """`pptmc run` on the unmodified program: other .c files as --extra-source, args after --."""
+    """`pptmc run` on the unmodified program: all its .c files, its args after --."""
     main, others = sources_of(name)
-    argv = ["run", str(main), "--machines", MACHINE, "--cores", ",".join(map(str, CORES)), "-o", str(out)]
-    for other in others:
-        argv += ["--extra-source", str(other)]
+    argv = ["run", str(main), *map(str, others), "--machines", MACHINE, "--cores", ",".join(map(str, CORES)),
+            "-o", str(out)]
     for define in spec.defines:
         argv += ["-D", define]
     return [*argv, "--", *spec.args]

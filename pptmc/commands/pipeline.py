@@ -69,16 +69,38 @@ def summary_table(hits: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     return wide
 
 
+def program_files(args: argparse.Namespace) -> tuple[list[Path], list[str], list[str], list[str]]:
+    """The program's C files, include folders, macros and arguments: the positionals ending in .c (or the
+    compilation database's files) are the program's files, the rest and what follows `--` its arguments."""
+    from instrument.compile_commands import read_compile_commands
+
+    cut = len(args.program_args) - getattr(args, "after_dashes", 0)
+    before, after = args.program_args[:cut], args.program_args[cut:]
+    files = [Path(p) for p in before if p.endswith(".c")]
+    rest = [p for p in before if not p.endswith(".c")] + after
+    includes, defines = list(args.include), list(args.define)
+    if args.compile_commands:
+        db = read_compile_commands(Path(args.compile_commands))
+        files += [f for f in db.sources if f not in files]
+        includes += [str(d) for d in db.include_dirs]
+        defines += list(db.defines)
+    if not files:
+        raise InputError("pptmc run: give the program's C file(s), or --compile-commands compile_commands.json")
+    for f in files:
+        if not f.is_file():
+            raise InputError(f"{f}: no such file; give the path of an OpenMP C program")
+    return files, includes, defines, rest
+
+
 def run_program(args: argparse.Namespace) -> int:
-    """`pptmc run`: the whole pipeline for one C file."""
+    """`pptmc run`: the whole pipeline for one program (one C file, or several)."""
     from pptmc.pipeline import PipelineConfig, run_pipeline
 
-    source = Path(args.source)
-    if not source.is_file():
-        raise InputError(f"{source}: no such file; give the path of an OpenMP C program")
+    files, includes, defines, program_args = program_files(args)
+    source = files[0]
     cfg = PipelineConfig(
-        source=source, workdir=checked_output_folder(args.output), args=tuple(args.program_args),
-        include_dirs=tuple(Path(d) for d in args.include), defines=tuple(args.define),
+        source=source, more_sources=tuple(files[1:]), workdir=checked_output_folder(args.output),
+        args=tuple(program_args), include_dirs=tuple(Path(d) for d in includes), defines=tuple(defines),
         extra_sources=tuple(Path(s) for s in args.extra_source), machines=checked_machines(args.machines),
         cores=parse_cores(args.cores), options=model_options(args))
     print(f"[pptmc] model: {cfg.options.describe()}", file=sys.stderr)
@@ -150,13 +172,16 @@ def _print_suite_report(summary: pd.DataFrame, tables: dict[str, pd.DataFrame], 
 def register(sub) -> None:
     """Add `run` and `suite` to the pptmc command line."""
     run = sub.add_parser("run", help="whole pipeline for one OpenMP C file: translate, instrument, trace, profile, predict")
-    run.add_argument("source", help="OpenMP C file")
     run.add_argument("-o", "--output", default="pptmc-out", help="work and results folder")
     run.add_argument("-I", dest="include", action="append", default=[], help="include folder")
     run.add_argument("-D", dest="define", action="append", default=[], help="preprocessor define NAME[=VAL]")
-    run.add_argument("--extra-source", action="append", default=[], help="additional C file to link (harness)")
+    run.add_argument("--extra-source", action="append", default=[],
+                     help="C file linked as it is, never translated or traced (a harness)")
+    run.add_argument("--compile-commands", metavar="JSON",
+                     help="take the program's C files, -I and -D from a compilation database")
     _add_model_options(run)
-    run.add_argument("program_args", nargs="*", help="arguments of the program (after --)")
+    run.add_argument("program_args", nargs="*", metavar="FILE.c ... [-- ARGS]",
+                     help="the program's C files (the first names it), then its arguments after --")
     run.set_defaults(run=run_program)
 
     suite = sub.add_parser("suite", help="the paper's experiment over the built-in PolyBench suite")
