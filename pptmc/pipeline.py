@@ -6,6 +6,7 @@ through their public APIs.
 """
 from __future__ import annotations
 
+import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ import pandas as pd
 from analysis.options import DEFAULT_OPTIONS, ModelOptions
 from common.cache import code_digest, reuse_or_invalidate, mark_done, step_key
 from common.errors import InputError
-from common.io import program_output_to, write_table
+from common.io import program_output_to, write_json, write_table
 from common.locks import folder_lock
 
 if TYPE_CHECKING:  # the analysis stages load numba: imported where a step runs
@@ -119,9 +120,22 @@ def _translate_file(cfg: PipelineConfig, source: Path, out: Path, progress: Prog
     stamp = out.parent / (".key" if out.name == f"{cfg.source.stem}.xomp.c" else f".{out.name}.key")
     if not reuse_or_invalidate(stamp, key, [out]):
         progress(f"translate {source.name}")
-        translate.translate_file(source, out, include_dirs=cfg.include_dirs, defines=cfg.defines)
+        result = translate.translate_file(source, out, include_dirs=cfg.include_dirs, defines=cfg.defines)
+        write_json(_regions_file(out), [{"region": r.name, "where": r.where, "file": r.file, "line": r.line,
+                                         "schedules": r.schedule_text()} for r in result.regions])
         mark_done(stamp, key)
     return out
+
+
+def _regions_file(translated: Path) -> Path:
+    """Where a translation's region list is kept (outlined name -> file:line)."""
+    return translated.with_name(translated.name + ".regions.json")
+
+
+def regions_table(translation: Translation) -> pd.DataFrame:
+    """Every traced parallel region of the program: its outlined function and the file:line users know."""
+    rows = [row for t in (translation.main, *translation.others) for row in json.loads(_regions_file(t).read_text())]
+    return pd.DataFrame(rows, columns=["region", "where", "file", "line", "schedules"])
 
 
 def _headers(cfg: PipelineConfig) -> list[Path]:
@@ -316,6 +330,7 @@ def _run_steps(cfg: PipelineConfig, progress: Progress) -> PipelineResult:
     trace = timed("trace", trace_step, cfg, binary, progress)
     profiles_dir = timed("profile", profile_step, cfg, trace, progress)
     pred = timed("predict", predict_step, cfg, profiles_dir, trace, binary, progress)
+    write_table(regions_table(translated), cfg.workdir / "regions.csv")
     write_table(pred.hit_rates, cfg.workdir / "hit_rates.csv")
     write_table(pred.runtimes, cfg.workdir / "runtimes.csv")
     if pred.tlb_rates is not None:

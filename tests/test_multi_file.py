@@ -48,6 +48,8 @@ def test_every_files_regions_are_traced(tmp_path, folder, files, loops):
     assert (tmp_path / "out" / "trace" / "program.out").read_text() == _native_output(paths, tmp_path)
     info = instrument.open_trace(next((tmp_path / "out" / "trace").glob("*.pptrace"))).info
     assert len(info.loops) == loops  # each work-shared loop runs once
+    regions = pd.read_csv(tmp_path / "out" / "regions.csv")
+    assert len(regions) == loops and all(":" in w and w.split(":")[0] in files for w in regions["where"])
 
 
 @needs_clang

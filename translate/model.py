@@ -24,12 +24,18 @@ class RegionInfo:
     n: int
     name: str
     line: int
+    file: str = ""                    # the source file's name: the region is known to users as file:line
     shared: list[str] = field(default_factory=list)
     private: list[str] = field(default_factory=list)
     firstprivate: list[str] = field(default_factory=list)
     lastprivate: list[str] = field(default_factory=list)
     reductions: list[tuple[str, str]] = field(default_factory=list)
     loops: list[LoopInfo] = field(default_factory=list)
+
+    @property
+    def where(self) -> str:
+        """`file.c:line`, the name users know a region by."""
+        return f"{self.file}:{self.line}"
 
     def schedule_text(self) -> str:
         """Schedules of the region's loops, e.g. `static dynamic,4`."""

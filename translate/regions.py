@@ -226,7 +226,7 @@ def build_region(tr: RegionServices, c: Construct, outer: dict[Key, str] | None 
     struct = f"{name}_data"
     first_guard = len(tr.size_guards)
     sh, loop_vars = analyse(tr, c, scope)
-    info = RegionInfo(n=n, name=name, line=d.line, shared=[v.name for v in sh.shared],
+    info = RegionInfo(n=n, name=name, line=d.line, file=tr.src.path.name, shared=[v.name for v in sh.shared],
                       private=[v.name for v in sh.private + sh.loop_private],
                       firstprivate=list(d.firstprivate), lastprivate=list(d.lastprivate),
                       reductions=list(d.reductions))
