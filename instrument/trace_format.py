@@ -13,7 +13,7 @@ from typing import Iterator
 
 from common.errors import InputError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 FILE_MAGIC = b"PPTMCTR\0"
 CHUNK_MAGIC = b"PCHK"
 FOOTER_MAGIC = b"PFTR"
@@ -57,7 +57,12 @@ def read_header(f, path: Path) -> tuple[dict, int]:
     if len(body) < hlen or len(raw_hl) < 4:
         raise InputError(f"{path}: truncated inside the header; re-record the trace")
     (hl,) = struct.unpack("<I", raw_hl)
-    binary_hash = f.read(hl).decode()
+    raw_hash, raw_check = f.read(hl), f.read(4)
+    if len(raw_hash) < hl or len(raw_check) < 4:
+        raise InputError(f"{path}: truncated inside the header; re-record the trace")
+    if zlib.crc32(head + body + raw_hl + raw_hash) != struct.unpack("<I", raw_check)[0]:
+        raise InputError(f"{path}: corrupt header (checksum mismatch); re-record the trace")
+    binary_hash = raw_hash.decode()
     try:
         header = json.loads(body)
     except json.JSONDecodeError as exc:
@@ -65,7 +70,7 @@ def read_header(f, path: Path) -> tuple[dict, int]:
     if header.get("block_table_hash") != binary_hash:
         raise InputError(f"{path}: block table hash {header.get('block_table_hash')} does not match the "
                          f"binary's {binary_hash}: the side files are from another build; rebuild and re-trace")
-    return header, 16 + hlen + 4 + hl
+    return header, 16 + hlen + 4 + hl + 4
 
 
 def read_footer(f, path: Path, size: int) -> tuple[dict, int]:
@@ -74,14 +79,16 @@ def read_footer(f, path: Path, size: int) -> tuple[dict, int]:
         raise InputError(f"{path}: truncated (no footer); the trace was cut short, re-record it")
     f.seek(size - TRAILER.size)
     start, magic = TRAILER.unpack(f.read(TRAILER.size))
-    if magic != END_MAGIC or start > size - TRAILER.size - 8:
+    if magic != END_MAGIC or start > size - TRAILER.size - 12:
         raise InputError(f"{path}: truncated (the footer is missing); the trace was cut short or the "
                          f"recording process was killed; re-record it")
     f.seek(start)
     fmagic, flen = struct.unpack("<4sI", f.read(8))
-    body = f.read(flen)
-    if fmagic != FOOTER_MAGIC or start + 8 + flen != size - TRAILER.size:
+    body, raw_check = f.read(flen), f.read(4)
+    if fmagic != FOOTER_MAGIC or start + 8 + flen + 4 != size - TRAILER.size:
         raise InputError(f"{path}: corrupt footer at byte {start}; re-record the trace")
+    if zlib.crc32(body) != struct.unpack("<I", raw_check)[0]:
+        raise InputError(f"{path}: corrupt footer at byte {start} (checksum mismatch); re-record the trace")
     try:
         return json.loads(body), start
     except json.JSONDecodeError as exc:

@@ -191,7 +191,8 @@ def _rewrite_footer(path: Path, stop: int, footer: dict) -> None:
     with open(path, "r+b") as f:
         f.truncate(stop)
         f.seek(stop)
-        f.write(struct.pack("<4sI", FOOTER_MAGIC, len(body)) + body + TRAILER.pack(stop, END_MAGIC))
+        f.write(struct.pack("<4sI", FOOTER_MAGIC, len(body)) + body + struct.pack("<I", zlib.crc32(body))
+                + TRAILER.pack(stop, END_MAGIC))
         f.flush()
         os.fsync(f.fileno())
 

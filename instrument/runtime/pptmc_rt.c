@@ -37,7 +37,7 @@ extern const int __pptmc_pred_off[];  /* block b's predecessors: __pptmc_pred[of
 extern const int __pptmc_pred[];
 extern int xomp_trace_enabled __attribute__((weak));
 
-#define FORMAT_VERSION 1
+#define FORMAT_VERSION 2
 #define BUF_WORDS (1u << 19)   /* 4 MiB of 8-byte words per thread before a chunk is cut */
 #define SLACK_WORDS 8u         /* the longest slow-path event */
 #define ADDR_BITS 48           /* user-space addresses on x86-64/aarch64 fit in 48 bits */
@@ -561,15 +561,21 @@ static void copy_header_file(const char *path) {
     put_u32(h + 12, (uint32_t)n);
     uint8_t hl[4];
     put_u32(hl, (uint32_t)strlen(__pptmc_table_hash));
+    uint32_t crc = crc32_update(0, h, 16);  /* the header's own check: a flipped bit is refused, not read */
+    crc = crc32_update(crc, (const uint8_t *)body, (size_t)n);
+    crc = crc32_update(crc, hl, 4);
+    crc = crc32_update(crc, (const uint8_t *)__pptmc_table_hash, strlen(__pptmc_table_hash));
+    uint8_t check[4];
+    put_u32(check, crc);
     if (write_all(h, 16) || write_all(body, (size_t)n) || write_all(hl, 4) ||
-        write_all(__pptmc_table_hash, strlen(__pptmc_table_hash)))
+        write_all(__pptmc_table_hash, strlen(__pptmc_table_hash)) || write_all(check, 4))
         die("cannot write the trace file header");
     free(body);
 }
 
 /* A small buffered writer on a file descriptor: the footer is also written from signal
  * handlers, where stdio and snprintf are not safe. */
-typedef struct { int fd, failed; size_t n, total; char buf[8192]; } obuf;
+typedef struct { int fd, failed; size_t n, total; uint32_t crc; char buf[8192]; } obuf;
 static obuf ob_static;  /* used by one path at a time: the destructor or the emergency flush */
 
 static void ob_flush(obuf *o) {
@@ -586,6 +592,7 @@ static void ob_put(obuf *o, const char *s, size_t n) {
         if (o->n == sizeof o->buf) ob_flush(o);
         size_t k = sizeof o->buf - o->n < n ? sizeof o->buf - o->n : n;
         memcpy(o->buf + o->n, s, k);
+        o->crc = crc32_update(o->crc, (const uint8_t *)s, k);  /* CRC-32 of everything put since ob_open */
         o->n += k;
         o->total += k;
         s += k;
@@ -611,6 +618,7 @@ static obuf *ob_open(int fd) {
     o->fd = fd;
     o->failed = 0;
     o->n = o->total = 0;
+    o->crc = 0;
     return o;
 }
 
@@ -661,6 +669,7 @@ static int append_footer(int complete, const char *reason, const char *sig, int 
     memcpy(h, "PFTR", 4);
     put_u32(h + 4, 0);  /* the length is patched in below */
     ob_put(o, (const char *)h, 8);
+    o->crc = 0;  /* the footer's check covers its JSON */
     ob_str(o, complete ? "{\"complete\": true, \"n_chunks\": " : "{\"complete\": false, \"n_chunks\": ");
     ob_u64(o, n_chunks);
     ob_str(o, ", \"n_events\": ");
@@ -692,9 +701,13 @@ static int append_footer(int complete, const char *reason, const char *sig, int 
     if (status >= 0) { ob_str(o, ", \"exit_status\": "); ob_i64(o, status); }
     if (lost >= 0) { ob_str(o, ", \"lost_threads\": "); ob_i64(o, lost); }
     ob_str(o, "}");
+    uint32_t json_len = (uint32_t)(o->total - 8);
+    uint8_t check[4];
+    put_u32(check, o->crc);
+    ob_put(o, (const char *)check, 4);
     ob_flush(o);
     uint8_t len[4], tail[16];
-    put_u32(len, (uint32_t)(o->total - 8));
+    put_u32(len, json_len);
     put_u64(tail, (uint64_t)start);
     memcpy(tail + 8, "PPTMCEND", 8);
     if (o->failed || pwrite(out_fd, len, 4, start + 4) != 4 || write_all(tail, 16)) return -1;

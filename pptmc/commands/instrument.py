@@ -44,6 +44,8 @@ def register(sub) -> None:
 
     p = sub.add_parser("trace-info", help="print a trace's header and footer facts")
     p.add_argument("trace", type=Path)
+    p.add_argument("--verify", action="store_true",
+                   help="also read every chunk and check every checksum (a corrupt trace is an error)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_info)
 
@@ -101,12 +103,16 @@ def _export(a) -> int:
 def _info(a) -> int:
     from instrument.tracefile import open_trace
 
-    info = open_trace(a.trace).info
+    reader = open_trace(a.trace)
+    info = reader.info
     facts = {"path": info.path, "format_version": info.format_version, "program": info.program,
              "args": info.args, "complete": info.complete, "n_accesses": info.n_accesses,
              "n_blocks": len(info.blocks), "n_threads": info.n_threads, "n_loops": len(info.loops),
              "blocks_entered": sum(c for b, c in info.block_counts.items() if not info.blocks[b].is_shared_var_block), "bytes": Path(info.path).stat().st_size,
              **info.extra}
+    if a.verify:  # every chunk's checksums, its zstd frame, its events, and the footer's whole-file CRC
+        facts["verified_accesses"] = sum(len(chunk) for chunk in reader.chunks(columns=("addr",)))
+        facts["verified"] = True
     if a.json:
         print(json.dumps(facts, indent=2))
     else:
