@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import socket
 import sys
 from pathlib import Path
@@ -52,11 +53,12 @@ def _read(lock: Path) -> dict:
 
 
 @contextlib.contextmanager
-def folder_lock(folder: Path) -> Iterator[Path]:
-    """Hold `folder`'s lock while writing into it; a lock left by a process that died is taken over."""
+def folder_lock(folder: Path, lock: Path | None = None) -> Iterator[Path]:
+    """Hold `folder`'s lock (a file inside it, or `lock`) while writing into it; a lock left by a process
+    that died is taken over."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    lock = folder / LOCK_NAME
+    lock = Path(lock) if lock is not None else folder / LOCK_NAME
     if not _take(lock):
         holder = _read(lock)
         if _alive(holder):
@@ -70,3 +72,29 @@ def folder_lock(folder: Path) -> Iterator[Path]:
     finally:
         if _read(lock).get("pid") == os.getpid():
             lock.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def output_folder(target: Path) -> Iterator[Path]:
+    """Write a folder of results as one unit: into a temporary sibling, which replaces `target` (renamed
+    into place) only when the block succeeds; a failure leaves the old folder as it was. One writer at a
+    time (a lock file beside it). Readers never see old and new files mixed."""
+    target = Path(target)
+    parent = target.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    if target.exists() and not target.is_dir():
+        raise InputError(f"{target}: a file of that name exists; give a folder for the results")
+    with folder_lock(parent, parent / f".{target.name}.lock"):
+        work = parent / f".{target.name}.tmp-{os.getpid()}"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
+        try:
+            yield work
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        old = parent / f".{target.name}.old-{os.getpid()}"
+        if target.exists():
+            target.rename(old)
+        work.rename(target)
+        shutil.rmtree(old, ignore_errors=True)

@@ -71,6 +71,7 @@ class PipelineResult:
     tlb_rates: pd.DataFrame | None = None   # cores, level, miss_rate, accesses, machine (machines with [[tlbs]])
     coherence: dict[int, float] = field(default_factory=dict)  # cores -> coherence-miss fraction of the profiles
     terms: dict[str, TraceTerms] = field(default_factory=dict)  # machine name -> its trace facts (trace_terms.py)
+    trace_complete: bool = True               # False: the program crashed or was cut short while traced
 
 
 def _noop(_: str) -> None:
@@ -267,6 +268,7 @@ class Predictions:
     coherence: dict[int, float] = field(default_factory=dict)  # cores -> coherence-miss fraction
     terms: dict[str, TraceTerms] = field(default_factory=dict)  # machine name -> its trace facts
     n_accesses: int = 0                       # the trace's memory accesses
+    trace_complete: bool = True               # the trace's footer says the run ended normally
 
 
 def region_sources(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: Path | None,
@@ -306,7 +308,7 @@ def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: P
                        pd.concat([p.runtimes for p in preds], ignore_index=True),
                        pd.concat(tlb_frames, ignore_index=True) if tlb_frames else None,
                        coherence_miss_rates(sources.profiles), {p.machine.name: p.terms for p in preds},
-                       int(sources.record.info.n_accesses))
+                       int(sources.record.info.n_accesses), bool(sources.record.info.complete))
 
 
 def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineResult:
@@ -331,6 +333,8 @@ def _run_steps(cfg: PipelineConfig, progress: Progress) -> PipelineResult:
     profiles_dir = timed("profile", profile_step, cfg, trace, progress)
     pred = timed("predict", predict_step, cfg, profiles_dir, trace, binary, progress)
     write_table(regions_table(translated), cfg.workdir / "regions.csv")
+    pred.hit_rates["trace_complete"] = pred.trace_complete  # results from a crashed run say so
+    pred.runtimes["trace_complete"] = pred.trace_complete
     write_table(pred.hit_rates, cfg.workdir / "hit_rates.csv")
     write_table(pred.runtimes, cfg.workdir / "runtimes.csv")
     if pred.tlb_rates is not None:
@@ -338,4 +342,4 @@ def _run_steps(cfg: PipelineConfig, progress: Progress) -> PipelineResult:
     else:  # an earlier run's table for other machines must not pass for this run's
         (cfg.workdir / "tlb_miss_rates.csv").unlink(missing_ok=True)
     return PipelineResult(cfg.source.stem, pred.hit_rates, pred.runtimes, trace, profiles_dir, pred.n_accesses, timings,
-                          pred.tlb_rates, pred.coherence, pred.terms)
+                          pred.tlb_rates, pred.coherence, pred.terms, pred.trace_complete)

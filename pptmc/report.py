@@ -120,6 +120,16 @@ def _table_html(df: pd.DataFrame) -> str:
     return df.to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0, classes="t") if not df.empty else "<p>none</p>"
 
 
+def _incomplete_banner(status: pd.DataFrame) -> list[str]:
+    """A warning above everything when a benchmark's trace was cut short (its results say so too)."""
+    cut = status["trace_complete"].eq(False) if "trace_complete" in status.columns else None
+    if cut is None or not cut.any():
+        return []
+    names = ", ".join(status.loc[cut, "benchmark"].astype(str))
+    return [f"<p style='background:#fdd;padding:0.5em'><b>Incomplete traces:</b> {html.escape(names)} "
+            f"(the program crashed or was cut short while traced; their rows say trace_complete = false)</p>"]
+
+
 def write_report(outdir: Path, hits: pd.DataFrame, runs: pd.DataFrame, status: pd.DataFrame,
                  profile_dirs: dict[str, Path], extra: Sequence[ReportSection] = (), model: str = "") -> Path:
     """Write figures under outdir/figures and an index.html that shows them with the tables; `model` is
@@ -134,7 +144,7 @@ def write_report(outdir: Path, hits: pd.DataFrame, runs: pd.DataFrame, status: p
     for name, pdir in profile_dirs.items():
         figures.append((f"Reuse profiles, {name}", reuse_profile_figure(name, pdir, figdir / f"reuse-{name}.png")))
     body = ["<h1>pptmc suite results</h1>", f"<p>Model: <code>{html.escape(model)}</code></p>" if model else "",
-            "<h2>Status</h2>", _table_html(status)]
+            *_incomplete_banner(status), "<h2>Status</h2>", _table_html(status)]
     body += [f"<h2>{html.escape(title)}</h2><img src='{p.relative_to(outdir)}' style='max-width:100%'>"
              for title, p in figures if p is not None]
     for section in extra:

@@ -152,6 +152,7 @@ def combine(outcomes: list[BenchmarkOutcome]) -> tuple[pd.DataFrame, pd.DataFram
     status = pd.DataFrame([{
         "benchmark": o.name, "ok": o.error is None, "error": o.error or "",
         "accesses": o.result.n_accesses if o.result else 0,
+        "trace_complete": o.result.trace_complete if o.result else None,
         **({f"seconds_{k}": round(v, 3) for k, v in o.result.timings.items()} if o.result else {}),
     } for o in outcomes])
     return (pd.concat(hits, ignore_index=True) if hits else pd.DataFrame(),

@@ -48,3 +48,54 @@ def test_an_interrupted_step_is_never_taken_as_done(tmp_path):
     out.write_text("half of k2\n")                        # ... and is interrupted here
     assert not reuse_or_invalidate(stamp, "k1", [out])    # neither key takes the mixed output
     assert not reuse_or_invalidate(stamp, "k2", [out])
+
+
+def test_an_incomplete_trace_is_flagged_downstream_and_refused_under_strict(tmp_path, monkeypatch, capsys):
+    """A crashed run leaves a trace marked incomplete: predict, profile and hitrates warn, every result row
+    says trace_complete = false, and --strict makes each an error (exit code, no traceback)."""
+    import pandas as pd
+
+    from common.errors import RunError
+    from pptmc import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "crash.c").write_text("#include <stdlib.h>\n#include <stdio.h>\nint main(void) { double a[64];\n"
+                                      "#pragma omp parallel for\n for (int i = 0; i < 64; i++) a[i] = i;\n"
+                                      "printf(\"%f\\n\", a[3]); fflush(stdout); abort(); }\n")
+    assert cli.run(["translate", "crash.c", "-o", "x.c"]) == 0
+    assert cli.run(["instrument", "x.c", "-o", "x.inst"]) == 0
+    with pytest.raises(RunError, match="marked incomplete"):
+        cli.run(["trace", "x.inst", "-o", "t.pptrace"])
+    capsys.readouterr()
+    machine = ["--machine", "haswell-i7-5960x"]
+    assert cli.run(["predict", "t.pptrace", *machine, "--cores", "1,2", "-o", "pred"]) == 0
+    assert "the trace is incomplete" in capsys.readouterr().err
+    assert not pd.read_csv("pred/predictions.csv")["trace_complete"].any()
+    assert cli.run(["profile", "t.pptrace", "--cores", "1,2", "-o", "prof"]) == 0
+    assert cli.run(["hitrates", "prof", *machine, "-o", "hits"]) == 0
+    assert "the trace is incomplete" in capsys.readouterr().err
+    assert not pd.read_csv("hits.csv")["trace_complete"].any()
+    for argv in (["predict", "t.pptrace", *machine, "--cores", "1"], ["hitrates", "prof", *machine, "-o", "h2"],
+                 ["profile", "t.pptrace", "--cores", "1", "-o", "p2"], ["trace-export", "t.pptrace", "-o", "t.txt"]):
+        with pytest.raises(InputError, match="trace is incomplete.*--strict"):
+            cli.run([*argv, "--strict"])
+
+
+def test_an_output_folder_is_replaced_whole_or_not_at_all(tmp_path):
+    """A run that fails while writing leaves the previous folder exactly as it was; one that succeeds leaves
+    only its own files (none of the previous run's), and no temporary folder or lock behind."""
+    from common.locks import output_folder
+
+    target = tmp_path / "profiles"
+    with output_folder(target) as work:
+        (work / "a.csv").write_text("first\n")
+        (work / "stale.csv").write_text("only in the first run\n")
+    with pytest.raises(RuntimeError):
+        with output_folder(target) as work:
+            (work / "a.csv").write_text("second, half written\n")
+            raise RuntimeError("killed while writing")
+    assert (target / "a.csv").read_text() == "first\n" and (target / "stale.csv").exists()
+    with output_folder(target) as work:
+        (work / "a.csv").write_text("third\n")
+    assert sorted(p.name for p in target.iterdir()) == ["a.csv"] and (target / "a.csv").read_text() == "third\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["profiles"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 from common.errors import InputError
@@ -19,6 +20,24 @@ def parse_counts(text: str, option: str = "--cores", example: str = "1,2,4,8") -
     if not counts or counts[0] < 1:
         raise InputError(f"{option} {text!r}: give comma-separated positive integers, e.g. {example}")
     return counts
+
+
+def add_strict(parser: argparse.ArgumentParser) -> None:
+    """--strict, for every command that reads a trace or what was made from one."""
+    parser.add_argument("--strict", action="store_true",
+                        help="an incomplete trace (the program crashed or was cut short) is an error, not a warning")
+
+
+def check_complete(complete: bool, what: str, args: argparse.Namespace) -> None:
+    """An incomplete trace is an error under --strict, else a warning on stderr (results say
+    trace_complete = false)."""
+    if complete:
+        return
+    message = (f"{what}: the trace is incomplete (the program crashed or was cut short while traced); "
+               f"results from it say trace_complete = false")
+    if getattr(args, "strict", False):
+        raise InputError(message + "; rerun the program, or drop --strict to use what it recorded")
+    print(f"pptmc: warning: {message}", file=sys.stderr)
 
 
 def add_model_options(parser: argparse.ArgumentParser, *, profiles: bool = True) -> None:

@@ -1,11 +1,11 @@
 """Subcommands of the tracer: instrument, trace, count, trace-export, trace-info."""
 from __future__ import annotations
 
-
 import json
 from pathlib import Path
 
 from common.errors import InputError
+from pptmc.commands.args import add_strict
 from common.io import write_json, write_table
 
 
@@ -40,6 +40,7 @@ def register(sub) -> None:
     p = sub.add_parser("trace-export", help="write a trace in the paper's text format")
     p.add_argument("trace", type=Path)
     p.add_argument("-o", "--output", type=Path, required=True)
+    add_strict(p)
     p.set_defaults(run=_export)
 
     p = sub.add_parser("trace-info", help="print a trace's header and footer facts")
@@ -95,6 +96,10 @@ def _count(a) -> int:
 def _export(a) -> int:
     from instrument.export import export_text
 
+    from instrument.tracefile import open_trace
+    from pptmc.commands.args import check_complete
+
+    check_complete(open_trace(a.trace).info.complete, str(a.trace), a)
     n = export_text(a.trace, a.output)
     print(f"{a.output}: {n} addresses")
     return 0

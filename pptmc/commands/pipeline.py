@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pptmc.commands.args import add_model_options, model_options, parse_counts
+from pptmc.commands.args import add_model_options, add_strict, check_complete, model_options, parse_counts
 from common.errors import InputError
 
 if TYPE_CHECKING:  # pandas loads in ~0.3 s: only the commands that run import it
@@ -52,6 +52,7 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--machines", default=DEFAULT_MACHINES, help="comma-separated machine names or files")
     parser.add_argument("--cores", default="1,2,4,8,16", help="core counts, e.g. 1,2,4,8,16")
     add_model_options(parser)
+    add_strict(parser)
     parser.add_argument("--json", action="store_true", help="print machine-readable results")
 
 
@@ -105,6 +106,7 @@ def run_program(args: argparse.Namespace) -> int:
         cores=parse_cores(args.cores), options=model_options(args))
     print(f"[pptmc] model: {cfg.options.describe()}", file=sys.stderr)
     result = run_pipeline(cfg, progress=lambda step: print(f"[pptmc] {source.name}: {step}", file=sys.stderr))
+    check_complete(result.trace_complete, source.name, args)
     table = summary_table(result.hit_rates, result.runtimes)
     print(table.to_json(orient="records", indent=2) if args.json else table.to_string(index=False))
     return 0

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from pptmc.commands.args import add_model_options, model_options, parse_counts
+from pptmc.commands.args import add_model_options, add_strict, check_complete, model_options, parse_counts
 from common.errors import InputError
 from common.io import write_json, write_table
 
@@ -82,16 +82,19 @@ def run_predict(args: argparse.Namespace) -> int:
     if too_many:
         raise InputError(f"--cores {args.cores}: {machine.name} has {machine.cores} cores; drop "
                          f"{','.join(map(str, too_many))}")
-    pred = predict_machine(direct_sources(args, machine, cores, options), machine, cores, options)
-    runtimes = pred.runtimes.drop(columns="machine")
+    sources = direct_sources(args, machine, cores, options)
+    complete = bool(sources.record.info.complete)
+    check_complete(complete, str(args.trace), args)
+    pred = predict_machine(sources, machine, cores, options)
+    runtimes = pred.runtimes.drop(columns="machine").assign(trace_complete=complete)
     rows = runtimes.to_dict("records")
-    explained = explain_table(pred)
+    explained = explain_table(pred).assign(trace_complete=complete)
     if args.output:
         out = Path(args.output)
         write_table(runtimes, out / "predictions.csv")
         write_table(explained, out / "explain.csv")
         write_json(out / "predictions.json", {"machine": machine.name, "trace": str(args.trace),
-                                              "model": options.as_dict(), "rows": rows})
+                                              "trace_complete": complete, "model": options.as_dict(), "rows": rows})
         print(f"wrote {out / 'predictions.csv'}, explain.csv and predictions.json", file=sys.stderr)
     print(f"model: {options.describe()}", file=sys.stderr)
     if args.json:
@@ -116,6 +119,7 @@ def register(subparsers) -> None:
     p.add_argument("--block-bytes", type=float, default=None, help="contiguous block size b (default: mean access)")
     p.add_argument("--gap-bytes", type=float, default=0.0, help="gap v between blocks (non-contiguous layout)")
     p.add_argument("-o", "--output", help="directory for predictions.csv and predictions.json")
+    add_strict(p)
     p.add_argument("--explain", action="store_true",
                    help="also print, per core count, each term's seconds and share and the term that binds")
     p.add_argument("--json", action="store_true", help="print JSON rows instead of the table")

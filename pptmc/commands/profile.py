@@ -8,7 +8,7 @@ from pathlib import Path
 
 from analysis.options import INTERLEAVES, MODES
 from analysis.sampling.options import DEFAULT_WINDOW_LENGTH, SOURCE_WINDOW, STREAM_METHODS, STREAM_WINDOW
-from pptmc.commands.args import parse_counts
+from pptmc.commands.args import add_strict, check_complete, parse_counts
 from common.errors import InputError
 from common.io import write_json, write_table
 
@@ -46,6 +46,7 @@ def register(subparsers) -> None:
                         "same profiles, more CPU time in total but less wall time")
     p.add_argument("-o", "--output", required=True, help="output directory")
     p.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    add_strict(p)
     p.set_defaults(run=run_profile)
 
     h = subparsers.add_parser("hitrates", help="predict cache hit rates from reuse profiles (SDCM)")
@@ -59,6 +60,7 @@ def register(subparsers) -> None:
                    help="simulator: write-invalidate between the private caches (implies --hierarchical)")
     h.add_argument("-o", "--output", required=True, help="output table; FILE.csv and FILE.parquet are both written")
     h.add_argument("--json", action="store_true", help="print the table as JSON")
+    add_strict(h)
     h.set_defaults(run=run_hitrates)
 
 
@@ -70,6 +72,7 @@ def parse_cores(text: str) -> list[int]:
 def run_profile(args: argparse.Namespace) -> int:
     """Compute and save a ProfileSet."""
     from analysis.profiles.sweep import compute_profiles
+    from common.locks import output_folder
 
     if not Path(args.trace).is_file():
         raise InputError(f"{args.trace}: trace file not found; record one with `pptmc trace`")
@@ -83,15 +86,18 @@ def run_profile(args: argparse.Namespace) -> int:
         extra: dict = {}
     else:
         ps, extra = _sampled(args, cores)
-    out = ps.save(args.output)
-    if extra:  # label the directory: hitrates predicted from it are estimates of estimates
-        write_json(out / "profiles.json", {**ps.metadata(), **extra})
+    check_complete(ps.trace_complete, str(args.trace), args)  # before writing: --strict leaves nothing
+    with output_folder(Path(args.output)) as folder:  # the folder is replaced whole, never mixed
+        ps.save(folder)
+        if extra:  # label the directory: hitrates predicted from it are estimates of estimates
+            write_json(folder / "profiles.json", {**ps.metadata(), **extra})
+    out = Path(args.output)
     summary, _ = ps.tables()
     if args.json:
         print(json.dumps({"output": str(out), **ps.metadata(), **extra,
                           "profiles": summary.to_dict(orient="records")}, indent=2, default=_plain))
     else:
-        note = "" if ps.trace_complete else "; WARNING: the trace is incomplete (the run crashed or was cut short)"
+        note = "" if ps.trace_complete else "; the trace is incomplete"
         label = f", sampled at {args.sample_rate:g} ({args.sample_method})" if extra else ""
         print(f"wrote {out} ({len(summary)} profiles, mode {ps.mode}{label}){note}")
     return 0
@@ -136,6 +142,13 @@ def sampling_of(directory: str | Path) -> dict | None:
         return None
 
 
+def hit_rate_files(out: Path) -> list[Path]:
+    """`-o X` writes X.csv and X.parquet (X itself when it names one of them): distinct -o, distinct files
+    (x_0.01 and x_0.0001 no longer both become x_0.csv)."""
+    base = out.with_suffix("") if out.suffix in (".csv", ".parquet") else out
+    return [Path(f"{base}.csv"), Path(f"{base}.parquet")]
+
+
 def run_hitrates(args: argparse.Namespace) -> int:
     """Predict (and optionally simulate) hit rates; write one table."""
     import pandas as pd
@@ -145,6 +158,7 @@ def run_hitrates(args: argparse.Namespace) -> int:
     from machines import load_machine
 
     ps = ProfileSet.load(args.profiles)
+    check_complete(ps.trace_complete, str(args.profiles), args)
     machine = load_machine(args.machine)
     sampled = sampling_of(args.profiles)
     if sampled:
@@ -157,8 +171,8 @@ def run_hitrates(args: argparse.Namespace) -> int:
         sim = simulate_like(args.simulate, machine, ps, hierarchical=args.hierarchical or args.coherent,
                             coherent=args.coherent)
         table = pd.concat([table, sim.assign(source="simulator")], ignore_index=True)
-    out = Path(args.output)
-    for target in dict.fromkeys([out, out.with_suffix(".csv"), out.with_suffix(".parquet")]):
+    table["trace_complete"] = ps.trace_complete
+    for target in hit_rate_files(Path(args.output)):
         write_table(table, target)
     if args.json:
         print(table.to_json(orient="records", indent=2))
