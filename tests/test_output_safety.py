@@ -99,3 +99,22 @@ def test_an_output_folder_is_replaced_whole_or_not_at_all(tmp_path):
         (work / "a.csv").write_text("third\n")
     assert sorted(p.name for p in target.iterdir()) == ["a.csv"] and (target / "a.csv").read_text() == "third\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["profiles"]
+
+
+def test_absurd_core_counts_and_seeds_are_refused_before_any_work(monkeypatch, tmp_path):
+    """More cores than the sweep takes, a sweep that cannot fit in the free memory, a negative seed: each an
+    InputError naming the limit or the estimate, before anything is computed."""
+    from analysis.profiles import limits
+    from pptmc import cli
+
+    (tmp_path / "x.c").write_text("int main(void) { return 0; }\n")
+    with pytest.raises(InputError, match=r"--cores 1024: .*at most 256 cores"):
+        cli.run(["run", str(tmp_path / "x.c"), "--cores", "1,1024", "-o", str(tmp_path / "out")])
+    monkeypatch.setattr(limits, "available_bytes", lambda: 1 << 30)
+    need = limits.estimated_bytes(10_000_000, [1, 2, 4])
+    assert need == 3 * 2 * 10_000_000 * 48 + 7 * (256 << 10)  # hand-computed: 2.9 GB
+    with pytest.raises(InputError, match=r"may need about 2\.7 GiB .* but 1\.0 GiB is free"):
+        limits.check_memory(10_000_000, [1, 2, 4], "t.pptrace")
+    limits.check_memory(1_000_000, [1, 2, 4], "t.pptrace")  # 0.3 GiB: fits
+    with pytest.raises(InputError, match="--seed: '-5' is not a non-negative integer"):
+        cli.run(["profile", "t.pptrace", "--seed", "-5", "-o", "p"])

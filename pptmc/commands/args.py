@@ -22,6 +22,17 @@ def parse_counts(text: str, option: str = "--cores", example: str = "1,2,4,8") -
     return counts
 
 
+def seed(text: str) -> int:
+    """A --seed value: a non-negative integer (numpy's generators take no other)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a non-negative integer")
+    return value
+
+
 def add_strict(parser: argparse.ArgumentParser) -> None:
     """--strict, for every command that reads a trace or what was made from one."""
     parser.add_argument("--strict", action="store_true",
@@ -51,7 +62,7 @@ def add_model_options(parser: argparse.ArgumentParser, *, profiles: bool = True)
                             help=f"private-trace construction (default {d.mode}: iteration when loop markers exist)")
         parser.add_argument("--interleave", choices=opt.INTERLEAVES, default=d.interleave,
                             help=f"shared-trace interleaving (default {d.interleave})")
-        parser.add_argument("--seed", type=int, default=d.seed, help="seed of the random interleaving")
+        parser.add_argument("--seed", type=seed, default=d.seed, help="seed of the random interleaving")
         parser.add_argument("--no-coherence", dest="coherence", action="store_false", default=d.coherence,
                             help="ignore write-invalidate coherence between private caches (the paper's model)")
     parser.add_argument("--hit-rates", choices=opt.HIT_RATE_MODELS, default=d.hit_rates,

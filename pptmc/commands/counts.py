@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from analysis.sampling.options import DEFAULT_WINDOW, METHODS
 from common.errors import InputError
+from pptmc.commands.args import seed
 from common.io import write_json, write_table
 
 if TYPE_CHECKING:  # scipy, networkx, pandas and numba load in about a second: only the commands that run do
@@ -62,7 +63,7 @@ def _sampling_args(p: argparse.ArgumentParser, default_rate: float | None, defau
     p.add_argument("--sample-rate", type=float, default=default_rate, required=default_rate is None,
                    help="fraction of block instances (or lines, --method spatial) sampled, e.g. 0.01")
     p.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="instance/hybrid: accesses looked back (default 4096)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed, default=0)
     p.add_argument("--line-size", type=int, default=64)
     p.add_argument("--method", choices=METHODS, default=default_method,
                    help=f"instance (AMM), spatial (SHARDS), hybrid (instance within the window, SHARDS "

@@ -19,8 +19,13 @@ DEFAULT_MACHINES = "haswell-i7-5960x,broadwell-e5-2699v4,zen2-epyc-7702p"
 
 
 def parse_cores(text: str, option: str = "--cores") -> tuple[int, ...]:
-    """'1,2,4' -> (1, 2, 4); rejects anything that is not a positive integer list."""
-    return tuple(parse_counts(text, option))
+    """'1,2,4' -> (1, 2, 4); rejects anything that is not a positive integer list, or more cores than the
+    profiling sweep takes."""
+    from analysis.profiles.limits import check_core_counts
+
+    cores = tuple(parse_counts(text, option))
+    check_core_counts(cores, option)
+    return cores
 
 
 def _names(text: str) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from analysis.options import INTERLEAVES, MODES
 from analysis.sampling.options import DEFAULT_WINDOW_LENGTH, SOURCE_WINDOW, STREAM_METHODS, STREAM_WINDOW
-from pptmc.commands.args import add_strict, check_complete, parse_counts
+from pptmc.commands.args import add_strict, check_complete, parse_counts, seed
 from common.errors import InputError
 from common.io import write_json, write_table
 
@@ -19,7 +19,7 @@ def register(subparsers) -> None:
     p.add_argument("trace", help="trace file written by `pptmc trace`")
     p.add_argument("--cores", default="1,2,4,8,16", help="comma-separated core counts (default 1,2,4,8,16)")
     p.add_argument("--interleave", choices=INTERLEAVES, default="rr", help="shared-trace interleaving")
-    p.add_argument("--seed", type=int, default=0, help="seed for --interleave random and for --sample-rate")
+    p.add_argument("--seed", type=seed, default=0, help="seed for --interleave random and for --sample-rate")
     p.add_argument("--refs-per-turn", type=int, default=1, help="references each core issues per turn")
     p.add_argument("--mode", choices=MODES, default="auto",
                    help="iteration: per-iteration schedule (default with loop markers); paper: Algorithm 1")
@@ -80,6 +80,10 @@ def run_profile(args: argparse.Namespace) -> int:
         raise InputError(f"--paper-chunk {args.paper_chunk}: must be 0 (even split) or a positive chunk size")
     cores = parse_cores(args.cores)
     if args.sample_rate is None:
+        from analysis.profiles.limits import check_memory
+        from instrument import open_trace
+
+        check_memory(open_trace(args.trace).info.n_accesses, cores, str(args.trace))
         ps = compute_profiles(args.trace, cores, args.mode, args.interleave, args.seed,
                               args.refs_per_turn, args.line_size, progress=True, paper_chunk=args.paper_chunk,
                               coherence=args.coherence, jobs=args.jobs)

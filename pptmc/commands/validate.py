@@ -10,6 +10,7 @@ from pathlib import Path
 
 from analysis.options import DEFAULT_OPTIONS, HIT_RATE_MODELS, INTERLEAVES, ModelOptions
 from common.errors import InputError
+from pptmc.commands.args import seed
 
 CHOICES = {"mode": ("iteration", "paper", "both"), "interleave": (*INTERLEAVES, "both")}
 _SHORT = {"iteration": "iter", "random": "rand"}  # column labels of the printed table
@@ -38,7 +39,7 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", choices=CHOICES["mode"], default="both", help="model mode(s) (default both)")
     p.add_argument("--interleave", choices=CHOICES["interleave"], default="both",
                    help="interleaving of threads, for the model's shared trace and the ground truth (default both)")
-    p.add_argument("--seed", type=int, default=DEFAULT_OPTIONS.seed, help="seed of the random interleaving")
+    p.add_argument("--seed", type=seed, default=DEFAULT_OPTIONS.seed, help="seed of the random interleaving")
     p.add_argument("--hit-rates", choices=HIT_RATE_MODELS, default=DEFAULT_OPTIONS.hit_rates,
                    help=f"the model's hit-rate predictor (default {DEFAULT_OPTIONS.hit_rates})")
     p.add_argument("--no-coherence", dest="coherence", action="store_false", default=DEFAULT_OPTIONS.coherence,
