@@ -210,10 +210,9 @@ def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress) -> Path:
     key = step_key([trace], params)
     stamp = out / ".key"
     if not reuse_or_invalidate(stamp, key, [out]):
-        import instrument
         from analysis.profiles.limits import check_memory
 
-        check_memory(instrument.open_trace(trace).info.n_accesses, list(cfg.cores), str(trace))
+        check_memory(list(cfg.cores), str(trace))
         progress("profile")
         profiles = compute_profiles(trace, list(cfg.cores), mode=opt.mode, interleave=opt.interleave,
                                     seed=opt.seed, line_size=cfg.line_size, coherence=opt.coherence)

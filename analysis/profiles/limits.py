@@ -11,7 +11,6 @@ from common.errors import InputError
 # item per core (core_parts.rounds): 256 cores compile in about 12 s, 1024 fail inside numba.
 MAX_CORES = 256
 BYTES_PER_LINE = 48        # the most a reuse engine holds per line (ANALYSIS.md, line numbering)
-ENGINES_PER_COUNT = 2      # a core count's private engines together and its shared engine each hold the lines
 BYTES_PER_CORE = 256 << 10  # per-core buffers of a core count (lanes, parts, counters), measured at ~200 KiB
 
 
@@ -23,10 +22,12 @@ def check_core_counts(cores: Sequence[int], option: str = "--cores") -> None:
                          f"{MAX_CORES} cores (its per-core-count kernels are compiled with one slot per core)")
 
 
-def estimated_bytes(n_accesses: int, cores: Sequence[int]) -> int:
-    """An upper estimate of the sweep's memory: every core count's engines holding every line (a trace has
-    at most as many distinct lines as accesses), plus per-core buffers."""
-    return sum(ENGINES_PER_COUNT * n_accesses * BYTES_PER_LINE + p * BYTES_PER_CORE for p in cores)
+def estimated_bytes(cores: Sequence[int]) -> int:
+    """The memory a sweep needs whatever the trace: every core count's per-core buffers. (What the engines
+    hold grows with the trace's distinct lines, at most BYTES_PER_LINE each per engine; the trace's header
+    does not count them, and its access count overstates them by orders of magnitude, so they are not
+    part of this bound.)"""
+    return sum(p * BYTES_PER_CORE for p in cores)
 
 
 def available_bytes() -> int:
@@ -41,12 +42,11 @@ def available_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def check_memory(n_accesses: int, cores: Sequence[int], what: str) -> None:
-    """Refuse a sweep whose estimate exceeds the free memory, naming both."""
+def check_memory(cores: Sequence[int], what: str) -> None:
+    """Refuse core counts the engine cannot take, or whose buffers alone exceed the free memory."""
     check_core_counts(cores)
-    need, have = estimated_bytes(n_accesses, cores), available_bytes()
+    need, have = estimated_bytes(cores), available_bytes()
     if need > have:
-        raise InputError(f"{what}: profiling {n_accesses:,} accesses for cores {','.join(map(str, cores))} may "
-                         f"need about {need / 2**30:.1f} GiB ({ENGINES_PER_COUNT} engines x {BYTES_PER_LINE} B per "
-                         f"line per core count, {BYTES_PER_CORE >> 10} KiB per core), but {have / 2**30:.1f} GiB "
-                         f"is free; give fewer core counts, or sample (--sample-rate)")
+        raise InputError(f"{what}: cores {','.join(map(str, cores))} need at least {need / 2**30:.1f} GiB of "
+                         f"per-core buffers ({BYTES_PER_CORE >> 10} KiB per core of each core count), but "
+                         f"{have / 2**30:.1f} GiB is free; give fewer or smaller core counts")

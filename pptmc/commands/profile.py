@@ -81,9 +81,8 @@ def run_profile(args: argparse.Namespace) -> int:
     cores = parse_cores(args.cores)
     if args.sample_rate is None:
         from analysis.profiles.limits import check_memory
-        from instrument import open_trace
 
-        check_memory(open_trace(args.trace).info.n_accesses, cores, str(args.trace))
+        check_memory(cores, str(args.trace))
         ps = compute_profiles(args.trace, cores, args.mode, args.interleave, args.seed,
                               args.refs_per_turn, args.line_size, progress=True, paper_chunk=args.paper_chunk,
                               coherence=args.coherence, jobs=args.jobs)
