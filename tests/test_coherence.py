@@ -273,10 +273,10 @@ def test_store_tags_never_reach_untagging_consumers():
 @pytest.mark.parametrize("interleave", ["rr", "random"])
 def test_spilled_coherent_sweep_matches_in_memory(tmp_path, interleave):
     """Lanes of line ids and of distances spilled to disk must interleave alike."""
-    from analysis.profiles.sweep import profile_configs
+    from analysis.profiles.sweep import SweepSettings, profile_configs
 
     info, ch = random_trace(12, 40, True, SCHED_STATIC)
-    args = (info, chunker(ch, 11), [1, 2, 4, 8], "iteration", interleave, 5, 2, 64)
+    args = (info, chunker(ch, 11), [1, 2, 4, 8], SweepSettings("iteration", interleave, 5, 2, 64))
     small = profile_configs(*args, memory_budget=64, spill_dir=str(tmp_path))
     big = profile_configs(*args)
     assert sum(prof.coherence for prd, _ in big for prof in prd) > 0
@@ -388,15 +388,15 @@ def periodic_trace(seed: int, steps: int, n_iters: int, change_step: int = -1):
     (2, 1, 29, -2, "random")])
 @pytest.mark.parametrize("coherence", [True, False])
 def test_replayed_periodic_traces_match_brute_force(monkeypatch, p, k, chunk_rows, change_step, interleave, coherence):
-    """Copies of a repeating window that are not fed, of the shared trace (profiles._Replay, round
-    robin) and of each private trace (profiles._PrivateReplay), give the brute-force per-core
+    """Copies of a repeating window that are not fed, of the shared trace (replay.Replay, round
+    robin) and of each private trace (replay.PrivateReplay), give the brute-force per-core
     stacks with invalidations and the brute-force shared and one-core distances; a step that
     differs is fed whole (held-back part included), and steps that all differ are all fed."""
-    from analysis.profiles import sweep as profiles
+    from analysis.profiles import task
     from test_reuse import brute_distances
 
     skipped: dict[tuple[int, str], int] = {}
-    finish = profiles.CoreCountTask.finish
+    finish = task.CoreCountTask.finish
 
     def counting_finish(self):
         out = finish(self)
@@ -405,9 +405,9 @@ def test_replayed_periodic_traces_match_brute_force(monkeypatch, p, k, chunk_row
         skipped[(self.spec.cores, "prd")] = min(r.skipped if r else 0 for r in self.own_replay)
         return out
 
-    monkeypatch.setattr(profiles.CoreCountTask, "finish", counting_finish)
-    monkeypatch.setattr(profiles, "_SHORTEST_COPY", 1)  # this trace's copies are a few dozen references
-    monkeypatch.setattr(profiles, "_SHORTEST_PRIVATE_COPY", 1)
+    monkeypatch.setattr(task.CoreCountTask, "finish", counting_finish)
+    monkeypatch.setattr(task, "SHORTEST_COPY", 1)  # this trace's copies are a few dozen references
+    monkeypatch.setattr(task, "SHORTEST_PRIVATE_COPY", 1)
     info, ch = periodic_trace(p + 10 * k, 16, 12, change_step)
     ps = compute_profiles_from(info, chunker(ch, chunk_rows), [1, p], "iteration", interleave, seed=5,
                                refs_per_turn=k, coherence=coherence)

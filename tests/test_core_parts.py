@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from analysis.profiles.core_parts import CorePart, rounds
-from analysis.profiles.interleave import _HELD_CHUNKS, Interleaver, interleave_arrays
-from analysis.profiles.private_traces import ALL_CORES, OFFSET_BITS, PreparedChunk, _core_parts, _scatter
+from analysis.profiles.interleave import HELD_CHUNKS, Interleaver, interleave_arrays
+from analysis.profiles.private_traces import ALL_CORES, OFFSET_BITS, PreparedChunk, split_in_place, scatter
 from analysis.profiles.reuse import LeadTrace, ReuseEngine
 from analysis.profiles.line_index import LineIndex
 
@@ -45,8 +45,8 @@ def test_core_parts_gather_the_rows_of_each_core_and_slice_like_arrays(seed):
     p = int(rng.integers(2, 6))
     prep, run_core = split_chunk(rng, int(rng.integers(50, 3000)), p)
     copied = copied_parts(prep, run_core, p)
-    assert [x.tolist() for x in _scatter(prep, run_core, p, SHIFT)] == [x.tolist() for x in copied]
-    parts = _core_parts(prep, run_core, p, SHIFT)
+    assert [x.tolist() for x in scatter(prep, run_core, p, SHIFT)] == [x.tolist() for x in copied]
+    parts = split_in_place(prep, run_core, p, SHIFT)
     for want, part in zip(copied, parts):
         assert len(part) == len(want) and part.gather().tolist() == want.tolist()
         a = int(rng.integers(0, len(want) + 1))
@@ -65,7 +65,7 @@ def test_rounds_of_core_parts_of_several_chunks_and_arrays_equal_the_plain_layou
     rng = np.random.default_rng(seed)
     p = int(rng.integers(2, 9))
     chunks = [split_chunk(rng, int(rng.integers(3000, 6000)), p) for _ in range(n_chunks)]
-    parts = [_core_parts(prep, rc, p, SHIFT) for prep, rc in chunks]
+    parts = [split_in_place(prep, rc, p, SHIFT) for prep, rc in chunks]
     n = min(len(x) for x in sum(parts, [])) // k
     if n == 0:
         pytest.skip("a core without references")
@@ -110,12 +110,12 @@ def test_interleaver_fed_core_parts_chunk_by_chunk_lays_out_the_reference_trace(
             assert len(b.lines) == sum(len(piece) for _, piece in b.pieces)
 
     for prep, rc in chunks:
-        for c, part in enumerate(_core_parts(prep, rc, p, SHIFT)):
+        for c, part in enumerate(split_in_place(prep, rc, p, SHIFT)):
             itl.push(c, part)
         drain()
         itl.settle()
         held = [x.ids for lane in itl.lanes for x in lane.mem if isinstance(x, CorePart)]
-        recent = [q.lines for q, _ in chunks[:len(got_chunks) + 1][-_HELD_CHUNKS:]]
+        recent = [q.lines for q, _ in chunks[:len(got_chunks) + 1][-HELD_CHUNKS:]]
         assert all(any(ids is r for r in recent) for ids in held)  # no older chunk is held
         got_chunks.append(prep)
         copied_out += sum(isinstance(x, np.ndarray) for lane in itl.lanes for x in lane.mem)
@@ -136,7 +136,7 @@ def test_core_parts_spilled_to_disk_or_taken_at_random_give_the_reference_trace(
     itl = Interleaver(p, strategy, seed=3, memory_budget=8 * 30_000, spill_dir=tmp_path, reuse=strategy == "rr")
     got, spilled = [], False
     for prep, rc in chunks:
-        for c, part in enumerate(_core_parts(prep, rc, p, SHIFT)):
+        for c, part in enumerate(split_in_place(prep, rc, p, SHIFT)):
             itl.push(c, part)
         spilled |= any(lane.disk_items for lane in itl.lanes)
         got += [b.lines.copy() for b in itl.drain()]
@@ -157,7 +157,7 @@ def test_feed_runs_reads_a_core_part_in_place_like_its_copy(seed):
     prep.lines = rng.integers(0, int(rng.integers(5, 300)), len(prep.lines)).astype(np.uint64)
     prep.lines, prev, nxt = LineIndex().number(prep.lines, None, 0, 0)
     lead = LeadTrace(ReuseEngine().feed_distances(prep.lines, dtype=np.int32), prev, nxt)
-    for part in _core_parts(prep, run_core, p, SHIFT):
+    for part in split_in_place(prep, run_core, p, SHIFT):
         if not len(part):
             continue
         in_place, copied = ReuseEngine(), ReuseEngine()

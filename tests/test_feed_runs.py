@@ -161,14 +161,14 @@ def test_sweep_that_follows_the_one_core_trace_equals_each_core_count_alone(seed
     from tests.test_profiles import same, straightforward_profiles
 
     planned = []
-    plan = reuse._plan_runs
+    plan = reuse.plan_runs
 
-    def counting_plan(lines, *args):
-        fed = plan(lines, *args)
-        planned.append((fed, len(lines)))
+    def counting_plan(segments, *args):
+        fed = plan(segments, *args)
+        planned.append((fed, len(segments.src)))
         return fed
 
-    monkeypatch.setattr(reuse, "_plan_runs", counting_plan)
+    monkeypatch.setattr(reuse, "plan_runs", counting_plan)
     info, chunk = column_walk_trace(seed)
     cores = [1, 2, 3, 4, 8]
     for coherence in (True, False):
@@ -191,7 +191,7 @@ def test_core_counts_without_one_follow_a_hidden_one_core_task(monkeypatch):
     """With three or more counts p > 1 and no 1, a one-core task is added for them to follow
     (with_lead); its profiles are not returned, and the others equal the plain mimicked traces'."""
     import analysis.profiles.reuse as reuse
-    from analysis.profiles.sweep import compute_profiles_from, profile_configs, with_lead
+    from analysis.profiles.sweep import SweepSettings, compute_profiles_from, profile_configs, with_lead
     from tests.test_private_traces import chunker
     from tests.test_profiles import same, straightforward_profiles
 
@@ -202,10 +202,10 @@ def test_core_counts_without_one_follow_a_hidden_one_core_task(monkeypatch):
     assert with_lead(info, [2, 3, 4], "paper", 64) == [2, 3, 4]  # paper mode offsets every line
     assert with_lead(info, [2, 3, 4], "iteration", 8192) == [2, 3, 4]  # a line may be part stack
     followed = []
-    plan = reuse._plan_runs
-    monkeypatch.setattr(reuse, "_plan_runs", lambda lines, *a: followed.append(len(lines)) or plan(lines, *a))
+    plan = reuse.plan_runs
+    monkeypatch.setattr(reuse, "plan_runs", lambda segments, *a: followed.append(len(segments.src)) or plan(segments, *a))
     cores = [2, 3, 4]
-    assert len(profile_configs(info, chunker(chunk, 997), cores, "iteration", "rr", 0, 1, 64)) == 3  # one per count
+    assert len(profile_configs(info, chunker(chunk, 997), cores, SweepSettings("iteration"))) == 3  # one per count
     sweep = compute_profiles_from(info, chunker(chunk, 997), cores, coherence=False)
     assert followed and sorted(sweep.crd) == cores and {p for p, _ in sweep.prd} == set(cores)
     ref = straightforward_profiles(info, chunker(chunk, 53), cores, "iteration", "rr", 0, 1)

@@ -156,14 +156,14 @@ def test_pushed_arrays_are_copied_only_when_they_pin_much_more_memory():
     arrays, large views and numba-made arrays are kept; small views of an array or of bytes are copied."""
     import numba
 
-    from analysis.profiles.interleave import _pins_much
+    from analysis.profiles.interleave import pins_much
 
     a = np.arange(100, dtype=np.uint64)
-    assert not _pins_much(a) and not _pins_much(a[:50]) and _pins_much(a[:49])
+    assert not pins_much(a) and not pins_much(a[:50]) and pins_much(a[:49])
     raw = np.frombuffer(a.tobytes(), dtype=np.uint64)
-    assert not _pins_much(raw) and _pins_much(raw[:10])
+    assert not pins_much(raw) and pins_much(raw[:10])
     made = numba.njit(lambda n: np.arange(n))(30)  # a view of its whole numba buffer
-    assert made.base is not None and not _pins_much(made) and _pins_much(made[:10])
+    assert made.base is not None and not pins_much(made) and pins_much(made[:10])
 
 
 @pytest.mark.parametrize("k", [1, 3])

@@ -183,10 +183,10 @@ def test_fast_sweep_is_bit_identical_to_straightforward_path(mode, interleave, k
 
 def test_spilled_sweep_matches_in_memory(trace, tmp_path):
     """A tiny interleaving budget forces lanes to disk; the profiles must not change."""
-    from analysis.profiles.sweep import profile_configs
+    from analysis.profiles.sweep import SweepSettings, profile_configs
 
     info, ch = trace
-    args = (info, chunker(ch, 11), [1, 2, 4], "iteration", "rr", 0, 1, 64)
+    args = (info, chunker(ch, 11), [1, 2, 4], SweepSettings("iteration", "rr", 0, 1, 64))
     small = profile_configs(*args, memory_budget=64, spill_dir=str(tmp_path))
     big = profile_configs(*args)
     for (prd_a, crd_a), (prd_b, crd_b) in zip(small, big):
@@ -224,7 +224,7 @@ def test_job_groups_keep_neighbours_and_balance():
 
 def test_jobs_errors_reach_the_caller(trace):
     """A failing worker's error is raised in the parent; jobs < 1 is rejected."""
-    from analysis.profiles.sweep import profile_configs
+    from analysis.profiles.sweep import SweepSettings, profile_configs
 
     info, ch = trace
     with pytest.raises(InputError, match="--jobs 0"):
@@ -234,7 +234,7 @@ def test_jobs_errors_reach_the_caller(trace):
         raise InputError("chunks: cannot read")
 
     with pytest.raises(InputError, match="cannot read"):
-        profile_configs(info, broken, [1, 2, 4], "iteration", "rr", 0, 1, 64, jobs=2)
+        profile_configs(info, broken, [1, 2, 4], SweepSettings("iteration", "rr", 0, 1, 64), jobs=2)
 
 
 def test_cli_jobs_same_profiles(trace, tmp_path, monkeypatch):

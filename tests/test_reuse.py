@@ -139,7 +139,7 @@ def test_near_far_walks_and_compaction_match_lru_stack(monkeypatch, min_axis):
     """Short reuses (same bitmap word, a few words back), far ones, and many compactions."""
     import analysis.profiles.reuse as reuse
 
-    monkeypatch.setattr(reuse, "_MIN_TIME_AXIS", min_axis)
+    monkeypatch.setattr(reuse, "MIN_TIME_AXIS", min_axis)
     rng = np.random.default_rng(5)
     parts = []
     for k in range(12):  # mixes of tight loops, sweeps over 1500 lines, and random reuse
@@ -156,11 +156,11 @@ def test_near_far_walks_and_compaction_match_lru_stack(monkeypatch, min_axis):
 
 @pytest.mark.parametrize("piece", [1, 63, 64, 65])
 def test_pieces_ending_anywhere_in_a_bitmap_word_match_lru_stack(monkeypatch, piece):
-    """The tree takes a word once it is _NEAR_WORDS behind now, also when a call ended on the
+    """The tree takes a word once it is NEAR_WORDS behind now, also when a call ended on the
     word boundary (pieces of 1 and 64 references), across compactions (a 64-slot minimum axis)."""
     import analysis.profiles.reuse as reuse
 
-    monkeypatch.setattr(reuse, "_MIN_TIME_AXIS", 64)
+    monkeypatch.setattr(reuse, "MIN_TIME_AXIS", 64)
     rng = np.random.default_rng(9)
     lines = np.concatenate([rng.integers(0, 40, 3000), np.arange(3000) % 700 + 100,
                             rng.integers(0, 3000, 3000)]).astype(np.uint64)

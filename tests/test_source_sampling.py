@@ -145,16 +145,16 @@ def test_paper_span_is_where_the_core_changes():
 
 def test_static_span_is_the_core_s_block_of_iterations():
     """_static_span(it) is the block of iterations a static schedule without chunk gives its core (the first
-    trip % p cores one more), checked against private_traces._static_core per iteration; other schedules and
+    trip % p cores one more), checked against private_traces.static_core per iteration; other schedules and
     rows outside loops get no span."""
-    from analysis.profiles.private_traces import _static_core
+    from analysis.profiles.private_traces import static_core
 
     for trip in range(0, 41):
         for p in (1, 2, 3, 4, 7, 16, 17):
             t = np.array([trip, trip, trip], np.int64)
             sched = np.array([SCHED_STATIC, SCHED_STATIC, SCHED_DYNAMIC], np.int64)
             chunk = np.array([0, 3, 0], np.int64)
-            cores = [_static_core(it, trip, p) for it in range(trip)]
+            cores = [static_core(it, trip, p) for it in range(trip)]
             for it in range(trip):
                 lo, hi = CR.static_span(0, it, t, sched, chunk, p)
                 assert lo <= it < hi and [c for c in cores if c == cores[it]] == cores[lo:hi]

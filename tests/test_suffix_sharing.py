@@ -1,11 +1,11 @@
-"""Private traces that follow another's accesses (profiles._Suffixes): same profiles as the plain path."""
+"""Private traces that follow another's accesses (analysis.profiles.suffixes.Suffixes): same profiles as the plain path."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-import analysis.profiles.sweep as profiles
-from analysis.profiles.sweep import _run_within, compute_profiles_from
+from analysis.profiles.suffixes import Suffix, run_within
+from analysis.profiles.sweep import compute_profiles_from
 from instrument.trace_types import NO_LOOP, SCHED_STATIC, BlockInfo, LoopInstance, TraceInfo
 from test_coherence import plain_coherent_profiles, same
 from test_private_traces import chunker
@@ -43,15 +43,15 @@ def loop_trace(seed: int, trips: list[int], stack_in_loop: bool):
 
 
 def counting(monkeypatch) -> dict[str, int]:
-    """Count _Suffix.follow and _Suffix.materialise calls."""
+    """Count Suffix.follow and Suffix.materialise calls."""
     calls = {"follow": 0, "materialise": 0}
     for name in calls:
-        original = getattr(profiles._Suffix, name)
+        original = getattr(Suffix, name)
 
         def counted(self, *args, _original=original, _name=name):
             calls[_name] += 1
             return _original(self, *args)
-        monkeypatch.setattr(profiles._Suffix, name, counted)
+        monkeypatch.setattr(Suffix, name, counted)
     return calls
 
 
@@ -81,24 +81,24 @@ def test_following_traces_match_the_plain_path(monkeypatch, trips, stack_in_loop
         assert calls["materialise"] > 0  # loops of other trip counts end the following
 
 
-def test_run_within():
+def testrun_within():
     """Where one core's runs lie among another's rows."""
     lengths = np.array([3, 1, 4, 1, 5])
     outer = np.array([True, True, False, True, True])
-    assert _run_within(np.array([False, True, False, True, False]), outer, lengths) == (3, 5)
-    assert _run_within(np.array([True, False, False, False, False]), outer, lengths) == (0, 7)
-    assert _run_within(np.array([True, False, False, True, False]), outer, lengths) is None  # broken
-    assert _run_within(np.array([False, False, True, False, False]), outer, lengths) is None  # not outer's
-    assert _run_within(np.zeros(5, dtype=bool), outer, lengths) is None
+    assert run_within(np.array([False, True, False, True, False]), outer, lengths) == (3, 5)
+    assert run_within(np.array([True, False, False, False, False]), outer, lengths) == (0, 7)
+    assert run_within(np.array([True, False, False, True, False]), outer, lengths) is None  # broken
+    assert run_within(np.array([False, False, True, False, False]), outer, lengths) is None  # not outer's
+    assert run_within(np.zeros(5, dtype=bool), outer, lengths) is None
 
 
 def test_followers_within_a_small_memory_budget_stop_and_stay_exact(monkeypatch):
     """A budget too small for the kept references stops followers (their engines are made): same profiles."""
-    from analysis.profiles.sweep import profile_configs
+    from analysis.profiles.sweep import SweepSettings, profile_configs
 
     info, ch = loop_trace(3, [64], False)
     calls = counting(monkeypatch)
-    args = (info, chunker(ch, 7), [1, 2, 4, 8], "iteration", "rr", 0, 1, 64)
+    args = (info, chunker(ch, 7), [1, 2, 4, 8], SweepSettings("iteration", "rr", 0, 1, 64))
     small = profile_configs(*args, memory_budget=8 * 40)
     assert calls["materialise"] > 0
     big = profile_configs(*args)

@@ -1,6 +1,6 @@
 """Bit operations numba does not expose: the hardware population count (LLVM's ctpop intrinsic).
 
-analysis.profiles.reuse._popcount is the portable SWAR version; LLVM lowers llvm.ctpop.i64 to one POPCNT
+analysis.profiles.kernel_ops.popcount_swar is the portable SWAR version; LLVM lowers llvm.ctpop.i64 to one POPCNT
 instruction on x86-64 hosts that have it (numba compiles for the host CPU) and to an equivalent
 sequence elsewhere, so the result is the same everywhere.
 """

@@ -14,10 +14,13 @@ accesses of each Interleaver Batch; `CoherenceMisses` looks up only their distan
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
 from analysis.profiles.kernel_ops import EXACT_LIMIT, N_BINS, STORE_TAG, bin_of, bit_length
+from common.hashing import fib_product
 
 _EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
 _MAX_LOAD = 0.7
@@ -47,12 +50,36 @@ def strip(lines: np.ndarray) -> np.ndarray:
 @numba.njit(cache=True, nogil=True, inline="always")
 def _home(line, hs):
     """Fibonacci hashing: the top log2(table size) bits of the product (hs = 64 - that)."""
-    return (line * np.uint64(0x9E3779B97F4A7C15)) >> hs
+    return fib_product(line) >> hs
+
+
+class DirectoryTables(NamedTuple):
+    """A Directory's arrays, as one kernel argument: its table of stored lines (keys, sharer
+    sets), state = [n_keys], and the coherence misses found so far (moved, moved_sum)."""
+
+    keys: np.ndarray
+    sharers: np.ndarray
+    state: np.ndarray
+    moved: np.ndarray
+    moved_sum: np.ndarray
+
+
+class WalkRun(NamedTuple):
+    """A run of the interleaved trace to walk: tagged line ids, each access's core and (when
+    use_dist) plain private distance, and the outputs: plain line ids and stale flags."""
+
+    tagged: np.ndarray
+    core: np.ndarray
+    dist: np.ndarray
+    use_dist: bool
+    lines_out: np.ndarray
+    stale_out: np.ndarray
 
 
 @numba.njit(cache=True, nogil=True)
-def _walk(tagged, core, dist, use_dist, start, keys, sharers, state, limit, lines_out, stale_out, moved, moved_sum):
-    """Apply accesses from `start` in order; stop when the table must grow. Returns the next index.
+def _walk(tables, run, start, limit):
+    """Apply a WalkRun's accesses from `start` in order; stop when the table (DirectoryTables)
+    holds `limit` keys and must grow. Returns the next index.
 
     Writes each access's plain line id and stale flag. Only lines stored at least once are
     in the table: until its first store a line is valid in every core that touched it, and
@@ -60,7 +87,9 @@ def _walk(tagged, core, dist, use_dist, start, keys, sharers, state, limit, line
     With use_dist, dist[i] is the access's plain private distance (-1 cold): a stale access
     with a finite one is a coherence miss, added to moved[core, bin] (and moved_sum for
     inexact bins) so the private histogram can move it to the cold slot.
-    sharers[slot, w] bit b: core 64 * w + b holds a valid copy. state = [n_keys]."""
+    sharers[slot, w] bit b: core 64 * w + b holds a valid copy."""
+    keys, sharers, state, moved, moved_sum = tables
+    tagged, core, dist, use_dist, lines_out, stale_out = run
     mask = np.uint64(keys.shape[0] - 1)
     hs = np.uint64(64 - bit_length(mask))
     n_words = sharers.shape[1]
@@ -199,9 +228,10 @@ class Directory:
         lines = np.empty(len(tagged), dtype=np.uint64)
         stale = np.empty(len(tagged), dtype=np.bool_)
         i = 0
+        run = WalkRun(tagged, core, d, use, lines, stale)
         while True:
-            i = _walk(tagged, core, d, use, i, self._keys, self._sharers, self._state,
-                      int(self._keys.shape[0] * _MAX_LOAD), lines, stale, self.moved, self.moved_sum)
+            tables = DirectoryTables(self._keys, self._sharers, self._state, self.moved, self.moved_sum)
+            i = _walk(tables, run, i, int(self._keys.shape[0] * _MAX_LOAD))
             if i >= len(tagged):
                 return lines, stale
             self._grow()

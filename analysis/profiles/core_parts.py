@@ -10,6 +10,7 @@ MEDIUM, that copy and the layout's read of it cost 0.43 s of the 3.6 s sweep ove
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -35,7 +36,7 @@ class CorePart:
             self.stop = int(self.breaks[-1])
 
     @staticmethod
-    def whole(lines: np.ndarray) -> "CorePart":
+    def whole(lines: np.ndarray) -> CorePart:
         """An array of ids as a CorePart (one stretch, no offset rows)."""
         return CorePart(np.require(lines, np.uint64, ["C", "W"]), _NO_ROWS, 0, _FIRST_ROW,
                         np.array([0, len(lines)], dtype=np.int64))
@@ -48,11 +49,11 @@ class CorePart:
         n = len(self) if n is None else n
         return _gather(self.ids, self.offrows, np.uint64(self.offset), self.rows, self.breaks, self.start, n)
 
-    def head(self, n: int) -> "CorePart":
+    def head(self, n: int) -> CorePart:
         """Its next n accesses (no copy)."""
         return CorePart(self.ids, self.offrows, self.offset, self.rows, self.breaks, self.start, self.start + n)
 
-    def after(self, n: int) -> "CorePart":
+    def after(self, n: int) -> CorePart:
         """Without its next n accesses (no copy)."""
         return CorePart(self.ids, self.offrows, self.offset, self.rows, self.breaks, self.start + n, self.stop)
 
@@ -61,7 +62,7 @@ _NO_ROWS = np.zeros(0, dtype=np.int64)
 _FIRST_ROW = np.zeros(1, dtype=np.int64)
 
 
-def as_array(part: "CorePart | np.ndarray") -> np.ndarray:
+def as_array(part: CorePart | np.ndarray) -> np.ndarray:
     """A part as an array (an array is itself)."""
     return part.gather() if isinstance(part, CorePart) else part
 
@@ -86,7 +87,7 @@ def _gather(ids, offrows, offset, rows, breaks, start, n):
         m = min(n - f, breaks[s + 1] - at)
         out[f:f + m] = ids[a:a + m]
         if offset:
-            j = add_offsets(out, f, 1, 1, 0, a, m, offrows, j, offset)
+            j = add_offsets(out, f, (1, 1, 0), a, m, offrows, j, offset)
         f += m
         s += 1
     return out
@@ -95,15 +96,34 @@ def _gather(ids, offrows, offset, rows, breaks, start, n):
 _BLOCK = 1024  # rounds laid out at a time: the cores of each chunk in turn write to the block in L1/L2
 
 
+class PartFields(NamedTuple):
+    """The fields of one CorePart per core, for the layout kernels: tuples of the cores'
+    arrays (one item per core, so numba compiles a kernel once per core count) and arrays."""
+
+    ids: tuple
+    offrows: tuple
+    offsets: np.ndarray
+    rows: tuple
+    breaks: tuple
+    starts: np.ndarray
+
+    @staticmethod
+    def of(parts: list[CorePart]) -> PartFields:
+        """The fields of equal-length parts."""
+        return PartFields(tuple(x.ids for x in parts), tuple(x.offrows for x in parts),
+                          np.array([x.offset for x in parts], dtype=np.uint64), tuple(x.rows for x in parts),
+                          tuple(x.breaks for x in parts), np.array([x.start for x in parts], dtype=np.int64))
+
+
 @numba.njit(cache=True, nogil=True)
-def _single_turns(ids_t, order, group, offrows_t, offsets, rows_t, breaks_t, starts, rounds, out):
+def _single_turns(parts, order, group, rounds, out):
     """Round-robin layout, one reference per turn, of `rounds` rounds of CoreParts (their
-    fields as tuples and arrays): round by round, core by core, each reading its chunk's ids
+    PartFields): round by round, core by core, each reading its chunk's ids
     at its own place, over as many rounds as every core's stretch lasts (at most _BLOCK); the
     cores order[group[i]:group[i+1]] read the same chunk's ids, a group at a time. Measured
     0.8 ns a reference for 16 cores of one chunk, against 2.7 for copying each core's part
-    out and laying those out. (Every tuple has one item per core, so numba compiles this once
-    per core count, not once per number of chunks read.)"""
+    out and laying those out."""
+    ids_t, offrows_t, offsets, rows_t, breaks_t, starts = parts
     p = len(rows_t)
     pos = np.empty(p, dtype=np.int64)  # each core's next id, in its chunk's ids
     left = np.empty(p, dtype=np.int64)  # ids left in its stretch
@@ -148,7 +168,7 @@ def _single_turns(ids_t, order, group, offrows_t, offsets, rows_t, breaks_t, sta
                         out[o + c] = ids[pos[c] + r]
         for c in range(p):
             if offsets[c]:
-                jj[c] = add_offsets(out, f, 1, p, c, pos[c], m, offrows_t[c], jj[c], offsets[c])
+                jj[c] = add_offsets(out, f, (1, p, c), pos[c], m, offrows_t[c], jj[c], offsets[c])
             pos[c] += m
             left[c] -= m
             if left[c] == 0 and f + m < rounds:
@@ -161,9 +181,10 @@ def _single_turns(ids_t, order, group, offrows_t, offsets, rows_t, breaks_t, sta
 
 
 @numba.njit(cache=True, nogil=True)
-def _rounds_from(ids_t, offrows_t, offsets, rows_t, breaks_t, starts, rounds, k, out):
-    """Round-robin layout, k > 1 per turn, of `rounds` rounds of CoreParts (their fields as
-    tuples and arrays), into out: each core's stretches in turn, a reference at a time."""
+def _rounds_from(parts, rounds, k, out):
+    """Round-robin layout, k > 1 per turn, of `rounds` rounds of CoreParts (their PartFields),
+    into out: each core's stretches in turn, a reference at a time."""
+    ids_t, offrows_t, offsets, rows_t, breaks_t, starts = parts
     p = len(rows_t)
     step = p * k
     n = rounds * k
@@ -182,17 +203,18 @@ def _rounds_from(ids_t, offrows_t, offsets, rows_t, breaks_t, starts, rounds, k,
                 g = f + x
                 out[(g // k) * step + c * k + g % k] = ids[a + x]
             if offsets[c]:
-                j = add_offsets(out, f, k, step, c, a, m, offrows_t[c], j, offsets[c])
+                j = add_offsets(out, f, (k, step, c), a, m, offrows_t[c], j, offsets[c])
             f += m
             s += 1
     return out[:n * p]
 
 
 @numba.njit(cache=True, nogil=True)
-def add_offsets(out, f, k, step, c, a, m, offrows, j, offset):
+def add_offsets(out, f, layout, a, m, offrows, j, offset):
     """Add offset where a core's references f..f+m (chunk rows a..a+m) are at offset rows, in
-    a round-robin layout of k per turn, `step` per round (a plain copy: k = step = 1, c = 0).
+    a round-robin layout (k per turn, `step` per round, core c) = layout (a plain copy: (1, 1, 0)).
     j: where to look in offrows (it only moves forward); returns the new j."""
+    k, step, c = layout
     n_off = offrows.shape[0]
     if j < n_off and offrows[j] < a:
         j += np.searchsorted(offrows[j:n_off], a)
@@ -206,18 +228,14 @@ def add_offsets(out, f, k, step, c, a, m, offrows, j, offset):
 def rounds(parts: list[CorePart], k: int, out: np.ndarray) -> np.ndarray:
     """Round-robin layout of equal-length parts, k per turn, into out (numba compiles once
     per core count)."""
-    offsets = np.array([x.offset for x in parts], dtype=np.uint64)
-    starts = np.array([x.start for x in parts], dtype=np.int64)
-    rows, breaks, offrows = (tuple(x.rows for x in parts), tuple(x.breaks for x in parts),
-                             tuple(x.offrows for x in parts))
+    fields = tuple(PartFields.of(parts))  # plain: numba's dispatcher types a NamedTuple in Python (1 us a call)
     if k > 1:
-        return _rounds_from(tuple(x.ids for x in parts), offrows, offsets, rows, breaks, starts,
-                            len(parts[0]) // k, k, out)
+        return _rounds_from(fields, len(parts[0]) // k, k, out)
     # the cores grouped by the chunk they read, in plain Python: numpy's argsort and diff cost
     # more for 16 cores (0.04 s of lu's sweep)
     numbers: dict[int, int] = {}  # id() of a chunk's ids -> its number
     chunk_of = [numbers.setdefault(id(x.ids), len(numbers)) for x in parts]
     order = sorted(range(len(parts)), key=chunk_of.__getitem__)
     group = [0, *(x for x in range(1, len(parts)) if chunk_of[order[x]] != chunk_of[order[x - 1]]), len(parts)]
-    return _single_turns(tuple(x.ids for x in parts), np.array(order, dtype=np.int64),
-                         np.array(group, dtype=np.int64), offrows, offsets, rows, breaks, starts, len(parts[0]), out)
+    return _single_turns(fields, np.array(order, dtype=np.int64), np.array(group, dtype=np.int64), len(parts[0]),
+                         out)

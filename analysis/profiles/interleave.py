@@ -84,7 +84,7 @@ _FRAME = struct.Struct("<QQ")  # references, compressed bytes
 # chunks whose CoreParts wait in place (older ones are copied out): with more than one, a core
 # that has not finished the last chunk when the next one comes still reads it in place (lu
 # MEDIUM: a fifth of the 16-core rounds); the chunks' arrays held are outside the memory budget's count
-_HELD_CHUNKS = 3
+HELD_CHUNKS = 3
 
 
 @dataclass
@@ -250,7 +250,7 @@ class Interleaver:
         self.blocked: int | None = None  # core whose references are needed to continue
         self.batch_refs = _REFS_PER_BATCH * (4 if reuse else 1)
         self.buffer = np.empty(self.batch_refs + 1, dtype=np.uint64) if reuse else None
-        self.latest: list[np.ndarray] = []  # the ids of the chunks of the last CoreParts pushed (_HELD_CHUNKS)
+        self.latest: list[np.ndarray] = []  # the ids of the chunks of the last CoreParts pushed (HELD_CHUNKS)
 
     def push(self, core: int, lines: np.ndarray | CorePart) -> None:
         """Append references of one core (in its program order). A CorePart is kept as it is
@@ -261,12 +261,12 @@ class Interleaver:
         elif isinstance(lines, CorePart):
             lane.push_mem(lines)
             if not any(lines.ids is ids for ids in self.latest):
-                self.latest = [*self.latest[1 - _HELD_CHUNKS:], lines.ids]
+                self.latest = [*self.latest[1 - HELD_CHUNKS:], lines.ids]
         else:  # a view pins its whole parent array (all cores' lines): copy unless it is most of it
-            lane.push_mem(np.array(lines, dtype=np.uint64, copy=_pins_much(lines)))
+            lane.push_mem(np.array(lines, dtype=np.uint64, copy=pins_much(lines)))
 
     def settle(self) -> None:
-        """Copy out the waiting CoreParts but those of the last _HELD_CHUNKS chunks pushed
+        """Copy out the waiting CoreParts but those of the last HELD_CHUNKS chunks pushed
         (call after draining: each holds its whole chunk's arrays)."""
         for lane in self.lanes:
             lane.settle(self.latest)
@@ -432,7 +432,7 @@ class Lanes:
         return lane.take(n) if n else np.zeros(0, dtype=lane.dtype)
 
 
-def _pins_much(a: np.ndarray) -> bool:
+def pins_much(a: np.ndarray) -> bool:
     """Whether to copy before keeping: a view of less than half of the buffer it belongs to
     (keeping it would hold more than twice its bytes), or of an object that is not a buffer.
     Views of at least half are kept: with a static schedule most chunks belong to one or two

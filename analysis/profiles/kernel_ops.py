@@ -10,6 +10,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from common.hashing import fib_product
+
 EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)  # never a line id: line ids are addresses shifted right
 STORE_TAG = np.uint64(1 << 63)  # marks a store's line id for coherence (analysis/profiles/coherence.py)
 
@@ -74,6 +76,18 @@ def bin_of(d: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
+def add_to_bin(d, n, hist, hist_sum):
+    """Add n accesses at distance d >= 0 to a histogram laid out as above (an exact bin's sum
+    is not kept: it is count * d, filled in when the profile is read)."""
+    if d < EXACT_LIMIT:
+        hist[d] += n
+    else:
+        bi = bin_of(d)
+        hist[bi] += n
+        hist_sum[bi] += n * d
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
 def popcount_swar(x):
     """Set bits of a uint64 (SWAR; numba exposes no popcount intrinsic)."""
     x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
@@ -85,7 +99,7 @@ def popcount_swar(x):
 @numba.njit(cache=True, nogil=True, inline="always")
 def home_slot(line, hash_shift, mask):
     """Home slot of a line: bits hash_shift.. of a Fibonacci product (see hash_shift)."""
-    return ((line * np.uint64(0x9E3779B97F4A7C15)) >> hash_shift) & mask
+    return (fib_product(line) >> hash_shift) & mask
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

@@ -11,6 +11,8 @@ Ids keep the store tag (analysis.profiles.coherence.STORE_TAG) of the line ids t
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
@@ -21,8 +23,33 @@ _AHEAD = 12  # accesses between a slot's prefetch and its probe
 _RECENT = 64  # entries of the cache of recent lines (a power of two)
 
 
+class IndexTables(NamedTuple):
+    """A LineIndex's arrays, as one kernel argument: the table (keys, ids), state = [ids
+    given, next index, most keys], the recent-lines cache, and each id's last trace position."""
+
+    keys: np.ndarray
+    ids: np.ndarray
+    state: np.ndarray
+    recent_keys: np.ndarray
+    recent_ids: np.ndarray
+    last: np.ndarray
+
+
+class Numbering(NamedTuple):
+    """One chunk to number (see _number): addresses, line shift, store flags (or none), the
+    ids' output, the chunk's first trace position, and the neighbours' outputs (or none)."""
+
+    lines: np.ndarray
+    shift: int
+    is_store: np.ndarray
+    out: np.ndarray
+    base: int
+    prev: np.ndarray
+    nxt: np.ndarray
+
+
 @numba.njit(cache=True, nogil=True)
-def _number(lines, shift, is_store, keys, ids, state, out, recent_keys, recent_ids, last, base, prev, nxt):
+def _number(tables, chunk):
     """Write the id of each line, lines[i] >> shift, to out from state[1] on, with the store tag
     it carries or (is_store not empty) is_store[i] gives; number new lines from state[0]; stop
     when the table is full (state[2] keys at most). Returns the next index.
@@ -32,6 +59,8 @@ def _number(lines, shift, is_store, keys, ids, state, out, recent_keys, recent_i
     cleared; nxt starts at len(lines)).
     recent_*: a small direct-mapped cache of (line, id) in front of the table (most accesses
     touch a line touched a few accesses before: 64 % within 8 on jacobi-2d)."""
+    keys, ids, state, recent_keys, recent_ids, last = tables
+    lines, shift, is_store, out, base, prev, nxt = chunk
     mask = np.uint64(keys.shape[0] - 1)
     hash_shift = hash_shift_for(mask)
     tag = np.uint64(STORE_TAG)
@@ -143,8 +172,8 @@ class LineIndex:
                 grown = np.full(self._state[2], -1, dtype=np.int64)
                 grown[:len(self._last)] = self._last
                 self._last = grown
-            if _number(lines, shift, stores, self._keys, self._ids, self._state, out, self._recent_keys,
-                       self._recent_ids, self._last, at, prev, nxt) == lines.shape[0]:
+            tables = IndexTables(self._keys, self._ids, self._state, self._recent_keys, self._recent_ids, self._last)
+            if _number(tables, Numbering(lines, shift, stores, out, at, prev, nxt)) == lines.shape[0]:
                 return
             keys = np.full(2 * self._keys.shape[0], EMPTY, dtype=np.uint64)
             ids = np.zeros(keys.shape[0], dtype=np.uint32)

@@ -28,15 +28,15 @@ is attributed to the line of its first byte.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 import numba
 import numpy as np
 
 from analysis.profiles.core_parts import CorePart
 from analysis.profiles.interleave import Batch, Interleaver, resolve_memory_budget
-from instrument.trace_types import NO_LOOP, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_STATIC, TraceChunk, TraceInfo
 from common.errors import InputError
+from instrument.trace_types import NO_LOOP, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_STATIC, TraceChunk, TraceInfo
 
 OFFSET_BITS = 47
 MODES = ("auto", "iteration", "paper")
@@ -62,7 +62,7 @@ def line_shift(line_size: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _static_core(it, trip, p):
+def static_core(it, trip, p):
     """OpenMP static schedule without chunk: the first trip % p cores get one extra iteration."""
     q = trip // p
     r = trip % p
@@ -70,6 +70,8 @@ def _static_core(it, trip, p):
     if it < big:
         return it // (q + 1)
     return r + (it - big) // max(q, 1)
+
+
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -81,7 +83,7 @@ def iteration_core(loop, it, trip, sched, chunk, gstarts, gptr, p):
     if s == SCHED_STATIC:
         c = chunk[loop]
         if c <= 0:
-            return _static_core(it, trip[loop], p)
+            return static_core(it, trip[loop], p)
         return (it // c) % p
     if s == SCHED_DYNAMIC:
         return (it // max(chunk[loop], 1)) % p
@@ -124,9 +126,25 @@ def _runs(key0, key1):
     return starts[:r + 1].copy()
 
 
+class CoreTables(NamedTuple):
+    """A CoreMap's lookup tables, as one kernel argument: per block its entry count and the
+    paper mode's chunk; per loop instance its trip count, schedule and chunk, and the guided
+    loops' chunk starts (gstarts[gptr[l]:gptr[l+1]]); the core count."""
+
+    count: np.ndarray
+    paper_chunk: int
+    trip: np.ndarray
+    sched: np.ndarray
+    chunk: np.ndarray
+    gstarts: np.ndarray
+    gptr: np.ndarray
+    p: int
+
+
 @numba.njit(cache=True, nogil=True)
-def _run_cores(iteration_mode, starts, key0, key1, count, paper_chunk, trip, sched, chunk, gstarts, gptr, p):
-    """Core of each run (ALL_CORES when every core runs it)."""
+def _run_cores(iteration_mode, starts, key0, key1, tables):
+    """Core of each run (ALL_CORES when every core runs it), from the CoreMap's CoreTables."""
+    count, paper_chunk, trip, sched, chunk, gstarts, gptr, p = tables
     n_runs = starts.shape[0] - 1
     out = np.zeros(n_runs, dtype=np.int64)
     if p == 1:
@@ -246,12 +264,12 @@ def _rows_before(starts, run_core, marks, p):
     return out
 
 
-def loop_starts(prep: "PreparedChunk", seen: int) -> tuple[np.ndarray, np.ndarray]:
+def loop_starts(prep: PreparedChunk, seen: int) -> tuple[np.ndarray, np.ndarray]:
     """(runs, instances) of the loop instances above `seen` that start in an iteration-mode chunk."""
     return _instance_starts(prep.starts, prep.key0, seen)
 
 
-def rows_before(prep: "PreparedChunk", run_core: np.ndarray, runs: np.ndarray, p: int) -> np.ndarray:
+def rows_before(prep: PreparedChunk, run_core: np.ndarray, runs: np.ndarray, p: int) -> np.ndarray:
     """How many accesses each of p cores has in the chunk before each of `runs` (sorted run
     indices; run_core from CoreMap.split_runs): an array (len(runs), p)."""
     if p == 1:
@@ -259,7 +277,7 @@ def rows_before(prep: "PreparedChunk", run_core: np.ndarray, runs: np.ndarray, p
     return _rows_before(prep.starts, run_core, np.ascontiguousarray(runs, dtype=np.int64), p)
 
 
-def _scatter(prep: "PreparedChunk", run_core: np.ndarray, p: int, shift: int) -> list[np.ndarray]:
+def scatter(prep: PreparedChunk, run_core: np.ndarray, p: int, shift: int) -> list[np.ndarray]:
     """Every core's line ids, offsets applied, each its own array (an Interleaver keeps it
     without copying; parts of one shared array were copied, 0.14 s of the jacobi-2d sweep)."""
     if prep.offmask is not None:
@@ -267,11 +285,11 @@ def _scatter(prep: "PreparedChunk", run_core: np.ndarray, p: int, shift: int) ->
         return [_gather_core_dense(prep.lines, prep.offmask, prep.starts, _merge_runs(order[first[c]:first[c + 1]],
                                                                                        every), rows[c], c, shift)
                 for c in range(p)]
-    return [part.gather() for part in _core_parts(prep, run_core, p, shift)]  # (few offset rows: copies)
+    return [part.gather() for part in split_in_place(prep, run_core, p, shift)]  # (few offset rows: copies)
 
 
-def _core_parts(prep: "PreparedChunk", run_core: np.ndarray, p: int, shift: int) -> list[CorePart]:
-    """_scatter() without the copies: every core's stretches of the chunk's rows."""
+def split_in_place(prep: PreparedChunk, run_core: np.ndarray, p: int, shift: int) -> list[CorePart]:
+    """scatter() without the copies: every core's stretches of the chunk's rows."""
     offrows = prep.offrows if prep.offsets else prep.offrows[:0]
     return [CorePart(prep.lines, offrows, c << (OFFSET_BITS - shift), rows, breaks)
             for c, (rows, breaks) in enumerate(core_segments(prep, run_core, p))]
@@ -304,7 +322,7 @@ def whole_core(run_core: np.ndarray) -> int:
     return int(run_core[0]) if len(run_core) and (run_core == run_core[0]).all() else ALL_CORES
 
 
-def core_segments(prep: "PreparedChunk", run_core: np.ndarray, p: int) -> list[tuple[np.ndarray, np.ndarray]]:
+def core_segments(prep: PreparedChunk, run_core: np.ndarray, p: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """For each core, its part's (split_runs) unbroken stretches of the chunk's rows: the first
     row of each and where each begins in the part, plus its length (for ReuseEngine.feed_runs)."""
     n = int(prep.starts[-1]) if len(prep.starts) else 0
@@ -404,9 +422,10 @@ class CoreMap:
             raise InputError(f"{self.path}: access in loop instance {int(ch.loop.max())} missing from the "
                              f"trace's loop table; the trace is corrupt, re-record it")
 
-    def _tables(self):
-        return (self.block_count, self.paper_chunk, self.trip, self.sched, self.chunk, self.gstarts,
-                self.gptr, self.cores)
+    def _tables(self) -> CoreTables:
+        """The lookup tables, for the kernel."""
+        return CoreTables(self.block_count, self.paper_chunk, self.trip, self.sched, self.chunk, self.gstarts,
+                          self.gptr, self.cores)
 
     def core_of(self, ch: TraceChunk) -> np.ndarray:
         """Core that runs each access, or ALL_CORES when every core runs it."""
@@ -416,7 +435,7 @@ class CoreMap:
         iteration = self.mode == "iteration"
         key0, key1 = (ch.loop, ch.iteration) if iteration else (ch.block, ch.block_instance)
         starts = _runs(key0, key1)  # the per-run decision split() uses, expanded to rows
-        return np.repeat(_run_cores(iteration, starts, key0, key1, *self._tables()), np.diff(starts))
+        return np.repeat(_run_cores(iteration, starts, key0, key1, self._tables()), np.diff(starts))
 
     def split(self, ch: TraceChunk, shift: int) -> list[np.ndarray]:
         """Line ids (uint64, program order) of every core's accesses in this chunk, offsets applied."""
@@ -433,15 +452,15 @@ class CoreMap:
 
         in_place: a chunk split between cores gives each core a CorePart (read through, not
         copied out) unless most rows take the offset (paper mode)."""
-        run_core = _run_cores(self.mode == "iteration", prep.starts, prep.key0, prep.key1, *self._tables())
+        run_core = _run_cores(self.mode == "iteration", prep.starts, prep.key0, prep.key1, self._tables())
         if self.cores == 1:  # one core: the sequential trace itself (core 0's offset is zero)
             return [prep.lines], run_core
         whole = whole_core(run_core)
         if whole != ALL_CORES:  # the chunk is one core's (static schedules, mostly): no scatter copy
             return _one_core(prep, whole, self.cores, shift), run_core
         if in_place and prep.offmask is None:
-            return _core_parts(prep, run_core, self.cores, shift), run_core
-        return _scatter(prep, run_core, self.cores, shift), run_core
+            return split_in_place(prep, run_core, self.cores, shift), run_core
+        return scatter(prep, run_core, self.cores, shift), run_core
 
 
 def _one_core(prep: PreparedChunk, core: int, cores: int, shift: int) -> list[np.ndarray]:
@@ -469,12 +488,12 @@ def guided_starts(n: int, p: int, chunk: int) -> np.ndarray:
 def _static_cores(it, trip, p):
     out = np.empty(it.shape[0], dtype=np.int64)
     for i in range(it.shape[0]):
-        out[i] = _static_core(it[i], trip[i], p)
+        out[i] = static_core(it[i], trip[i], p)
     return out
 
 
 def static_block_core(it: np.ndarray, trip: np.ndarray, p: int) -> np.ndarray:
-    """Vectorised _static_core (the kernels' own formula), for callers and tests."""
+    """Vectorised static_core (the kernels' own formula), for callers and tests."""
     return _static_cores(np.asarray(it, dtype=np.int64), np.asarray(trip, dtype=np.int64), int(p))
 
 

@@ -58,12 +58,12 @@ class ReuseProfile:
         return self.count / self.total, self.cold / self.total
 
     @staticmethod
-    def empty() -> "ReuseProfile":
+    def empty() -> ReuseProfile:
         z = np.zeros(0, dtype=np.int64)
         return ReuseProfile(z, z.copy(), z.copy(), z.copy(), 0, 0)
 
     @staticmethod
-    def from_distances(distances: np.ndarray) -> "ReuseProfile":
+    def from_distances(distances: np.ndarray) -> ReuseProfile:
         """Exact (one bin per distance) profile of an array of distances, -1 = cold."""
         d = np.asarray(distances, dtype=np.int64)
         warm = d[d >= 0]
@@ -126,7 +126,7 @@ class ProfileSet:
         return out
 
     @staticmethod
-    def load(directory: str | Path) -> "ProfileSet":
+    def load(directory: str | Path) -> ProfileSet:
         """Read a directory written by save()."""
         d = Path(directory)
         meta_path = d / "profiles.json"

@@ -1,0 +1,90 @@
+"""Worker processes for groups of core counts (profile_configs with jobs > 1): which counts go
+together, and running the groups in forked processes."""
+from __future__ import annotations
+
+import itertools
+from typing import Callable
+
+from analysis.profiles.profileset import ReuseProfile
+from common.errors import PptmcError
+
+
+def job_groups(counts: list[int], jobs: int) -> list[list[int]]:
+    """Split the core counts into at most `jobs` runs of neighbouring counts (sorted), with the
+    largest estimated cost as small as possible.
+
+    Cost estimate: one trace's worth of engine work for p = 1, two for p > 1 (private
+    engines and the CRD). Neighbours stay together because p and 2p share engines
+    (`Mirrors`), e.g. {1, 2, 4, 8, 16} on 2 jobs gives {1, 2, 4} and {8, 16}."""
+    order = sorted(counts)
+    cost = [1 if p == 1 else 2 for p in order]
+    n_groups = max(1, min(jobs, len(order)))
+    best: tuple[int, list[list[int]]] | None = None
+    for cuts in itertools.combinations(range(1, len(order)), n_groups - 1):
+        bounds = (0, *cuts, len(order))
+        worst = max(sum(cost[a:b]) for a, b in zip(bounds, bounds[1:]))
+        if best is None or worst < best[0]:
+            best = (worst, [order[a:b] for a, b in zip(bounds, bounds[1:])])
+    return best[1] if best else [order]
+
+
+def run_groups(groups: list[list[int]], counts: list[int], run: Callable, memory_budget: int,
+                progress: bool) -> list[tuple[list[ReuseProfile], ReuseProfile]]:
+    """run(group, budget, progress) for every group: the first in this process, the others in
+    forked worker processes (each re-reads the trace), started first; results in `counts` order.
+
+    fork: the chunk factory (often a closure) reaches the workers without pickling. Where
+    fork is unavailable the groups run one after another here (same results)."""
+    import multiprocessing as mp
+
+    budget = memory_budget // len(groups)  # the processes run at the same time
+    if "fork" not in mp.get_all_start_methods():
+        done = {p: r for g in groups for p, r in zip(g, run(g, budget, progress))}
+        return [done[p] for p in counts]
+    ctx = mp.get_context("fork")
+    workers = []
+    for group in groups[1:]:
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_worker, args=(run, group, budget, send), daemon=True)
+        proc.start()
+        send.close()
+        workers.append((group, proc, recv))
+    try:
+        done = dict(zip(groups[0], run(groups[0], budget, progress)))
+        for group, proc, recv in workers:
+            ok, value = _receive(recv, proc)
+            if not ok:
+                raise value
+            done.update(zip(group, value))
+    finally:
+        for _, proc, recv in workers:
+            recv.close()
+            if proc.is_alive():
+                proc.terminate()
+            proc.join()
+    return [done[p] for p in counts]
+
+
+def _worker(run: Callable, group: list[int], budget: int, send) -> None:
+    """Body of a worker process: send (True, results) or (False, the exception)."""
+    try:
+        result: tuple[bool, object] = (True, run(group, budget, False))
+    except BaseException as exc:  # noqa: BLE001 - handed to the parent, which re-raises it
+        result = (False, exc if isinstance(exc, Exception) else PptmcError(f"worker stopped: {exc!r}"))
+    try:
+        try:
+            send.send(result)
+        except Exception as exc:  # noqa: BLE001 - e.g. an exception that does not pickle: send its text
+            send.send((False, PptmcError(f"profiling worker for cores {group}: {result[1]!r} ({exc})")))
+    finally:
+        send.close()
+
+
+def _receive(recv, proc) -> tuple[bool, object]:
+    """A worker's message, or an error naming how it ended when it died without one."""
+    try:
+        return recv.recv()
+    except EOFError:
+        proc.join()
+        return False, PptmcError(f"profiling worker process ended with exit code {proc.exitcode} before "
+                                 f"sending its profiles (out of memory?); rerun with --jobs 1")
