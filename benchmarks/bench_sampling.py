@@ -342,7 +342,7 @@ def source_trace_rows(trace, label: str) -> list[dict]:
     if sampled is not None and mode == "iteration":  # the sampling decode (it hashes and picks the rows too)
         s = SourceSampling(0.01, SEEDS[0])
         args = (SAMPLED_ROWS, LINE.bit_length() - 1, int(s.salt), int(s.threshold))
-        # with the decoder's replay of periodic stretches, as the sampled profile decodes (SAMPLING.md, session 8)
+        # with the decoder's replay of periodic stretches, as the sampled profile decodes (analysis/SAMPLING.md, periodic traces)
         t_decode, _ = _cpu_best(lambda: sum(len(b) for b in sampled(*args, **decode_replay(info))))
     else:  # the columns the source pass reads, in its batches
         t_decode, _ = _cpu_best(lambda: sum(len(c) for c in chunks(SOURCE_ROWS, SOURCE_COLUMNS[mode])))

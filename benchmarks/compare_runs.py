@@ -2,8 +2,8 @@
 
     python -m benchmarks.compare_runs OLD_DIR NEW_DIR [--benchmarks atax,lu] [--model-only]
 
-Every CSV table both folders hold is compared on the benchmarks both hold (or those named), with
-timing columns (`seconds_*`) left out. Prints one line per table and exits non-zero on any difference.
+Every CSV table both folders hold is compared on the benchmarks and machines both hold (or the benchmarks
+named), with timing columns (`seconds_*`) left out; columns only the new run has are listed, not compared. Prints one line per table and exits non-zero on any difference.
 `--model-only` leaves out what real multithreaded runs measured (`--validate`'s ground truth and the
 errors and outliers derived from it): with dynamic schedules and atomics, which thread runs what
 varies from run to run, so two runs' ground truths differ while the model's predictions may not.
@@ -30,6 +30,7 @@ class TableDiff:
     rows: int
     differing_cells: int
     first_difference: str = ""
+    added_columns: tuple[str, ...] = ()   # new in NEW: not a change of any old value
 
     @property
     def identical(self) -> bool:
@@ -49,19 +50,25 @@ def _stable(frame: pd.DataFrame, benchmarks: set[str] | None, model_only: bool =
 def compare_table(name: str, old: pd.DataFrame, new: pd.DataFrame, benchmarks: set[str] | None,
                   model_only: bool = False) -> TableDiff:
     """Exact comparison (NaN equals NaN) of one table's cells."""
+    if "machine" in old.columns and "machine" in new.columns:  # the machines both runs predicted for
+        machines = set(old["machine"]) & set(new["machine"])
+        old, new = old[old["machine"].isin(machines)], new[new["machine"].isin(machines)]
     a, b = _stable(old, benchmarks, model_only), _stable(new, benchmarks, model_only)
-    if list(a.columns) != list(b.columns):
-        return TableDiff(name, len(a), 0, f"columns differ: {sorted(set(a.columns) ^ set(b.columns))}")
+    removed = [c for c in a.columns if c not in b.columns]
+    if removed:
+        return TableDiff(name, len(a), 0, f"columns missing in the new run: {removed}")
+    added = tuple(c for c in b.columns if c not in a.columns)
+    b = _stable(new[[c for c in new.columns if c in a.columns]], benchmarks, model_only)
     if a.shape != b.shape:
-        return TableDiff(name, len(a), 0, f"rows differ: {len(a)} vs {len(b)}")
+        return TableDiff(name, len(a), 0, f"rows differ: {len(a)} vs {len(b)}", added)
     same = (a == b) | (a.isna() & b.isna())
     bad = ~same.to_numpy()
     if not bad.any():
-        return TableDiff(name, len(a), 0)
+        return TableDiff(name, len(a), 0, "", added)
     row, col = (int(x[0]) for x in bad.nonzero())
     column = a.columns[col]
     return TableDiff(name, len(a), int(bad.sum()),
-                     f"row {row} column {column}: {a.iloc[row][column]!r} vs {b.iloc[row][column]!r}")
+                     f"row {row} column {column}: {a.iloc[row][column]!r} vs {b.iloc[row][column]!r}", added)
 
 
 def common_benchmarks(old: Path, new: Path) -> set[str]:
@@ -92,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     diffs = compare_runs(args.old, args.new, wanted, args.model_only)
     for d in diffs:
         verdict = "identical" if d.identical else f"DIFFERENT ({d.differing_cells} cells; {d.first_difference})"
-        print(f"{d.table:32s} {d.rows:6d} rows  {verdict}")
+        added = f" (new columns: {', '.join(d.added_columns)})" if d.added_columns else ""
+        print(f"{d.table:32s} {d.rows:6d} rows  {verdict}{added}")
     if not diffs:
         print("no table in common", file=sys.stderr)
         return 1

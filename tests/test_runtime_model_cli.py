@@ -22,7 +22,7 @@ def fake_stage(monkeypatch, tmp_path):
     binary.write_text("")
     cfg = {"version": 1, "functions": {"OUT__1__1__": {"entry": 1, "blocks": [1, 2], "edges": [[1, 2]], "calls": 1}}}
     (tmp_path / "prog.inst.cfg.json").write_text(json.dumps(cfg))  # the CFG side file: no loops
-    info = SimpleNamespace(program=str(binary), n_accesses=4000, block_counts={1: 1000, 2: 10},
+    info = SimpleNamespace(program=str(binary), complete=True, n_accesses=4000, block_counts={1: 1000, 2: 10},
                            loops=[LoopInstance(0, 0, 1000, SCHED_STATIC, 0)])
     # Shaped like instrument.BlockTable: .blocks maps id -> entry with an .ops dict.
     table = SimpleNamespace(blocks={1: SimpleNamespace(ops={"fp_add": 1, "fp_mul": 1, "load": 3, "store": 1,

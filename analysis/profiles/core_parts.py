@@ -5,7 +5,7 @@ loop iterations), with the per-core offset added at the few stack rows. `CorePar
 the stretches; the round-robin layout (`rounds`) and ReuseEngine.feed_runs read the
 chunk's ids through them, so a core's ids are not copied out first. Measured on lu
 MEDIUM, that copy and the layout's read of it cost 0.43 s of the 3.6 s sweep over
-{1, 2, 4, 8, 16} cores (analysis/ANALYSIS.md, session 13).
+{1, 2, 4, 8, 16} cores (analysis/ANALYSIS.md, section 2).
 """
 from __future__ import annotations
 

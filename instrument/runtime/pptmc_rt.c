@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -547,14 +548,14 @@ void XOMP_trace_loop_end(int loop_id) {
 }
 
 static void copy_header_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) die("cannot read PPTMC_TRACE_HEADER");
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *body = malloc((size_t)n + 1);
-    if (!body || fread(body, 1, (size_t)n, f) != (size_t)n) die("cannot read PPTMC_TRACE_HEADER");
-    fclose(f);
+    /* mmap, not malloc: the header's length varies with the paths it names, and a heap block of that size
+     * would shift every later allocation of the program (canonical_addresses) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    off_t n = fd < 0 ? -1 : lseek(fd, 0, SEEK_END);
+    if (n <= 0) die("cannot read PPTMC_TRACE_HEADER");
+    char *body = mmap(NULL, (size_t)n, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (body == MAP_FAILED) die("cannot read PPTMC_TRACE_HEADER");
     uint8_t h[16];
     memcpy(h, "PPTMCTR\0", 8);
     put_u32(h + 8, FORMAT_VERSION);
@@ -570,7 +571,7 @@ static void copy_header_file(const char *path) {
     if (write_all(h, 16) || write_all(body, (size_t)n) || write_all(hl, 4) ||
         write_all(__pptmc_table_hash, strlen(__pptmc_table_hash)) || write_all(check, 4))
         die("cannot write the trace file header");
-    free(body);
+    munmap(body, (size_t)n);
 }
 
 /* A small buffered writer on a file descriptor: the footer is also written from signal
@@ -936,7 +937,7 @@ static void start_tracing(const char *trace_out) {
  * randomisation cannot be switched off, nothing is changed (a re-executed stack would be re-randomised).
  * PPTMC_STACK_PAD: "0" = not yet aligned, "1" + padding = aligned. Why not in the decoder: stack
  * addresses carry no mark there, and the heap and mmap bases would still move. */
-#define STACK_TARGET 0x800u
+#define STACK_TARGET 0x808u  /* argv = the initial stack pointer + 8 */
 #define PAGE_BYTES 4096u
 
 static void reexec(char **argv, char **envp) {
@@ -957,7 +958,9 @@ __attribute__((noinline)) static void canonical_addresses(char **argv, char **en
         reexec(argv, envp);
         return;
     }
-    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    /* The anchor is argv, just above the initial stack pointer: every frame from there to main's is
+     * libc's, so main's stack does not move when this runtime's own frames change size. */
+    uintptr_t here = (uintptr_t)argv;
     size_t delta = (here - STACK_TARGET) & (PAGE_BYTES - 1);  /* a multiple of 16 */
     size_t n_env = 0;
     while (envp[n_env]) n_env++;
