@@ -199,8 +199,9 @@ def trace_step(cfg: PipelineConfig, binary: Path, progress: Progress) -> Path:
     return trace
 
 
-def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress) -> Path:
-    """Private and concurrent reuse profiles for every core count (cached)."""
+def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress, bar: bool = False) -> Path:
+    """Private and concurrent reuse profiles for every core count (cached); `bar`: show the sweep's
+    progress bar (the longest stage) on stderr."""
     from analysis.profiles.sweep import compute_profiles
 
     out = cfg.workdir / "profiles"
@@ -215,7 +216,7 @@ def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress) -> Path:
         check_memory(list(cfg.cores), str(trace))
         progress("profile")
         profiles = compute_profiles(trace, list(cfg.cores), mode=opt.mode, interleave=opt.interleave,
-                                    seed=opt.seed, line_size=cfg.line_size, coherence=opt.coherence)
+                                    seed=opt.seed, line_size=cfg.line_size, coherence=opt.coherence, progress=bar)
         profiles.save(out)
         mark_done(stamp, key)
     return out
@@ -314,13 +315,14 @@ def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: P
                        int(sources.record.info.n_accesses), bool(sources.record.info.complete))
 
 
-def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop) -> PipelineResult:
-    """Run every step for one program and write its result tables into `workdir` (one writer at a time)."""
+def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop, bars: bool = False) -> PipelineResult:
+    """Run every step for one program and write its result tables into `workdir` (one writer at a time);
+    `bars`: progress bars for the long stages (for a user at a terminal, not for the suite's workers)."""
     with folder_lock(cfg.workdir):
-        return _run_steps(cfg, progress)
+        return _run_steps(cfg, progress, bars)
 
 
-def _run_steps(cfg: PipelineConfig, progress: Progress) -> PipelineResult:
+def _run_steps(cfg: PipelineConfig, progress: Progress, bars: bool) -> PipelineResult:
     """The steps of run_pipeline, each reusing its cached outputs when its key matches."""
     timings: dict[str, float] = {}
 
@@ -333,7 +335,7 @@ def _run_steps(cfg: PipelineConfig, progress: Progress) -> PipelineResult:
     translated = timed("translate", translate_step, cfg, progress)
     binary = timed("instrument", instrument_step, cfg, translated, progress)
     trace = timed("trace", trace_step, cfg, binary, progress)
-    profiles_dir = timed("profile", profile_step, cfg, trace, progress)
+    profiles_dir = timed("profile", profile_step, cfg, trace, progress, bars)
     pred = timed("predict", predict_step, cfg, profiles_dir, trace, binary, progress)
     write_table(regions_table(translated), cfg.workdir / "regions.csv")
     pred.hit_rates["trace_complete"] = pred.trace_complete  # results from a crashed run say so

@@ -110,7 +110,8 @@ def run_program(args: argparse.Namespace) -> int:
         extra_sources=tuple(Path(s) for s in args.extra_source), machines=checked_machines(args.machines),
         cores=parse_cores(args.cores), options=model_options(args))
     print(f"[pptmc] model: {cfg.options.describe()}", file=sys.stderr)
-    result = run_pipeline(cfg, progress=lambda step: print(f"[pptmc] {source.name}: {step}", file=sys.stderr))
+    result = run_pipeline(cfg, progress=lambda step: print(f"[pptmc] {source.name}: {step}", file=sys.stderr),
+                          bars=not args.json)
     check_complete(result.trace_complete, source.name, args)
     table = summary_table(result.hit_rates, result.runtimes)
     print(table.to_json(orient="records", indent=2) if args.json else table.to_string(index=False))
