@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -117,3 +118,41 @@ def test_absurd_core_counts_and_seeds_are_refused_before_any_work(monkeypatch, t
     limits.check_memory([1, 2, 4, 8, 16], "t.pptrace")
     with pytest.raises(InputError, match="--seed: '-5' is not a non-negative integer"):
         cli.run(["profile", "t.pptrace", "--seed", "-5", "-o", "p"])
+
+
+def _pptmc_limited(argv: list[str], max_file_bytes: int | None, cwd) -> subprocess.CompletedProcess:
+    """`pptmc ARGV` in a child whose files may not grow past `max_file_bytes` (ulimit -f: a full disk
+    as far as the writes see it)."""
+    import resource
+
+    def limit() -> None:
+        if max_file_bytes is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+
+    return subprocess.run([sys.executable, "-m", "pptmc.cli", *argv], cwd=cwd, capture_output=True, text=True,
+                          preexec_fn=limit)
+
+
+def test_a_full_disk_leaves_no_result_and_a_rerun_recovers(tmp_path):
+    """Writes that fail (the file-size limit stands in for a full disk) end in pptmc's message and a
+    non-zero exit, no traceback and no folder that passes for a result; the rerun gives the clean run's
+    bytes."""
+    import shutil
+
+    from pptmc import cli
+
+    source = Path(__file__).parent / "outside" / "dot"
+    for f in source.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    assert cli.run(["run", str(tmp_path / "main.c"), "--machines", "haswell-i7-5960x", "--cores", "1,2",
+                    "-o", str(tmp_path / "clean")]) == 0
+    trace = str(next((tmp_path / "clean" / "trace").glob("*.pptrace")))
+    profile = ["profile", trace, "--cores", "1,2", "-o", "prof"]
+    full = _pptmc_limited(profile, 4096, tmp_path)
+    assert full.returncode != 0 and "Traceback" not in full.stderr, full.stderr
+    assert "could not write" in full.stderr and not (tmp_path / "prof").exists()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".prof")]  # no temporary folder, no lock
+    assert _pptmc_limited(profile, None, tmp_path).returncode == 0
+    assert _pptmc_limited(["profile", trace, "--cores", "1,2", "-o", "ref"], None, tmp_path).returncode == 0
+    for name in ("bins.csv", "summary.csv"):
+        assert (tmp_path / "prof" / name).read_bytes() == (tmp_path / "ref" / name).read_bytes()
