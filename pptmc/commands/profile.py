@@ -88,7 +88,14 @@ def run_profile(args: argparse.Namespace) -> int:
                               coherence=args.coherence, jobs=args.jobs)
         extra: dict = {}
     else:
+        from analysis.sampling.confidence import check_sample_size, sample_warning
+
         ps, extra = _sampled(args, cores)
+        accesses = ps.crd[min(ps.cores)].total
+        check_sample_size(accesses, args.sample_rate, str(args.trace))
+        warning = sample_warning(accesses, args.sample_rate)
+        if warning:
+            print(f"pptmc: warning: {args.trace}: {warning}", file=sys.stderr)
     check_complete(ps.trace_complete, str(args.trace), args)  # before writing: --strict leaves nothing
     with output_folder(Path(args.output)) as folder:  # the folder is replaced whole, never mixed
         ps.save(folder)
@@ -136,6 +143,15 @@ def _or(value: int | None, default: int) -> int:
     return default if value is None else value
 
 
+def with_intervals(table, rate: float):
+    """Sampled hit rates with their 95 % interval (analysis/sampling/confidence.py): ci_low, ci_high."""
+    from analysis.sampling.confidence import expected_sample, wilson_interval
+
+    bounds = [wilson_interval(p, expected_sample(n, rate))
+              for p, n in zip(table["cumulative_hit_rate"], table["accesses"])]
+    return table.assign(ci_low=[lo for lo, _ in bounds], ci_high=[hi for _, hi in bounds])
+
+
 def sampling_of(directory: str | Path) -> dict | None:
     """The sampling label of a profile directory (None: exact profiles)."""
     meta = Path(directory) / "profiles.json"
@@ -168,6 +184,8 @@ def run_hitrates(args: argparse.Namespace) -> int:
         print(f"note: {args.profiles} holds sampled profiles (rate {sampled.get('rate')}, "
               f"{sampled.get('method')}); the hit rates are estimates", file=sys.stderr)
     table = predict_hit_rates(ps, machine).assign(source="sdcm")
+    if sampled and sampled.get("rate"):
+        table = with_intervals(table, float(sampled["rate"]))
     if args.simulate:
         from analysis.hitrates.cachesim import simulate_like
 
