@@ -422,8 +422,8 @@ class CoreMap:
             raise InputError(f"{self.path}: access in loop instance {int(ch.loop.max())} missing from the "
                              f"trace's loop table; the trace is corrupt, re-record it")
 
-    def _tables(self) -> CoreTables:
-        """The lookup tables, for the kernel."""
+    def tables(self) -> CoreTables:
+        """The lookup tables, for the kernels (here and in analysis/sampling/core_runs.py)."""
         return CoreTables(self.block_count, self.paper_chunk, self.trip, self.sched, self.chunk, self.gstarts,
                           self.gptr, self.cores)
 
@@ -435,7 +435,7 @@ class CoreMap:
         iteration = self.mode == "iteration"
         key0, key1 = (ch.loop, ch.iteration) if iteration else (ch.block, ch.block_instance)
         starts = _runs(key0, key1)  # the per-run decision split() uses, expanded to rows
-        return np.repeat(_run_cores(iteration, starts, key0, key1, self._tables()), np.diff(starts))
+        return np.repeat(_run_cores(iteration, starts, key0, key1, self.tables()), np.diff(starts))
 
     def split(self, ch: TraceChunk, shift: int) -> list[np.ndarray]:
         """Line ids (uint64, program order) of every core's accesses in this chunk, offsets applied."""
@@ -452,7 +452,7 @@ class CoreMap:
 
         in_place: a chunk split between cores gives each core a CorePart (read through, not
         copied out) unless most rows take the offset (paper mode)."""
-        run_core = _run_cores(self.mode == "iteration", prep.starts, prep.key0, prep.key1, self._tables())
+        run_core = _run_cores(self.mode == "iteration", prep.starts, prep.key0, prep.key1, self.tables())
         if self.cores == 1:  # one core: the sequential trace itself (core 0's offset is zero)
             return [prep.lines], run_core
         whole = whole_core(run_core)

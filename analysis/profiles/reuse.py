@@ -56,10 +56,9 @@ import numba
 import numpy as np
 
 from analysis.profiles.core_parts import CorePart
-from analysis.profiles.kernel_ops import (EMPTY, EXACT_BITS, EXACT_LIMIT, N_BINS, STORE_TAG, SUB_BITS, add_to_bin,
-                                          free_slot, hash_shift_for, home_slot, popcount_swar, prefetch)
+from analysis.profiles.kernel_ops import (EMPTY, EXACT_BITS, EXACT_LIMIT, N_BINS, STORE_TAG, SUB_BITS, free_slot, hash_shift_for, home_slot, popcount_swar, prefetch)
 from analysis.profiles.profileset import ReuseProfile, histogram_bins
-from analysis.profiles.runs import RUN_SHARE, LeadTrace, RunPlan, RunSegments, plan_runs
+from analysis.profiles.runs import RUN_SHARE, LeadTrace, RunPlan, RunSegments, count, plan_runs
 from analysis.profiles.time_axis import (MAX_TIME_AXIS, MIN_TIME_AXIS, NEAR_WORDS, commit_words, compact, target_axis,
                                          time_axis, tree_add)
 from common.errors import PptmcError
@@ -147,7 +146,7 @@ def _process(tables, feed, pattern, retimes):
                 out[retimes[i]] = d
             else:
                 out[i] = d
-        _count(d, hist, hist_sum)
+        count(d, hist, hist_sum)
         i += 1
     if cb < bits.shape[0]:
         bits[cb] = cw
@@ -231,15 +230,6 @@ def _update_sharers(sharers, slot, c, hit, store, events, n_ev, i):
         for x in range(s_words):
             sharers[slot, x] = full
     return n_ev
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _count(d, hist, hist_sum):
-    """Add one distance (-1: cold) to the histogram (an exact bin's sum is filled in by histogram())."""
-    if d < 0:
-        hist[hist.shape[0] - 1] += 1
-    else:
-        add_to_bin(d, 1, hist, hist_sum)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -11,27 +11,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from analysis.profiles.private_traces import ALL_CORES, CoreMap, iteration_core, paper_core
+from analysis.profiles.private_traces import ALL_CORES, iteration_core, paper_core
 from instrument.trace_types import SCHED_STATIC
-
-
-class CoreTables(NamedTuple):
-    """CoreMap's lookup tables, in the order iteration_core and paper_core take them (p: the core count)."""
-
-    count: np.ndarray
-    paper_chunk: int
-    trip: np.ndarray
-    sched: np.ndarray
-    chunk: np.ndarray
-    gstarts: np.ndarray
-    gptr: np.ndarray
-    p: int
-
-
-def core_tables(cmap: CoreMap) -> CoreTables:
-    """A CoreMap's tables for core_runs."""
-    return CoreTables(cmap.block_count, cmap.paper_chunk, cmap.trip, cmap.sched, cmap.chunk, cmap.gstarts,
-                      cmap.gptr, cmap.cores)
 
 
 class WindowGrid(NamedTuple):

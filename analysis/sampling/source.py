@@ -85,7 +85,7 @@ import numpy as np
 from analysis.profiles.sweep import loop_period
 from analysis.profiles.private_traces import OFFSET_BITS, CoreMap, line_shift, resolve_mode
 from analysis.sampling.binning import scale_profile
-from analysis.sampling.core_runs import WindowGrid, core_runs, core_tables, window_pieces
+from analysis.sampling.core_runs import WindowGrid, core_runs, window_pieces
 from analysis.sampling.hashing import draw_salt, shards_threshold
 from analysis.sampling.shards_kernel import PairBatch, ShardsStreams
 from analysis.sampling import replay as source_replay
@@ -182,7 +182,7 @@ class SourceTask:
         self.p, self.k, self.shift = cores, refs_per_turn, shift
         self.step = np.uint64(OFFSET_BITS - shift)  # the per-core offset's shift in line ids
         self.cmap = cmap
-        self.tables = core_tables(self.cmap)
+        self.tables = self.cmap.tables()
         self.counters = np.zeros(cores, dtype=np.int64)  # private positions the rows have reached
         self.windows = sampling.rate < 1.0 and sampling.window > 0
         self.look, self.length, self.period = sampling.window, sampling.length, sampling.period
