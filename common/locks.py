@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Iterator
 
 from common.errors import InputError
+from common.manifest import write_manifest
 
 LOCK_NAME = ".pptmc.lock"
 
@@ -75,10 +76,11 @@ def folder_lock(folder: Path, lock: Path | None = None) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def output_folder(target: Path) -> Iterator[Path]:
-    """Write a folder of results as one unit: into a temporary sibling, which replaces `target` (renamed
-    into place) only when the block succeeds; a failure leaves the old folder as it was. One writer at a
-    time (a lock file beside it). Readers never see old and new files mixed."""
+def output_folder(target: Path, what: str = "results") -> Iterator[Path]:
+    """Write a folder of results as one unit: into a temporary sibling, which gets its manifest
+    (common/manifest.py) and then replaces `target` (renamed into place) only when the block succeeds; a
+    failure leaves the old folder as it was. One writer at a time (a lock file beside it). Readers never see
+    old and new files mixed."""
     target = Path(target)
     parent = target.parent
     parent.mkdir(parents=True, exist_ok=True)
@@ -93,6 +95,7 @@ def output_folder(target: Path) -> Iterator[Path]:
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise
+        write_manifest(work, what)
         old = parent / f".{target.name}.old-{os.getpid()}"
         if target.exists():
             target.rename(old)

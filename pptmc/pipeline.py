@@ -20,7 +20,7 @@ from analysis.options import DEFAULT_OPTIONS, ModelOptions
 from common.cache import code_digest, reuse_or_invalidate, mark_done, step_key
 from common.errors import InputError
 from common.io import program_output_to, write_json, write_table
-from common.locks import folder_lock
+from common.locks import folder_lock, output_folder
 
 if TYPE_CHECKING:  # the analysis stages load numba: imported where a step runs
     from analysis.predict import RegionSources
@@ -218,7 +218,8 @@ def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress, bar: bool
         progress("profile")
         profiles = compute_profiles(trace, list(cfg.cores), mode=opt.mode, interleave=opt.interleave,
                                     seed=opt.seed, line_size=cfg.line_size, coherence=opt.coherence, progress=bar)
-        profiles.save(out)
+        with output_folder(out, "pptmc profile (pipeline step)") as folder:  # replaced whole, with a manifest
+            profiles.save(folder)
         mark_done(stamp, key)
     return out
 

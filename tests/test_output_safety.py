@@ -98,7 +98,8 @@ def test_an_output_folder_is_replaced_whole_or_not_at_all(tmp_path):
     assert (target / "a.csv").read_text() == "first\n" and (target / "stale.csv").exists()
     with output_folder(target) as work:
         (work / "a.csv").write_text("third\n")
-    assert sorted(p.name for p in target.iterdir()) == ["a.csv"] and (target / "a.csv").read_text() == "third\n"
+    assert sorted(p.name for p in target.iterdir()) == ["a.csv", "manifest.json"]
+    assert (target / "a.csv").read_text() == "third\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["profiles"]
 
 
@@ -184,3 +185,26 @@ def test_a_run_stopped_midway_recovers_to_the_clean_runs_bytes(tmp_path, signal_
         assert subprocess.run(argv(out), cwd=tmp_path, capture_output=True).returncode == 0
     for table in ("hit_rates.csv", "runtimes.csv", "regions.csv"):
         assert (tmp_path / "out" / table).read_bytes() == (tmp_path / "clean" / table).read_bytes()
+
+
+def test_a_folder_that_does_not_match_its_manifest_is_refused(tmp_path):
+    """A profile folder whose file was changed, or lost, after pptmc wrote it is refused by the reader,
+    saying what to rerun; the untouched folder loads."""
+    import numpy as np
+
+    from analysis.profiles.profileset import ProfileSet, ReuseProfile
+    from common.locks import output_folder
+
+    ps = ProfileSet(64, "iteration", "rr", 0, 1, "t.pptrace")
+    ps.crd[1] = ReuseProfile.from_distances(np.array([-1, 0, 1, 0, -1]))
+    ps.prd[(1, 0)] = ps.crd[1]
+    with output_folder(tmp_path / "prof", "test") as work:
+        ps.save(work)
+    assert ProfileSet.load(tmp_path / "prof").cores == [1]
+    bins = tmp_path / "prof" / "bins.csv"
+    bins.write_text(bins.read_text().replace("\n1,", "\n2,", 1) + "\n")
+    with pytest.raises(InputError, match=r"bins\.csv is not the file this run wrote.*rerun `pptmc profile`"):
+        ProfileSet.load(tmp_path / "prof")
+    bins.unlink()
+    with pytest.raises(InputError, match=r"bins\.csv is missing"):
+        ProfileSet.load(tmp_path / "prof")

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from common.errors import InputError
+from common.manifest import check_manifest
 from common.io import write_json, write_table
 
 
@@ -132,6 +133,7 @@ class ProfileSet:
         meta_path = d / "profiles.json"
         if not meta_path.is_file():
             raise InputError(f"{meta_path}: not found; pass a directory written by `pptmc profile -o DIR`")
+        check_manifest(d, "rerun `pptmc profile` into this folder")
         try:
             meta = json.loads(meta_path.read_text())
             summary, bins = (_read_table(d, name) for name in ("summary", "bins"))

@@ -97,7 +97,7 @@ def run_profile(args: argparse.Namespace) -> int:
         if warning:
             print(f"pptmc: warning: {args.trace}: {warning}", file=sys.stderr)
     check_complete(ps.trace_complete, str(args.trace), args)  # before writing: --strict leaves nothing
-    with output_folder(Path(args.output)) as folder:  # the folder is replaced whole, never mixed
+    with output_folder(Path(args.output), "pptmc profile") as folder:  # the folder is replaced whole, never mixed
         ps.save(folder)
         if extra:  # label the directory: hitrates predicted from it are estimates of estimates
             write_json(folder / "profiles.json", {**ps.metadata(), **extra})
