@@ -52,6 +52,7 @@ class MachinePrediction:
     predictions: list[RuntimePrediction]               # one per core count; each explains its terms
     tlb_rates: pd.DataFrame | None
     terms: TraceTerms
+    coherence: dict[int, float]                        # cores -> coherence-miss fraction the runtimes used
 
     @property
     def runtimes(self) -> pd.DataFrame:
@@ -97,7 +98,7 @@ def predict_machine(sources: RegionSources, machine: Machine, cores: Sequence[in
     coherence = None if sources.hit_rate_table is not None else coherence_miss_rates(sources.profiles)
     predictions = predict_runtimes(machine, hits, sources.record, tlb=tlb, coherence=coherence, terms=terms,
                                    **options.runtime_args())
-    return MachinePrediction(machine, hits, predictions, tlb, terms)
+    return MachinePrediction(machine, hits, predictions, tlb, terms, coherence or {})
 
 
 def explain_table(prediction: MachinePrediction) -> pd.DataFrame:

@@ -37,11 +37,14 @@ class TableDiff:
         return self.differing_cells == 0 and not self.first_difference
 
 
-def _stable(frame: pd.DataFrame, benchmarks: set[str] | None, model_only: bool = False) -> pd.DataFrame:
-    """The table without timing (and with `model_only`, ground-truth) columns, restricted to `benchmarks`,
-    in a canonical row order."""
+def _kept(columns, model_only: bool) -> list[str]:
+    """The columns compared: not timings and, with `model_only`, not the ground truth's."""
     skip = TIMING_PREFIXES + (GROUND_TRUTH_COLUMNS if model_only else ())
-    frame = frame[[c for c in frame.columns if not c.startswith(skip)]]
+    return [c for c in columns if not c.startswith(skip)]
+
+
+def _stable(frame: pd.DataFrame, benchmarks: set[str] | None) -> pd.DataFrame:
+    """The table restricted to `benchmarks`, in a canonical row order."""
     if benchmarks is not None and "benchmark" in frame.columns:
         frame = frame[frame["benchmark"].isin(benchmarks)]
     return frame.sort_values(list(frame.columns), kind="stable").reset_index(drop=True)
@@ -53,12 +56,12 @@ def compare_table(name: str, old: pd.DataFrame, new: pd.DataFrame, benchmarks: s
     if "machine" in old.columns and "machine" in new.columns:  # the machines both runs predicted for
         machines = set(old["machine"]) & set(new["machine"])
         old, new = old[old["machine"].isin(machines)], new[new["machine"].isin(machines)]
-    a, b = _stable(old, benchmarks, model_only), _stable(new, benchmarks, model_only)
-    removed = [c for c in a.columns if c not in b.columns]
+    old_cols, new_cols = _kept(old.columns, model_only), _kept(new.columns, model_only)
+    removed = [c for c in old_cols if c not in new_cols]
     if removed:
-        return TableDiff(name, len(a), 0, f"columns missing in the new run: {removed}")
-    added = tuple(c for c in b.columns if c not in a.columns)
-    b = _stable(new[[c for c in new.columns if c in a.columns]], benchmarks, model_only)
+        return TableDiff(name, len(old), 0, f"columns missing in the new run: {removed}")
+    added = tuple(c for c in new_cols if c not in old_cols)
+    a, b = _stable(old[old_cols], benchmarks), _stable(new[old_cols], benchmarks)
     if a.shape != b.shape:
         return TableDiff(name, len(a), 0, f"rows differ: {len(a)} vs {len(b)}", added)
     same = (a == b) | (a.isna() & b.isna())

@@ -35,7 +35,15 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 
 def _umask() -> int:
-    """The process's file-mode creation mask (reading it means setting it; it is put back at once)."""
+    """The process's file-mode creation mask. Linux states it in /proc/self/status; elsewhere reading it
+    means setting it and putting it back, which another thread creating a file meanwhile could see."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask

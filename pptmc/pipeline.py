@@ -119,7 +119,7 @@ def _translate_file(cfg: PipelineConfig, source: Path, out: Path, progress: Prog
 
     key = step_key([source, *_headers(cfg)], {"I": cfg.include_dirs, "D": cfg.defines,
                                               "code": code_digest("translate")})
-    stamp = out.parent / (".key" if out.name == f"{cfg.source.stem}.xomp.c" else f".{out.name}.key")
+    stamp = out.with_name(f".{out.name}.key")
     if not reuse_or_invalidate(stamp, key, [out]):
         progress(f"translate {source.name}")
         result = translate.translate_file(source, out, include_dirs=cfg.include_dirs, defines=cfg.defines)
@@ -302,7 +302,6 @@ def hit_rates_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path) -> pd.D
 def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: Path,
                  progress: Progress) -> Predictions:
     """Hit rates, runtimes and the TLB and trace facts on every requested machine (analysis/predict.py)."""
-    from analysis.hitrates.rates import coherence_miss_rates
     from analysis.predict import predict_machine
     from machines import load_machine
 
@@ -313,7 +312,7 @@ def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: P
     return Predictions(pd.concat([p.hit_rates for p in preds], ignore_index=True),
                        pd.concat([p.runtimes for p in preds], ignore_index=True),
                        pd.concat(tlb_frames, ignore_index=True) if tlb_frames else None,
-                       coherence_miss_rates(sources.profiles), {p.machine.name: p.terms for p in preds},
+                       preds[0].coherence, {p.machine.name: p.terms for p in preds},
                        int(sources.record.info.n_accesses), bool(sources.record.info.complete))
 
 

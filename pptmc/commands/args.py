@@ -22,6 +22,16 @@ def parse_counts(text: str, option: str = "--cores", example: str = "1,2,4,8") -
     return counts
 
 
+def parse_cores(text: str, option: str = "--cores") -> list[int]:
+    """'4,1,2' -> [1, 2, 4]; anything but positive integers, or more cores than the profiling sweep takes
+    (analysis/profiles/limits.py), is an input error. Every command's --cores goes through here."""
+    from analysis.profiles.limits import check_core_counts
+
+    cores = parse_counts(text, option)
+    check_core_counts(cores, option)
+    return cores
+
+
 def seed(text: str) -> int:
     """A --seed value: a non-negative integer (numpy's generators take no other)."""
     try:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pptmc.commands.args import add_model_options, add_strict, check_complete, model_options, parse_counts
+from pptmc.commands.args import add_model_options, add_strict, check_complete, model_options, parse_cores
 from common.errors import InputError
 
 if TYPE_CHECKING:  # pandas loads in ~0.3 s: only the commands that run import it
@@ -16,16 +16,6 @@ if TYPE_CHECKING:  # pandas loads in ~0.3 s: only the commands that run import i
     from pptmc.suite import SuiteConfig
 
 DEFAULT_MACHINES = "haswell-i7-5960x,broadwell-e5-2699v4,zen2-epyc-7702p"
-
-
-def parse_cores(text: str, option: str = "--cores") -> tuple[int, ...]:
-    """'1,2,4' -> (1, 2, 4); rejects anything that is not a positive integer list, or more cores than the
-    profiling sweep takes."""
-    from analysis.profiles.limits import check_core_counts
-
-    cores = tuple(parse_counts(text, option))
-    check_core_counts(cores, option)
-    return cores
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -108,7 +98,7 @@ def run_program(args: argparse.Namespace) -> int:
         source=source, more_sources=tuple(files[1:]), workdir=checked_output_folder(args.output),
         args=tuple(program_args), include_dirs=tuple(Path(d) for d in includes), defines=tuple(defines),
         extra_sources=tuple(Path(s) for s in args.extra_source), machines=checked_machines(args.machines),
-        cores=parse_cores(args.cores), options=model_options(args))
+        cores=tuple(parse_cores(args.cores)), options=model_options(args))
     print(f"[pptmc] model: {cfg.options.describe()}", file=sys.stderr)
     result = run_pipeline(cfg, progress=lambda step: print(f"[pptmc] {source.name}: {step}", file=sys.stderr),
                           bars=not args.json)
@@ -123,9 +113,9 @@ def suite_config(args: argparse.Namespace) -> "SuiteConfig":
     from pptmc.suite import SuiteConfig
 
     return SuiteConfig(outdir=checked_output_folder(args.output), size=args.size,
-                       benchmarks=_names(args.benchmarks or ""), machines=checked_machines(args.machines), cores=parse_cores(args.cores), jobs=args.jobs,
+                       benchmarks=_names(args.benchmarks or ""), machines=checked_machines(args.machines), cores=tuple(parse_cores(args.cores)), jobs=args.jobs,
                        options=model_options(args), validate=args.validate, measure=args.measure,
-                       measure_size=args.measure_size, measure_threads=parse_cores(args.measure_threads, "--measure-threads"),
+                       measure_size=args.measure_size, measure_threads=tuple(parse_cores(args.measure_threads, "--measure-threads")),
                        host_machine=args.host_machine)
 
 

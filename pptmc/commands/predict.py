@@ -6,18 +6,13 @@ import json
 import sys
 from pathlib import Path
 
-from pptmc.commands.args import add_model_options, add_strict, check_complete, model_options, parse_counts
+from pptmc.commands.args import add_model_options, add_strict, check_complete, model_options, parse_cores
 from common.errors import InputError
 from common.io import write_json, write_table
 
 _TIMES = (("t_mem_s", "T_mem[s]"), ("t_cpu_s", "T_CPU[s]"), ("t_incore_s", "of which in-core[s]"),
           ("t_tlb_s", "T_TLB[s]"), ("t_coherence_s", "T_coh[s]"), ("t_strided_s", "T_walk[s]"),
           ("contention_s", "contention[s]"), ("t_overhead_s", "overhead[s]"), ("runtime_s", "runtime[s]"))
-
-
-def parse_cores(text: str) -> list[int]:
-    """'1,2,4' -> [1, 2, 4]; a clear error for anything else."""
-    return parse_counts(text, "--cores")
 
 
 def _read_rates(path_text: str):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from analysis.options import INTERLEAVES, MODES
 from analysis.sampling.options import DEFAULT_WINDOW_LENGTH, SOURCE_WINDOW, STREAM_METHODS, STREAM_WINDOW
-from pptmc.commands.args import add_strict, check_complete, parse_counts, seed
+from pptmc.commands.args import add_strict, check_complete, parse_cores, seed
 from common.errors import InputError
 from common.io import write_json, write_table
 
@@ -62,11 +62,6 @@ def register(subparsers) -> None:
     h.add_argument("--json", action="store_true", help="print the table as JSON")
     add_strict(h)
     h.set_defaults(run=run_hitrates)
-
-
-def parse_cores(text: str) -> list[int]:
-    """'1,2,4' -> [1, 2, 4], with a clear error for anything else."""
-    return parse_counts(text, "--cores")
 
 
 def run_profile(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from analysis.options import DEFAULT_OPTIONS, HIT_RATE_MODELS, INTERLEAVES, ModelOptions
 from common.errors import InputError
-from pptmc.commands.args import seed
+from pptmc.commands.args import parse_cores, seed
 
 CHOICES = {"mode": ("iteration", "paper", "both"), "interleave": (*INTERLEAVES, "both")}
 _SHORT = {"iteration": "iter", "random": "rand"}  # column labels of the printed table
@@ -121,7 +121,6 @@ def format_rows(df) -> str:
 
 def run_validate(a: argparse.Namespace) -> int:
     """Validate, print, and write the tables (and figures) to -o."""
-    from pptmc.commands.predict import parse_cores
     from analysis.validate.compare import accuracy_summary, outliers
     from pptmc.validation import validate_program
 
