@@ -12,7 +12,8 @@ import pandas as pd
 
 from analysis.options import DEFAULT_OPTIONS, ModelOptions
 from analysis.validate.compare import MODES, compare, split_evidence
-from analysis.validate.groundtruth import INTERLEAVES, ground_truth
+from analysis.options import INTERLEAVES
+from analysis.validate.groundtruth import ground_truth
 from common.errors import InputError
 from common.locks import folder_lock
 from pptmc.pipeline import (PipelineConfig, hit_rates_step, instrument_step, profile_step, trace_step,

@@ -27,11 +27,11 @@ import numba
 import numpy as np
 import zstandard
 
+from analysis.options import INTERLEAVES
 from analysis.profiles import core_parts
 from analysis.profiles.core_parts import CorePart
 from common.errors import InputError, PptmcError
 
-STRATEGIES = ("rr", "random")
 BUDGET_ENV = "PPTMC_MEMORY_BUDGET"  # overrides the default budget: bytes, or with a K, M or G suffix
 _BUDGET_CAP = 1 << 30
 _BUDGET_FLOOR = 128 << 20
@@ -236,8 +236,8 @@ class Interleaver:
         the next saves the fresh pages and the engine's per-Batch table warm-up. A Batch then
         also ends where a lane's pushed array ends, so its pieces are views, not concatenations
         (which cost 0.1 s of the jacobi-2d MEDIUM sweep, references and distances)."""
-        if strategy not in STRATEGIES:
-            raise InputError(f"--interleave {strategy!r}: expected one of {', '.join(STRATEGIES)}")
+        if strategy not in INTERLEAVES:
+            raise InputError(f"--interleave {strategy!r}: expected one of {', '.join(INTERLEAVES)}")
         if refs_per_turn < 1:
             raise InputError(f"--refs-per-turn {refs_per_turn}: must be at least 1")
         self.lanes = [_Lane(None if spill_dir is None else os.fspath(spill_dir)) for _ in range(n_cores)]

@@ -33,13 +33,13 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 import numba
 import numpy as np
 
+from analysis.options import MODES
 from analysis.profiles.core_parts import CorePart
 from analysis.profiles.interleave import Batch, Interleaver, resolve_memory_budget
 from common.errors import InputError
 from instrument.trace_types import NO_LOOP, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_STATIC, TraceChunk, TraceInfo
 
 OFFSET_BITS = 47
-MODES = ("auto", "iteration", "paper")
 ALL_CORES = -1  # core_of value of an access that every core executes
 
 

@@ -23,6 +23,7 @@ from typing import Callable, Iterator
 import numpy as np
 import pandas as pd
 
+from analysis.options import INTERLEAVES
 from analysis.hitrates.cachesim import MAX_COHERENT_CORES, CoherentHierarchy
 from analysis.profiles.interleave import Interleaver
 from analysis.profiles.private_traces import line_shift
@@ -32,7 +33,6 @@ from common.errors import InputError
 from common.io import program_output_to, write_table
 
 OUTLINED = r"\.omp_outlined"  # clang's names for the functions of parallel regions
-INTERLEAVES = ("rr", "random")
 GT_COLUMNS = ["machine", "cores", "interleave", "level", "cumulative_hit_rate", "local_hit_rate", "accesses",
               "invalidations", "shared", "misses", "invalidated_copies", "distinct_lines", "fa_cumulative_hit_rate",
               "nocoh_cumulative_hit_rate",

@@ -932,8 +932,8 @@ static void start_tracing(const char *trace_out) {
  * the bytes of the environment and argument strings the kernel copies above the stack (the trace's
  * own output paths among them), which shift every stack address. So the process re-executes itself
  * once with randomisation off (personality(2); it survives execve), then once more with
- * PPTMC_STACK_PAD lengthened by exactly the bytes that bring this frame to STACK_TARGET modulo a page:
- * the strings grow by a multiple of 16, so every frame below them moves down by that much. Where
+ * PPTMC_STACK_PAD lengthened by exactly the bytes that bring argv to STACK_TARGET modulo a page: the
+ * strings grow by a multiple of 16, so argv and every frame below it move down by that much. Where
  * randomisation cannot be switched off, nothing is changed (a re-executed stack would be re-randomised).
  * PPTMC_STACK_PAD: "0" = not yet aligned, "1" + padding = aligned. Why not in the decoder: stack
  * addresses carry no mark there, and the heap and mmap bases would still move. */
@@ -948,7 +948,7 @@ static void reexec(char **argv, char **envp) {
     execve(self, argv, envp);  /* returns only on failure: then run as is */
 }
 
-__attribute__((noinline)) static void canonical_addresses(char **argv, char **envp) {
+static void canonical_addresses(char **argv, char **envp) {
     const char *pad = getenv("PPTMC_STACK_PAD");
     if (!pad || pad[0] != '0' || !argv || !envp) return;
     int persona = personality(0xffffffff);
