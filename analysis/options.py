@@ -15,7 +15,7 @@ from common.errors import InputError
 # without loading numba); the runtime model's forms come from analysis/runtime/choices.py.
 MODES = ("auto", "iteration", "paper")              # private traces (analysis/profiles/private_traces.py)
 INTERLEAVES = ("rr", "random")                      # shared trace (analysis/profiles/interleave.py)
-HIT_RATE_MODELS = ("sdcm", "hybrid", "simulated")   # HitRatePredictors (analysis/hitrates/predictor.py)
+HIT_RATE_MODELS = ("set-aware", "sdcm", "simulated")  # HitRatePredictors (analysis/hitrates/predictor.py)
 
 _CHOICES = {"mode": MODES, "interleave": INTERLEAVES, "hit_rates": HIT_RATE_MODELS, "layout": LAYOUTS,
             "cpu_form": CPU_FORMS, "contention": CONTENTIONS}
@@ -29,7 +29,7 @@ class ModelOptions:
     interleave: str = "rr"
     seed: int = 0                      # seed of the random interleaving
     coherence: bool = True             # write-invalidate coherence between private caches
-    hit_rates: str = "sdcm"            # which HitRatePredictor turns profiles into hit rates
+    hit_rates: str = "set-aware"       # which HitRatePredictor turns profiles into hit rates
     layout: str = "pipelined"
     cpu_form: str = "critical-path"
     contention: str = "roofline"

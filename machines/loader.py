@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from machines.model import OP_CLASSES, CacheLevel, Machine, OpCost, Parallel, Ram, TlbLevel
+from machines.model import INDEXINGS, OP_CLASSES, CacheLevel, Machine, OpCost, Parallel, Ram, TlbLevel
 from common.errors import InputError
 
 SCHEMA_VERSION = 1
@@ -21,7 +21,7 @@ SUPPORTED_SCHEMA_VERSIONS = (1,)
 
 _TOP_KEYS = {"schema_version", "name", "description", "cores", "frequency_ghz", "bus_width_bytes",
              "simd_width_bits", "source", "caches", "ram", "ops", "parallel", "calls", "core", "tlbs",
-             "coherence"}
+             "coherence", "page_bytes"}
 _RAM_KEYS = {"latency_ns", "bandwidth_one_core_gbs", "bandwidth_all_cores_gbs", "strided_cold_line_ns", "source"}
 _OP_KEYS = {"latency", "recip_throughput", "source"}
 _PARALLEL_KEYS = {"fork_join_ns", "barrier_ns", "cold_start_ns", "cold_start_one_ns", "source"}
@@ -105,7 +105,7 @@ _CACHE_SPEC: _Spec = {
     "line_bytes": ("int", {"positive": True}, None), "associativity": ("int", {"non_negative": True}, None),
     "latency_cycles": ("number", {"positive": True}, None),
     "recip_throughput_cycles": ("number", {"positive": True}, None), "shared": ("bool", {}, None),
-    "fully_associative": ("bool", {}, False)}
+    "fully_associative": ("bool", {}, False), "indexing": ("str", {}, "")}
 _TLB_SPEC: _Spec = {
     "name": ("str", {}, None), "entries": ("int", {"positive": True}, None),
     "associativity": ("int", {"non_negative": True}, None), "page_bytes": ("int", {"positive": True}, None),
@@ -144,9 +144,27 @@ def _check_cache(chk: _Checker, raw: Any, i: int) -> CacheLevel | None:
         else:
             n_lines = size // line
     f["associativity"] = _ways(chk, prefix, f, n_lines, "lines")
-    if f["shared"] is False and f["associativity"] and n_lines is not None:
+    f["indexing"] = _indexing(chk, prefix, f, i)
+    if f["indexing"] not in (None, "hashed") and f["associativity"] and n_lines is not None:
         _check_indexed_sets(chk, prefix, f, n_lines // f["associativity"])
     return None if None in f.values() else CacheLevel(**f)
+
+
+def default_indexing(level: int, shared: bool) -> str:
+    """A level's indexing when its file says none: the first level is virtually indexed, a shared (last)
+    level sliced and hashed, any other level physically indexed."""
+    return "virtual" if level == 0 else "hashed" if shared else "physical"
+
+
+def _indexing(chk: _Checker, prefix: str, fields: dict, i: int) -> str | None:
+    """The level's `indexing`, its default when absent (default_indexing), or None and an error."""
+    value = fields["indexing"]
+    if value == "":
+        return None if fields["shared"] is None else default_indexing(i, fields["shared"])
+    if value not in INDEXINGS:
+        chk.fail(f"{prefix}indexing", f"{value!r}: use one of {', '.join(INDEXINGS)}")
+        return None
+    return value
 
 
 def _ways(chk: _Checker, prefix: str, fields: dict, count: int | None, unit: str) -> int | None:
@@ -172,12 +190,16 @@ def _ways(chk: _Checker, prefix: str, fields: dict, count: int | None, unit: str
 
 
 def _check_indexed_sets(chk: _Checker, prefix: str, fields: dict, sets: int) -> None:
-    """A private cache takes its set from address bits, so its set count must be a power of two."""
+    """A cache that takes its set from address bits (indexing virtual or physical) has a power-of-two
+    set count; the set-aware hit-rate model places lines by those bits."""
     if sets & (sets - 1):
         chk.fail(f"{prefix}size_bytes", f"{fields['size_bytes']} B in {fields['line_bytes']} B lines and "
                                         f"{fields['associativity']} ways (associativity) make {sets} sets, not a "
-                                        f"power of two; a private (shared = false) cache is indexed by address "
-                                        f"bits: change size_bytes or associativity")
+                                        f"power of two, but indexing = {fields['indexing']!r} takes the set "
+                                        f"from address bits, so the set-aware hit rates cannot place its lines: "
+                                        f"change size_bytes or associativity, or set {prefix}indexing = "
+                                        f"\"hashed\" for a sliced cache with hashed sets (its hit rates are "
+                                        f"then SDCM's, as with --hit-rates sdcm)")
         fields["size_bytes"] = None
 
 
@@ -436,6 +458,7 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
     window, store_new_line, lookahead, mcpu = _check_core(chk, data)
     tlbs = _check_tlbs(chk, data)
     transfer = _check_coherence(chk, data)
+    page = _check_page(chk, data, caches)
     if chk.errors:
         raise InputError(f"{source}: invalid machine file: " + "; ".join(chk.errors)
                          + " (schema: machines/SCHEMA.md)")
@@ -443,49 +466,19 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
                    caches=caches, ram=ram, bus_width_bytes=bus, simd_width_bits=simd, ops=ops,
                    sources=_collect_sources(data), schema_version=version, parallel=parallel,
                    calls=calls, reorder_window_ops=window, store_new_line_cycles=store_new_line,
-                   chain_lookahead_ops=lookahead, tlbs=tlbs, llvm_mcpu=mcpu, transfer_cycles=transfer)
+                   chain_lookahead_ops=lookahead, tlbs=tlbs, llvm_mcpu=mcpu, transfer_cycles=transfer,
+                   page_bytes=page)
 
 
-FIRST_LEVEL_WARN_BYTES = 4 << 20  # a first-level cache above this is likely a unit slip (KiB or MiB as bytes)
-ANY_LEVEL_WARN_BYTES = 4 << 30    # no cache instance is this large
-
-
-def machine_warnings(machine: Machine) -> list[str]:
-    """Figures that validate but likely are slips: a level smaller than the one above it, or an absurd
-    cache size; each names its field. `pptmc machines validate` prints them."""
-    caches = [(c.name, c.size_bytes, _size(c.size_bytes)) for c in machine.caches]
-    tlbs = [(t.name, t.entries, f"{t.entries} entries") for t in machine.tlbs]
-    return [*_shrinking_levels("caches", "size_bytes", caches, "its local hit rates come out negative"),
-            *_shrinking_levels("tlbs", "entries", tlbs, "accesses that hit the level above are charged its misses"),
-            *_absurd_sizes(machine.caches)]
-
-
-def _shrinking_levels(key: str, field_name: str, levels: list[tuple[str, int, str]], harm: str) -> list[str]:
-    """A warning per level, given as (name, capacity, capacity shown), that holds less than the one above it."""
-    return [f"{key}[{i}].{field_name}: {name} ({shown}) is smaller than {above} above it ({above_shown}); {harm}: "
-            f"check the figure, and that levels are listed first level first"
-            for i, ((above, above_cap, above_shown), (name, cap, shown))
-            in enumerate(zip(levels, levels[1:]), start=1) if cap < above_cap]
-
-
-def _absurd_sizes(caches: tuple[CacheLevel, ...]) -> list[str]:
-    """A warning per cache level far larger than any real one of its kind (sizes are in bytes)."""
-    out = []
-    for i, c in enumerate(caches):
-        limit = FIRST_LEVEL_WARN_BYTES if i == 0 else ANY_LEVEL_WARN_BYTES
-        if c.size_bytes > limit:
-            kind = "a first-level cache" if i == 0 else "a cache instance"
-            out.append(f"caches[{i}].size_bytes: {c.name} of {_size(c.size_bytes)} is larger than {kind} is "
-                       f"expected to be ({_size(limit)}); sizes are in bytes")
-    return out
-
-
-def _size(size_bytes: int) -> str:
-    """A byte count in the largest binary unit that divides it."""
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if size_bytes >= 1 << shift and size_bytes % (1 << shift) == 0:
-            return f"{size_bytes >> shift} {unit}"
-    return f"{size_bytes} B"
+def _check_page(chk: _Checker, data: dict, caches: tuple[CacheLevel, ...]) -> int | None:
+    """The optional page_bytes: a power of two holding at least one cache line (default 4096)."""
+    if "page_bytes" not in data:
+        return 4096
+    page = _power_of_two(chk, "page_bytes", chk.get(data, "page_bytes", "", "int", positive=True))
+    if page is not None and caches and page < caches[0].line_bytes:
+        chk.fail("page_bytes", f"{page} B is smaller than a cache line ({caches[0].line_bytes} B)")
+        return None
+    return page
 
 
 def machine_to_dict(m: Machine) -> dict:
@@ -495,6 +488,7 @@ def machine_to_dict(m: Machine) -> dict:
                "associativity": c.associativity, **({"fully_associative": True} if c.fully_associative else {}),
                "latency_cycles": c.latency_cycles,
                "recip_throughput_cycles": c.recip_throughput_cycles, "shared": c.shared,
+               **({} if c.indexing == default_indexing(i, c.shared) else {"indexing": c.indexing}),
                "source": src.get(f"caches[{i}]", "")} for i, c in enumerate(m.caches)]
     ops = {op: {"latency": cost.latency, "recip_throughput": cost.recip_throughput,
                 "source": src.get(f"ops.{op}", "")} for op, cost in m.ops.items()}
@@ -507,6 +501,8 @@ def machine_to_dict(m: Machine) -> dict:
                        if m.ram.strided_cold_line_ns else {}),
                     "source": src.get("ram", "")},
             "ops": ops}
+    if m.page_bytes != 4096:
+        out["page_bytes"] = m.page_bytes
     if "parallel" in src or m.parallel != Parallel():  # optional table: written only when the file had one
         out["parallel"] = {"fork_join_ns": m.parallel.fork_join_ns, "barrier_ns": m.parallel.barrier_ns,
                            **{k: getattr(m.parallel, k) for k in _COLD_KEYS if getattr(m.parallel, k)},

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # Operation classes with a latency and a reciprocal throughput in every machine file.
+INDEXINGS = ("virtual", "physical", "hashed")
 OP_CLASSES = ("int_add", "int_mul", "int_div", "fp_add", "fp_mul", "fp_div", "fp_fma", "load", "store")
 
 
@@ -22,6 +23,10 @@ class CacheLevel:
     latency_cycles: float
     recip_throughput_cycles: float
     shared: bool
+    # how a line's set is chosen (the file's optional `indexing`): "virtual" (from the virtual address: first-level
+    # caches), "physical" (from the physical address: the bits above the page offset come from the frame the OS
+    # picked) or "hashed" (a hash of the physical address: sliced last-level caches)
+    indexing: str = "physical"
 
     @property
     def fully_associative(self) -> bool:
@@ -36,6 +41,17 @@ class CacheLevel:
     def sets(self) -> int:
         """Number of sets (1 when fully associative)."""
         return self.n_lines // self.associativity if self.associativity > 0 else 1
+
+    def known_set_bits(self, page_bytes: int) -> int:
+        """How many of the set index's low bits the program's virtual addresses fix: all of them when
+        virtually indexed, those inside the page offset when physically indexed, none when hashed (or
+        fully associative). A power-of-two set count is assumed where any bit is known (the loader checks)."""
+        if self.fully_associative or self.indexing == "hashed":
+            return 0
+        set_bits = self.sets.bit_length() - 1
+        if self.indexing == "virtual":
+            return set_bits
+        return min(set_bits, max(page_bytes // self.line_bytes, 1).bit_length() - 1)
 
 
 @dataclass(frozen=True)
@@ -123,6 +139,9 @@ class Machine:
     transfer_cycles: float = 0.0
     # optional [[tlbs]]: data TLB levels, first level first; () = address translation costs nothing
     tlbs: tuple[TlbLevel, ...] = ()
+    # optional top-level figure: the page size backing the program's data (4 KiB; 2 MiB where transparent huge
+    # pages back the arrays): it fixes which set bits a physically indexed cache takes from the virtual address
+    page_bytes: int = 4096
     schema_version: int = 1
 
     @property

@@ -203,12 +203,16 @@ def trace_step(cfg: PipelineConfig, binary: Path, progress: Progress) -> Path:
 def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress, bar: bool = False) -> Path:
     """Private and concurrent reuse profiles for every core count (cached); `bar`: show the sweep's
     progress bar (the longest stage) on stderr."""
+    from analysis.hitrates.rates import class_widths
     from analysis.profiles.sweep import compute_profiles
+    from machines import load_machine
 
     out = cfg.workdir / "profiles"
     opt = cfg.options
+    class_bits = class_widths([load_machine(name) for name in cfg.machines], opt.hit_rates)
     params = {"cores": cfg.cores, "mode": opt.mode, "interleave": opt.interleave, "seed": opt.seed,
-              "line": cfg.line_size, "coherence": opt.coherence, "code": code_digest("analysis")}
+              "line": cfg.line_size, "coherence": opt.coherence, "class_bits": class_bits,
+              "code": code_digest("analysis")}
     key = step_key([trace], params)
     stamp = out / ".key"
     if not reuse_or_invalidate(stamp, key, [out]):
@@ -217,7 +221,8 @@ def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress, bar: bool
         check_memory(list(cfg.cores), str(trace))
         progress("profile")
         profiles = compute_profiles(trace, list(cfg.cores), mode=opt.mode, interleave=opt.interleave,
-                                    seed=opt.seed, line_size=cfg.line_size, coherence=opt.coherence, progress=bar)
+                                    seed=opt.seed, line_size=cfg.line_size, coherence=opt.coherence, progress=bar,
+                                    class_bits=class_bits)
         with output_folder(out, "pptmc profile (pipeline step)") as folder:  # replaced whole, with a manifest
             profiles.save(folder)
         mark_done(stamp, key)

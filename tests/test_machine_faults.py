@@ -10,7 +10,8 @@ import pytest
 
 import machines
 from common.errors import InputError
-from machines.loader import dumps_toml, machine_warnings
+from machines.warnings import machine_warnings
+from machines.loader import dumps_toml
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 

@@ -121,7 +121,7 @@ def test_cli_profile_and_hitrates(trace, tmp_path, monkeypatch, capsys):
     assert run(["hitrates", str(out), "--machine", "m", "--simulate", str(path), "-o", str(table), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     df = pd.read_parquet(tmp_path / "rates.parquet")
-    assert len(rows) == len(df) == 2 * 3 * 3 and set(df["source"]) == {"sdcm", "simulator"}
+    assert len(rows) == len(df) == 2 * 3 * 3 and set(df["source"]) == {"set-aware", "simulator"}
     assert df["cumulative_hit_rate"].between(-1, 1).all()
 
 

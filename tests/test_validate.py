@@ -38,14 +38,14 @@ def test_table_shape_and_error_range(atax):
 def test_single_thread_ground_truth_close_to_prediction(atax):
     """One thread: both sides see the same program's references (original vs translated build of the
     same kernel), so the remaining gap is what the model itself gets wrong on one core. At MINI size
-    atax's 32 KiB matrix fills L1 exactly and its power-of-two rows cause conflict misses that SDCM
-    (random set mapping) does not see: compare L1 with the fully associative ground truth, where that
-    effect is gone, and L2/L3 directly. 1 point is the paper's per-level error budget."""
+    atax's 32 KiB matrix fills L1 exactly and its power-of-two rows cause conflict misses, which the
+    set-aware hit rates see (SDCM, random set mapping, would miss them by 2.4 points). 1 point is the
+    paper's per-level error budget."""
     _, df = atax
     one = df[(df["cores"] == 1) & (df["mode"] == "iteration")]
-    assert (one["abs_error_pp"][one["level"] != "L1"] < 1.0).all()
+    assert (one["abs_error_pp"] < 1.0).all()
     l1 = one[one["level"] == "L1"]
-    assert (100 * (l1["predicted"] - l1["gt_fully_assoc"]).abs() < 1.0).all()
+    assert (100 * (l1["gt_fully_assoc"] - l1["ground_truth"]).abs() > 1.0).all()  # conflicts are there
     # and the accesses agree within the translation's few extra loads
     assert (abs(one["model_accesses"] / one["gt_accesses"] - 1) < 0.05).all()
 

@@ -5,21 +5,22 @@ itself for the simulators) into the same table (analysis/hitrates/rates.py: COLU
 (cores, level) with cumulative, local and level hit rates. Commands choose one by name
 (`--hit-rates NAME`); analysis/predict.py is the only caller.
 
+- `set-aware` (the default): SDCM on the per-set-class profiles, which sees the set conflicts of
+  virtually indexed levels exactly and models the page frame's bits of physically indexed ones as
+  random (analysis/hitrates/rates.py); hashed levels read the plain profiles, as SDCM does.
 - `sdcm`: the paper's Stack Distance Cache Model on the PRD/CRD profiles (random set placement).
 - `simulated`: the set-associative LRU simulator on the same mimicked private/shared traces,
   hierarchical, with write-invalidate coherence when the profiles model it.
-- `hybrid`: SDCM, with the first level's rate taken from the simulator (the L1 is virtually
-  indexed, so the trace's addresses decide its sets; see rates.with_first_level).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
 
 import pandas as pd
 
-from analysis.hitrates.rates import predict_hit_rates, with_first_level
+from analysis.hitrates.rates import predict_hit_rates
 from analysis.profiles.profileset import ProfileSet
 from analysis.options import HIT_RATE_MODELS
 from common.errors import InputError
@@ -41,6 +42,16 @@ class HitRatePredictor(Protocol):
 
     def predict(self, inputs: HitRateInputs, machine: Machine, cores: Sequence[int]) -> pd.DataFrame:
         """One row per (cores, level) in `cores`, columns rates.COLUMNS."""
+
+
+class SetAwarePredictor:
+    """SDCM per set class: the levels' set index bits the addresses fix are honoured."""
+
+    name = "set-aware"
+
+    def predict(self, inputs: HitRateInputs, machine: Machine, cores: Sequence[int]) -> pd.DataFrame:
+        table = predict_hit_rates(inputs.profiles, machine, set_aware=True)
+        return table[table["cores"].isin(list(cores))].reset_index(drop=True)
 
 
 class SdcmPredictor:
@@ -65,21 +76,7 @@ class SimulatedPredictor:
         return simulate_like(inputs.trace, machine, ps, list(cores), hierarchical=True, coherent=ps.coherence)
 
 
-class HybridPredictor:
-    """SDCM with the first (virtually indexed) level simulated."""
-
-    name = "hybrid"
-
-    def predict(self, inputs: HitRateInputs, machine: Machine, cores: Sequence[int]) -> pd.DataFrame:
-        sdcm = SdcmPredictor().predict(inputs, machine, cores)
-        first_only = replace(machine, caches=machine.caches[:1])
-        first = SimulatedPredictor().predict(inputs, first_only, cores)
-        first = first[first["level"] == machine.caches[0].name]
-        rates = {int(c): float(r) for c, r in zip(first["cores"], first["cumulative_hit_rate"])}
-        return with_first_level(sdcm, rates)
-
-
-_PREDICTORS: dict[str, type] = {p.name: p for p in (SdcmPredictor, HybridPredictor, SimulatedPredictor)}
+_PREDICTORS: dict[str, type] = {p.name: p for p in (SetAwarePredictor, SdcmPredictor, SimulatedPredictor)}
 
 
 def hit_rate_predictor(name: str) -> HitRatePredictor:

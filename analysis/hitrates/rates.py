@@ -1,4 +1,14 @@
-"""Predicted cache hit rates per core count and level from PRD/CRD profiles (SDCM).
+"""Predicted cache hit rates per core count and level from PRD/CRD profiles (SDCM, set-aware or not).
+
+Set-aware (`set_aware=True`): a level whose set index takes k low bits from the virtual line id
+(CacheLevel.known_set_bits: all of them when virtually indexed, those inside the page when
+physically indexed) reads the per-set-class profiles of k bits, whose distances count only lines
+of the access's own class (analysis/profiles/set_classes.py). Only those lines can share its set;
+each lands in it with probability 2^-(s-k) (s = log2 sets; the frame's bits are taken as random),
+so SDCM's Eq. 1 applies with the class distance and n_lines / 2^k lines (A ways, 2^(s-k) sets). With
+k = s that is exact: a hit iff the class distance is below A. Hashed levels (k = 0) read the plain
+profiles, which is SDCM. Profiles lacking the k-bit classes are read at the widest width below k
+(the bits between taken as random); `set_aware=False` is the paper's SDCM everywhere.
 
 Private levels use each core's PRD, summed over cores (so cores are weighted by their
 accesses); shared levels use the CRD. Each level's SDCM hit rate over all accesses is the
@@ -11,6 +21,8 @@ accesses of its stream (equal to the cumulative rate here; the simulator reports
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import pandas as pd
 
 from analysis.profiles.profileset import ProfileSet, ReuseProfile
@@ -21,14 +33,15 @@ from common.errors import InputError
 COLUMNS = ["cores", "level", "cumulative_hit_rate", "local_hit_rate", "level_hit_rate", "accesses"]
 
 
-def predict_hit_rates(profiles: ProfileSet, machine: Machine) -> pd.DataFrame:
+def predict_hit_rates(profiles: ProfileSet, machine: Machine, set_aware: bool = False) -> pd.DataFrame:
     """One row per (cores, level): cumulative and local hit rates."""
     _check_lines(profiles, machine)
     rows = []
     for p in profiles.cores:
         prev = 0.0
         for level in machine.caches:
-            cum, total = _level_rate(profiles, p, level)
+            bits = class_width(profiles, machine, level) if set_aware else 0
+            cum, total = _level_rate(profiles, p, level, bits)
             local = (cum - prev) / (1.0 - prev) if prev < 1.0 else 0.0
             rows.append({"cores": p, "level": level.name, "cumulative_hit_rate": cum,
                          "local_hit_rate": local, "level_hit_rate": cum, "accesses": total})
@@ -36,44 +49,37 @@ def predict_hit_rates(profiles: ProfileSet, machine: Machine) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def with_first_level(hits: pd.DataFrame, first_level: dict[int, float]) -> pd.DataFrame:
-    """The hit-rate table with the first level's cumulative rate per core count replaced (e.g. by the
-    set-associative simulator's), deeper levels' cumulative rates raised to at least it and every local
-    rate recomputed.
-
-    Why: the L1 is virtually indexed (its set index lies within the page offset on the machines we model:
-    64 sets x 64-byte lines = 4 KiB), so a simulation on the trace's virtual addresses sees its set
-    conflicts exactly (a column walk over 16 of 64 sets), where SDCM assumes random placement; L2 and L3
-    are physically indexed and the OS places pages on random frames, which is SDCM's assumption."""
-    missing = set(COLUMNS) - set(hits.columns)
-    if missing:
-        raise InputError(f"hit-rate table: missing column(s) {', '.join(sorted(missing))}")
-    out = []
-    for cores, part in hits.groupby("cores", sort=True):
-        if int(cores) not in first_level:
-            raise InputError(f"first-level hit rate: none for {cores} cores")
-        part = part.copy()
-        cum = [float(first_level[int(cores)])]
-        for rate in part["cumulative_hit_rate"].iloc[1:]:
-            cum.append(max(cum[0], float(rate)))
-        prev = [0.0, *cum[:-1]]
-        part["cumulative_hit_rate"] = cum
-        part["local_hit_rate"] = [(c - p) / (1.0 - p) if p < 1.0 else 0.0 for c, p in zip(cum, prev)]
-        part.iloc[0, part.columns.get_loc("level_hit_rate")] = cum[0]
-        out.append(part)
-    return pd.concat(out, ignore_index=True)
+def class_widths(machines: Sequence[Machine], hit_rates: str = "set-aware") -> tuple[int, ...]:
+    """The per-set-class profile widths the hit-rate predictor `hit_rates` needs for these machines
+    (each level's known set bits; none for the other predictors)."""
+    if hit_rates != "set-aware":
+        return ()
+    return tuple(sorted({lv.known_set_bits(m.page_bytes) for m in machines for lv in m.caches} - {0}))
 
 
-def _level_rate(profiles: ProfileSet, cores: int, level: CacheLevel) -> tuple[float, int]:
-    """SDCM hit fraction of all accesses seen by this level, and that access count."""
+def class_width(profiles: ProfileSet, machine: Machine, level: CacheLevel) -> int:
+    """The set-class width (bits) of the profiles the set-aware model reads for `level`: its known set
+    bits, or the widest width below them that the profiles have (module docstring)."""
+    known = level.known_set_bits(machine.page_bytes)
+    if known and not profiles.class_bits:
+        raise InputError(f"machine {machine.name}: {level.name}'s set index takes {known} bits from the address, "
+                         f"but the profiles have no per-set-class profiles; rerun `pptmc profile --set-bits "
+                         f"{known}`, or use --hit-rates sdcm")
+    return max((b for b in profiles.class_bits if b <= known), default=0)
+
+
+def _level_rate(profiles: ProfileSet, cores: int, level: CacheLevel, bits: int = 0) -> tuple[float, int]:
+    """SDCM hit fraction of all accesses seen by this level, and that access count; bits > 0 reads the
+    per-set-class profiles of that width, each class seeing n_lines / 2^bits of the level's lines."""
     if level.shared:
-        parts: list[ReuseProfile] = [profiles.crd[cores]]
+        parts: list[ReuseProfile] = [profiles.crd_of(cores, bits)]
     else:
-        parts = [profiles.prd[(cores, c)] for c in range(cores) if (cores, c) in profiles.prd]
+        parts = profiles.prds(cores, bits)
         if len(parts) != cores:
             raise InputError(f"profiles for {cores} cores lack some per-core PRDs; regenerate with `pptmc profile`")
+    n_lines = level.n_lines >> bits
     total = sum(p.total for p in parts)
-    hits = sum(expected_hits(p, level.associativity, level.n_lines) for p in parts)
+    hits = sum(expected_hits(p, level.associativity, n_lines) for p in parts)
     return (hits / total if total else 0.0), total
 
 

@@ -88,31 +88,55 @@ class ProfileSet:
     paper_chunk: int = 0  # paper mode: block instances dealt round-robin in runs of this many (0 = even split)
     trace_complete: bool = True  # False: the traced run crashed or its file was cut short
     coherence: bool = False  # PRDs count write-invalidate coherence misses (compute_profiles: on by default)
+    # per-set-class profiles (analysis/profiles/set_classes.py), keyed by class bits first
+    class_prd: dict[tuple[int, int, int], ReuseProfile] = field(default_factory=dict)
+    class_crd: dict[tuple[int, int], ReuseProfile] = field(default_factory=dict)
 
     @property
     def cores(self) -> list[int]:
         return sorted(self.crd)
 
-    def prds(self, cores: int) -> list[ReuseProfile]:
-        """The per-core PRDs of one core count, in core order."""
+    @property
+    def class_bits(self) -> list[int]:
+        """The set-class widths (bits) this set has per-class profiles for (0, plain, is not listed)."""
+        return sorted({bits for bits, _ in self.class_crd})
+
+    def prds(self, cores: int, bits: int = 0) -> list[ReuseProfile]:
+        """The per-core PRDs of one core count, in core order (bits > 0: the per-set-class ones)."""
+        if bits:
+            return [prof for (b, p, _), prof in sorted(self.class_prd.items()) if b == bits and p == cores]
         return [prof for (p, _), prof in sorted(self.prd.items()) if p == cores]
+
+    def crd_of(self, cores: int, bits: int = 0) -> ReuseProfile:
+        """The CRD of one core count (bits > 0: the per-set-class one)."""
+        return self.class_crd[(bits, cores)] if bits else self.crd[cores]
+
+    def add_classes(self, bits: int, counts: list[int], results: list[tuple[list[ReuseProfile], ReuseProfile]]
+                    ) -> None:
+        """Keep the per-set-class profiles of `bits` bits (set_classes.class_profiles' result)."""
+        for p, (prd, crd) in zip(counts, results):
+            self.class_prd.update({(bits, p, c): prof for c, prof in enumerate(prd)})
+            self.class_crd[(bits, p)] = crd
 
     def metadata(self) -> dict:
         return {"line_size": self.line_size, "mode": self.mode, "interleave": self.interleave,
                 "seed": self.seed, "refs_per_turn": self.refs_per_turn, "trace": self.trace,
                 "cores": self.cores, "paper_chunk": self.paper_chunk, "trace_complete": self.trace_complete,
-                "coherence": self.coherence}
+                "coherence": self.coherence, "class_bits": self.class_bits}
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(summary, bins) tables in the documented layout."""
-        items = [("prd", c, k, p) for (c, k), p in sorted(self.prd.items())]
-        items += [("crd", c, -1, p) for c, p in sorted(self.crd.items())]
-        summary = pd.DataFrame([{"kind": kind, "cores": c, "core": k, "total": p.total, "cold": p.cold,
-                                 "coherence": p.coherence} for kind, c, k, p in items],
-                               columns=["kind", "cores", "core", "total", "cold", "coherence"])
-        parts = [pd.DataFrame({"kind": kind, "cores": c, "core": k, "lower": p.lower, "upper": p.upper,
-                               "count": p.count, "dist_sum": p.dist_sum}) for kind, c, k, p in items]
-        cols = ["kind", "cores", "core", "lower", "upper", "count", "dist_sum"]
+        items = [("prd", 0, c, k, p) for (c, k), p in sorted(self.prd.items())]
+        items += [("crd", 0, c, -1, p) for c, p in sorted(self.crd.items())]
+        items += [("prd", b, c, k, p) for (b, c, k), p in sorted(self.class_prd.items())]
+        items += [("crd", b, c, -1, p) for (b, c), p in sorted(self.class_crd.items())]
+        summary = pd.DataFrame([{"kind": kind, "class_bits": b, "cores": c, "core": k, "total": p.total,
+                                 "cold": p.cold, "coherence": p.coherence} for kind, b, c, k, p in items],
+                               columns=["kind", "class_bits", "cores", "core", "total", "cold", "coherence"])
+        parts = [pd.DataFrame({"kind": kind, "class_bits": b, "cores": c, "core": k, "lower": p.lower,
+                               "upper": p.upper, "count": p.count, "dist_sum": p.dist_sum})
+                 for kind, b, c, k, p in items]
+        cols = ["kind", "class_bits", "cores", "core", "lower", "upper", "count", "dist_sum"]
         bins = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
         return summary, bins[cols]
 
@@ -144,17 +168,29 @@ class ProfileSet:
                             coherence=bool(meta.get("coherence", False)))
         except (KeyError, ValueError, TypeError) as exc:
             raise InputError(f"{d}: malformed profile directory ({exc}); regenerate it with `pptmc profile`") from exc
-        groups = {key: g for key, g in bins.groupby(["kind", "cores", "core"])}
+        for table in (summary, bins):
+            if "class_bits" not in table.columns:  # written before per-set-class profiles existed
+                table["class_bits"] = 0
+        groups = {key: g for key, g in bins.groupby(["kind", "class_bits", "cores", "core"])}
         for row in summary.itertuples(index=False):
-            g = groups.get((row.kind, row.cores, row.core))
+            g = groups.get((row.kind, row.class_bits, row.cores, row.core))
             prof = _profile_from_rows(g, int(row.cold), int(row.total), int(getattr(row, "coherence", 0)))
-            if row.kind == "prd":
-                ps.prd[(int(row.cores), int(row.core))] = prof
-            elif row.kind == "crd":
-                ps.crd[int(row.cores)] = prof
-            else:
-                raise InputError(f"{d / 'summary.csv'}: field kind={row.kind!r}; expected prd or crd")
+            _keep(ps, str(row.kind), int(row.class_bits), int(row.cores), int(row.core), prof, d)
         return ps
+
+
+def _keep(ps: ProfileSet, kind: str, bits: int, cores: int, core: int, prof: ReuseProfile, d: Path) -> None:
+    """File one loaded profile under its kind and set-class width."""
+    if kind not in ("prd", "crd"):
+        raise InputError(f"{d / 'summary.csv'}: field kind={kind!r}; expected prd or crd")
+    if kind == "prd" and bits:
+        ps.class_prd[(bits, cores, core)] = prof
+    elif kind == "prd":
+        ps.prd[(cores, core)] = prof
+    elif bits:
+        ps.class_crd[(bits, cores)] = prof
+    else:
+        ps.crd[cores] = prof
 
 
 def _read_table(d: Path, name: str) -> pd.DataFrame:

@@ -64,7 +64,7 @@ from analysis.profiles.time_axis import (MAX_TIME_AXIS, MIN_TIME_AXIS, NEAR_WORD
 from common.errors import PptmcError
 
 __all__ = ["EXACT_BITS", "EXACT_LIMIT", "N_BINS", "RUN_SHARE", "STORE_TAG", "SUB_BITS", "LeadTrace", "ReuseEngine",
-           "reuse_distances"]
+           "profile_from_counters", "reuse_distances"]
 
 _ALL_BITS = np.uint64(0xFFFFFFFFFFFFFFFF)
 _UNTAGGED = ~STORE_TAG
@@ -497,14 +497,20 @@ class ReuseEngine:
 
     def histogram(self) -> ReuseProfile:
         """The reuse profile of everything fed so far."""
-        counts = self._hist[:N_BINS]
-        sums = self._hist_sum[:N_BINS].copy()
-        sums[:EXACT_LIMIT] = counts[:EXACT_LIMIT] * np.arange(EXACT_LIMIT)  # the kernel skips exact bins' sums
-        lower, upper = histogram_bins(N_BINS, EXACT_LIMIT, EXACT_BITS, SUB_BITS)
-        nz = np.nonzero(counts)[0]
-        return ReuseProfile(lower=lower[nz].copy(), upper=upper[nz].copy(), count=counts[nz].copy(),
-                            dist_sum=sums[nz].copy(), cold=int(self._hist[N_BINS]),
-                            total=int(counts.sum() + self._hist[N_BINS]), coherence=self.coherence_misses)
+        return profile_from_counters(self._hist, self._hist_sum, self.coherence_misses)
+
+
+def profile_from_counters(hist: np.ndarray, hist_sum: np.ndarray, coherence: int) -> ReuseProfile:
+    """The ReuseProfile of an engine's histogram counters (counts and distance sums per bin, cold
+    slot last; the kernel skips exact bins' sums), with `coherence` of its cold accesses."""
+    counts = hist[:N_BINS]
+    sums = hist_sum[:N_BINS].copy()
+    sums[:EXACT_LIMIT] = counts[:EXACT_LIMIT] * np.arange(EXACT_LIMIT)
+    lower, upper = histogram_bins(N_BINS, EXACT_LIMIT, EXACT_BITS, SUB_BITS)
+    nz = np.nonzero(counts)[0]
+    return ReuseProfile(lower=lower[nz].copy(), upper=upper[nz].copy(), count=counts[nz].copy(),
+                        dist_sum=sums[nz].copy(), cold=int(hist[N_BINS]),
+                        total=int(counts.sum() + hist[N_BINS]), coherence=int(coherence))
 
 
 def reuse_distances(lines: np.ndarray) -> np.ndarray:

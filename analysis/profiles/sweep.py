@@ -4,15 +4,18 @@ On-disk layout of a profile directory (written by `ProfileSet.save`, read by `lo
 
 * `profiles.json`  metadata: line_size, mode, interleave, seed, refs_per_turn, trace, cores,
   paper_chunk, trace_complete (False when the traced run crashed or was cut short),
-  coherence (PRDs count write-invalidate coherence misses; absent = False).
-* `summary.csv` / `summary.parquet`  one row per profile: kind ("prd"|"crd"), cores,
+  coherence (PRDs count write-invalidate coherence misses; absent = False), class_bits (the
+  set-class widths with per-set-class profiles, analysis/profiles/set_classes.py; absent = none).
+* `summary.csv` / `summary.parquet`  one row per profile: kind ("prd"|"crd"), class_bits (0: plain
+  distances; b > 0: distances within the line's set class of b bits; absent = 0), cores,
   core (-1 for crd), total accesses, cold (infinite-distance) accesses, coherence (those
   of the cold that are coherence misses; absent = 0).
-* `bins.csv` / `bins.parquet`  the non-empty histogram bins: kind, cores, core,
+* `bins.csv` / `bins.parquet`  the non-empty histogram bins: kind, class_bits, cores, core,
   lower (inclusive distance), upper (exclusive), count, dist_sum (sum of distances in the bin).
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple
 
@@ -26,6 +29,7 @@ from analysis.profiles.private_traces import (InterleaveSpec, PreparedChunk, lin
 from analysis.profiles.profileset import ProfileSet, ReuseProfile
 from analysis.profiles.replay import loop_period
 from analysis.profiles.runs import LeadTrace
+from analysis.profiles.set_classes import check_class_bits, class_profiles
 from analysis.profiles.suffixes import Mirrors, Suffixes
 from analysis.profiles.task import CoreCountTask, LeadRuns
 from common.errors import InputError
@@ -65,16 +69,26 @@ class SweepSettings(NamedTuple):
 def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int], mode: str = "auto",
                           interleave: str = "rr", seed: int = 0, refs_per_turn: int = 1,
                           line_size: int = 64, progress: bool = False, paper_chunk: int = 0,
-                          coherence: bool = True, jobs: int = 1) -> ProfileSet:
+                          coherence: bool = True, jobs: int = 1, class_bits: tuple[int, ...] = ()) -> ProfileSet:
     """Profiles for each core count from a re-streamable chunk source, in one pass over it
-    (or one pass per worker process with jobs > 1; same profiles)."""
+    (or one pass per worker process with jobs > 1; same profiles), and the per-set-class
+    profiles of each width in class_bits (one more pass each, in a thread beside the plain one:
+    the engines release the GIL)."""
     _check_cores(cores)
+    class_bits = check_class_bits(class_bits)
     resolved = resolve_mode(info, mode)
     ps = ProfileSet(line_size, resolved, interleave, seed, refs_per_turn, info.path, paper_chunk=paper_chunk,
                     trace_complete=info.complete, coherence=coherence)
     counts = sorted(set(int(c) for c in cores))
     settings = SweepSettings(resolved, interleave, seed, refs_per_turn, line_size, paper_chunk, coherence)
-    results = profile_configs(info, chunks, counts, settings, progress, jobs=jobs)
+    bar = _progress(progress and bool(class_bits), info, len(counts) * len(class_bits), "set classes", 1)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the class passes, beside the plain one
+        classes = pool.submit(lambda: [class_profiles(info, chunks, counts, settings, b, bar) for b in class_bits])
+        results = profile_configs(info, chunks, counts, settings, progress, jobs=jobs)
+        for b, res in zip(class_bits, classes.result()):
+            ps.add_classes(b, counts, res)
+    if bar is not None:
+        bar.close()
     for p, (prd, crd) in zip(counts, results):
         ps.prd.update({(p, c): prof for c, prof in enumerate(prd)})
         ps.crd[p] = crd
@@ -242,14 +256,14 @@ def _lead_runs(neighbours: tuple[np.ndarray, np.ndarray] | None, tasks: list[Cor
 
 
 
-def _progress(enabled: bool, info: TraceInfo, n_configs: int):
+def _progress(enabled: bool, info: TraceInfo, n_configs: int, desc: str = "profiling", position: int = 0):
     """A tqdm bar on stderr over the mimicked references (about n_accesses per core count), or None."""
     if not enabled:
         return None
     from tqdm import tqdm
 
-    return tqdm(desc="profiling", total=info.n_accesses * n_configs or None, unit="ref", unit_scale=True,
-                leave=False)
+    return tqdm(desc=desc, total=info.n_accesses * n_configs or None, unit="ref", unit_scale=True,
+                leave=False, position=position)
 
 
 def _check_cores(cores: list[int]) -> None:
@@ -260,11 +274,11 @@ def _check_cores(cores: list[int]) -> None:
 def compute_profiles(trace_path: str | Path, cores: list[int], mode: str = "auto", interleave: str = "rr",
                      seed: int = 0, refs_per_turn: int = 1, line_size: int = 64,
                      progress: bool = False, max_rows: int = 1 << 20, paper_chunk: int = 0,
-                     coherence: bool = True, jobs: int = 1) -> ProfileSet:
+                     coherence: bool = True, jobs: int = 1, class_bits: tuple[int, ...] = ()) -> ProfileSet:
     """Open a trace file and compute its ProfileSet (jobs: worker processes, see profile_configs)."""
     info, factory = open_chunks(trace_path, max_rows)
     return compute_profiles_from(info, factory, cores, mode, interleave, seed, refs_per_turn, line_size, progress,
-                                 paper_chunk, coherence, jobs)
+                                 paper_chunk, coherence, jobs, class_bits)
 
 
 def open_chunks(trace_path: str | Path, max_rows: int = 1 << 20) -> tuple[TraceInfo, ChunkFactory]:

@@ -55,7 +55,7 @@ class CoreCountTask:
 
     def __init__(self, info: TraceInfo, spec: InterleaveSpec, mode: str, shift: int, paper_chunk: int = 0,
                  memory_budget: int | None = None, spill_dir: str | None = None,
-                 coherence: bool = False) -> None:
+                 coherence: bool = False, engine: Callable[..., ReuseEngine] = ReuseEngine) -> None:
         self.spec, self.shift = spec, shift
         self.coherent = coherence and spec.cores > 1
         if self.coherent and spec.cores >= 1 << (63 - OFFSET_BITS):
@@ -66,9 +66,10 @@ class CoreCountTask:
         self.misses = CoherenceMisses(spec.cores) if self.coherent else None
         self.last_distances: dict[int, np.ndarray] = {}
         self.cmap = CoreMap(info, spec.cores, mode, paper_chunk)
-        self.private = [ReuseEngine() for _ in range(spec.cores)]
+        # engine: how an engine is made (ReuseEngine; a set_classes.ClassEngine for per-set-class profiles)
+        self.private = [engine() for _ in range(spec.cores)]
         # one core: the shared trace is the private one, so the CRD is the PRD
-        self.shared = ReuseEngine(sharer_cores=spec.cores if self.coherent else 0) if spec.cores > 1 else None
+        self.shared = engine(sharer_cores=spec.cores if self.coherent else 0) if spec.cores > 1 else None
         # line ids (8 B) and, with coherence, their distances (4 B) wait alike: split the budget 2:1
         memory_budget = resolve_memory_budget(memory_budget)
         budget = memory_budget * 2 // 3 if self.coherent else memory_budget

@@ -30,6 +30,8 @@ def split_evidence(profiles_dir: Path) -> pd.DataFrame:
     """Per core count: max / mean of the model's per-core access counts, and the distinct lines
     (cold misses) of its shared trace."""
     summary = pd.read_csv(Path(profiles_dir) / "summary.csv")
+    if "class_bits" in summary:  # the plain profiles (per-set-class ones count the same accesses)
+        summary = summary[summary["class_bits"] == 0]
     prd = summary[summary["kind"] == "prd"]
     imb = prd.groupby("cores")["total"].agg(lambda t: float(t.max() / t.mean()) if t.mean() > 0 else 1.0)
     cold = summary[summary["kind"] == "crd"].set_index("cores")["cold"]

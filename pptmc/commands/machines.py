@@ -5,8 +5,8 @@ import argparse
 import json
 import sys
 
-from machines.loader import (dumps_toml, list_machines, load_machine, machine_to_dict, machine_warnings,
-                             validate_machine_dict)
+from machines.loader import dumps_toml, list_machines, load_machine, machine_to_dict, validate_machine_dict
+from machines.warnings import machine_warnings
 from machines.model import Machine
 from common.io import write_text
 

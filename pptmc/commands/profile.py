@@ -28,6 +28,10 @@ def register(subparsers) -> None:
                    help="paper mode: deal block instances to cores in runs of this many (0: even contiguous split)")
     p.add_argument("--no-coherence", dest="coherence", action="store_false",
                    help="private profiles ignore write-invalidate coherence misses (the model before it)")
+    p.add_argument("--set-bits", default="6", metavar="B[,B...]",
+                   help="also profile distances within each line's set class of B low line-id bits, for the "
+                        "set-aware hit rates (default 6: the 64 line slots of a 4 KiB page, which fix the sets "
+                        "of a 64-set L1 and the in-page set bits of L2s; 0: none)")
     p.add_argument("--sample-rate", type=float, default=None, metavar="R",
                    help="estimate every profile from a sample of about R of each stream (e.g. 0.01); "
                         "default: exact profiles")
@@ -52,6 +56,8 @@ def register(subparsers) -> None:
     h = subparsers.add_parser("hitrates", help="predict cache hit rates from reuse profiles (SDCM)")
     h.add_argument("profiles", help="directory written by `pptmc profile`")
     h.add_argument("--machine", required=True, help="machine name or machine TOML file")
+    h.add_argument("--hit-rates", choices=("set-aware", "sdcm"), default="set-aware",
+                   help="set-aware (default; needs profiles made with --set-bits) or sdcm (the paper's)")
     h.add_argument("--simulate", metavar="TRACE", help="also run the LRU cache simulator on this trace")
     h.add_argument("--hierarchical", action="store_true",
                    help="simulator: a level sees only the misses of the level above (default: every access, "
@@ -80,7 +86,7 @@ def run_profile(args: argparse.Namespace) -> int:
         check_memory(cores, str(args.trace))
         ps = compute_profiles(args.trace, cores, args.mode, args.interleave, args.seed,
                               args.refs_per_turn, args.line_size, progress=True, paper_chunk=args.paper_chunk,
-                              coherence=args.coherence, jobs=args.jobs)
+                              coherence=args.coherence, jobs=args.jobs, class_bits=parse_set_bits(args.set_bits))
         extra: dict = {}
     else:
         from analysis.sampling.confidence import check_sample_size, sample_warning
@@ -106,6 +112,15 @@ def run_profile(args: argparse.Namespace) -> int:
         label = f", sampled at {args.sample_rate:g} ({args.sample_method})" if extra else ""
         print(f"wrote {out} ({len(summary)} profiles, mode {ps.mode}{label}){note}")
     return 0
+
+
+def parse_set_bits(text: str) -> tuple[int, ...]:
+    """--set-bits: a comma list of class widths; 0 alone means none."""
+    try:
+        bits = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise InputError(f"--set-bits {text!r}: give comma-separated bit counts, e.g. 6 (or 0 for none)") from None
+    return () if bits == [0] else tuple(bits)
 
 
 def _sampled(args: argparse.Namespace, cores: list[int]):
@@ -178,7 +193,7 @@ def run_hitrates(args: argparse.Namespace) -> int:
     if sampled:
         print(f"note: {args.profiles} holds sampled profiles (rate {sampled.get('rate')}, "
               f"{sampled.get('method')}); the hit rates are estimates", file=sys.stderr)
-    table = predict_hit_rates(ps, machine).assign(source="sdcm")
+    table = predict_hit_rates(ps, machine, set_aware=args.hit_rates == "set-aware").assign(source=args.hit_rates)
     if sampled and sampled.get("rate"):
         table = with_intervals(table, float(sampled["rate"]))
     if args.simulate:

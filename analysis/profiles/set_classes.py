@@ -1,0 +1,188 @@
+"""Per-set-class reuse profiles: distances that count only the lines that can share a cache set.
+
+A line's set class, at `bits` bits, is its id's low `bits` bits (its line index within a page when
+bits = log2(page / line)). Two lines of different classes never share a set of a cache whose set
+index holds those bits, so for such a cache only the distinct lines of the access's own class between
+two accesses to a line can evict it. For a cache with 2^bits sets that index is exact: an access hits
+an A-way LRU set iff its class distance is below A (analysis/hitrates/rates.py reads these profiles).
+
+The distance of an access within its class is its plain distance in the trace filtered to that class,
+so a ClassEngine is one ReuseEngine per class, fed each class's accesses in order; coherence needs no
+change (a line's invalidations concern that line only, and the line stays in its class). The class
+profiles of a core count are made by the same CoreCountTask as the plain ones, with ClassEngines, in
+a pass of their own without the plain sweep's sharing (Mirrors, Suffixes, replays, runs): each of
+those relies on the plain engine's one time axis.
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+from analysis.profiles.interleave import resolve_memory_budget
+from analysis.profiles.private_traces import InterleaveSpec, line_shift, prepare_chunk, resolve_mode
+from analysis.profiles.profileset import ReuseProfile
+from analysis.profiles.reuse import N_BINS, ReuseEngine, profile_from_counters
+from analysis.profiles.task import CoreCountTask
+from common.errors import InputError
+from instrument.trace_types import TraceInfo
+
+MAX_CLASS_BITS = 10  # 1024 engines per trace: a 1024-set cache with every set bit known (2 MiB pages)
+
+
+def check_class_bits(bits: list[int] | tuple[int, ...]) -> tuple[int, ...]:
+    """The distinct class widths asked for, sorted; an InputError naming the limit otherwise."""
+    out = tuple(sorted(set(int(b) for b in bits)))
+    bad = [b for b in out if not 1 <= b <= MAX_CLASS_BITS]
+    if bad:
+        raise InputError(f"--set-bits {bad[0]}: give set-class widths from 1 to {MAX_CLASS_BITS} bits "
+                         f"(6 = the 64 line slots of a 4 KiB page)")
+    return out
+
+
+class Partition(NamedTuple):
+    """A run of accesses ordered by class (stable): where each came from, its line (and core), and
+    where each class's accesses begin in that order (bounds[c] .. bounds[c + 1])."""
+
+    order: np.ndarray
+    lines: np.ndarray
+    cores: np.ndarray
+    bounds: np.ndarray
+
+
+@numba.njit(cache=True, nogil=True)
+def _partition(lines, mask, pattern, part):
+    """Counting sort of lines by class (line & mask), carrying access i's core pattern[i % len]
+    when a pattern is given; fills `part` (a Partition of preallocated arrays)."""
+    bounds = part.bounds
+    bounds[:] = 0
+    n = lines.shape[0]
+    cls = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        c = np.int64(lines[i] & mask)
+        cls[i] = c
+        bounds[c + 1] += 1
+    for c in range(1, bounds.shape[0]):
+        bounds[c] += bounds[c - 1]
+    at = bounds[:-1].copy()
+    plen, q = pattern.shape[0], 0
+    for i in range(n):
+        k = at[cls[i]]
+        at[cls[i]] = k + 1
+        part.order[k] = i
+        part.lines[k] = lines[i]
+        if plen:
+            part.cores[k] = pattern[q]
+            q = q + 1 if q + 1 < plen else 0
+
+
+_NO_PATTERN = np.zeros(0, dtype=np.int64)
+
+
+class ClassEngine:
+    """ReuseEngine's interface (feed, feed_distances, feed_shared, reclassify, histogram) over one
+    engine per set class, made when the class is first seen; distances are within the class."""
+
+    def __init__(self, bits: int, sharer_cores: int = 0) -> None:
+        self.bits, self.sharer_cores = bits, sharer_cores
+        self.mask = np.uint64((1 << bits) - 1)
+        self.engines: dict[int, ReuseEngine] = {}
+        self.moved = np.zeros(N_BINS, dtype=np.int64)      # coherence misses found after the fact (reclassify)
+        self.moved_sum = np.zeros(N_BINS, dtype=np.int64)
+
+    @property
+    def distinct_lines(self) -> int:
+        return sum(e.distinct_lines for e in self.engines.values())
+
+    def _engine(self, cls: int) -> ReuseEngine:
+        engine = self.engines.get(cls)
+        if engine is None:
+            engine = self.engines[cls] = ReuseEngine(initial_lines=16, sharer_cores=self.sharer_cores)
+        return engine
+
+    def _partition(self, lines: np.ndarray, pattern: np.ndarray = _NO_PATTERN) -> tuple[Partition, list[int]]:
+        """The accesses ordered by class, and the classes present."""
+        n = len(lines)
+        part = Partition(np.empty(n, dtype=np.int64), np.empty(n, dtype=np.uint64),
+                         np.empty(n if len(pattern) else 0, dtype=np.int64),
+                         np.empty((1 << self.bits) + 1, dtype=np.int64))
+        _partition(np.ascontiguousarray(lines, dtype=np.uint64), self.mask, pattern, part)
+        return part, np.nonzero(np.diff(part.bounds))[0].tolist()
+
+    def feed(self, lines: np.ndarray, stale: np.ndarray | None = None, tagged: bool = False) -> None:
+        """ReuseEngine.feed, class by class."""
+        part, present = self._partition(lines)
+        flags = None if stale is None else np.asarray(stale)[part.order]
+        for c in present:
+            lo, hi = part.bounds[c], part.bounds[c + 1]
+            self._engine(c).feed(part.lines[lo:hi], None if flags is None else flags[lo:hi], tagged)
+
+    def feed_distances(self, lines: np.ndarray, stale: np.ndarray | None = None, tagged: bool = False,
+                       dtype: type = np.int64) -> np.ndarray:
+        """ReuseEngine.feed_distances: each access's distance within its class, in the given order."""
+        part, present = self._partition(lines)
+        flags = None if stale is None else np.asarray(stale)[part.order]
+        by_class = np.empty(len(part.lines), dtype=dtype)
+        for c in present:
+            lo, hi = part.bounds[c], part.bounds[c + 1]
+            by_class[lo:hi] = self._engine(c).feed_distances(part.lines[lo:hi], None if flags is None
+                                                             else flags[lo:hi], tagged, dtype)
+        out = np.empty_like(by_class)
+        out[part.order] = by_class
+        return out
+
+    def feed_shared(self, lines: np.ndarray, core_pattern: np.ndarray) -> np.ndarray:
+        """ReuseEngine.feed_shared: the indices (ascending) of the stale accesses among `lines`."""
+        part, present = self._partition(lines, np.ascontiguousarray(core_pattern, dtype=np.int64))
+        stale = []
+        for c in present:
+            lo, hi = part.bounds[c], part.bounds[c + 1]
+            stale.append(part.order[lo + self._engine(c).feed_shared(part.lines[lo:hi], part.cores[lo:hi])])
+        return np.sort(np.concatenate(stale)) if stale else np.zeros(0, dtype=np.int64)
+
+    def reclassify(self, moved: np.ndarray, moved_sum: np.ndarray) -> None:
+        """ReuseEngine.reclassify, over the sum of the classes' histograms."""
+        self.moved += moved
+        self.moved_sum += moved_sum
+
+    def histogram(self) -> ReuseProfile:
+        """The sum of every class's profile, with the reclassified coherence misses counted cold."""
+        hist = np.zeros(N_BINS + 1, dtype=np.int64)
+        sums = np.zeros(N_BINS + 1, dtype=np.int64)
+        for engine in self.engines.values():
+            h, s = engine.tally()
+            hist += h
+            sums += s
+        hist[:N_BINS] -= self.moved
+        sums[:N_BINS] -= self.moved_sum
+        moved = int(self.moved.sum())
+        hist[N_BINS] += moved
+        coherence = sum(e.coherence_misses for e in self.engines.values()) + moved
+        return profile_from_counters(hist, sums, coherence)
+
+
+def class_profiles(info: TraceInfo, chunks, counts: list[int], settings, bits: int, progress=None,
+                   memory_budget: int | None = None, spill_dir: str | None = None
+                   ) -> list[tuple[list[ReuseProfile], ReuseProfile]]:
+    """Every core's class PRD and the class CRD for each core count (sweep.profile_configs' result
+    shape), from one pass over the trace; `settings` is the plain sweep's SweepSettings, so both
+    model the same private and shared traces. progress: a tqdm bar to advance, or None."""
+    mode = resolve_mode(info, settings.mode)
+    shift = line_shift(settings.line_size)
+    budget = resolve_memory_budget(memory_budget) // max(sum(1 for p in counts if p > 1), 1)
+    tasks = [CoreCountTask(info, InterleaveSpec(p, settings.interleave, settings.seed, settings.refs_per_turn),
+                           mode, shift, settings.paper_chunk, budget, spill_dir, settings.coherence,
+                           engine=partial(ClassEngine, bits)) for p in counts]
+    tag = any(t.coherent for t in tasks)
+    for t in tasks:
+        t.replay, t.tagged = None, tag  # every access is fed (no replay), with store tags when any task needs them
+    for ch in chunks():
+        tasks[0].cmap.check(ch)
+        prep = prepare_chunk(ch, mode, tasks[0].cmap.shared_block, shift, info.path, stores=tag)
+        for t in tasks:
+            t.feed_chunk(prep)
+        if progress is not None:
+            progress.update(len(ch) * len(counts))
+    return [t.finish() for t in tasks]

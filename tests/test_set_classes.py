@@ -1,0 +1,115 @@
+"""Per-set-class profiles and the set-aware hit rates, against brute force and the LRU simulator."""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+from analysis.hitrates.cachesim import simulate_hierarchy
+from analysis.hitrates.rates import class_widths, predict_hit_rates
+from analysis.profiles.profileset import ProfileSet
+from analysis.profiles.set_classes import ClassEngine
+from analysis.profiles.sweep import compute_profiles_from
+from common.errors import InputError
+from instrument.trace_types import SCHED_DYNAMIC, SCHED_STATIC
+from machines.model import CacheLevel, Machine, Ram
+from test_private_traces import chunker, make_trace
+
+
+def brute_class_distances(lines: np.ndarray, bits: int) -> list[int]:
+    """Distinct lines of the same class since the last access to the line (-1: first touch)."""
+    stacks: dict[int, OrderedDict] = {}
+    out = []
+    for x in lines.tolist():
+        od = stacks.setdefault(x & ((1 << bits) - 1), OrderedDict())
+        if x in od:
+            keys = list(od)
+            out.append(len(keys) - 1 - keys.index(x))
+            od.move_to_end(x)
+        else:
+            out.append(-1)
+            od[x] = True
+    return out
+
+
+@pytest.mark.parametrize("bits", [1, 3, 6])
+def test_class_distances_match_brute_force(bits):
+    rng = np.random.default_rng(bits)
+    lines = np.concatenate([rng.integers(0, 300, 4000), np.arange(0, 64 * 40, 64)]).astype(np.uint64)
+    engine = ClassEngine(bits)
+    got = np.concatenate([engine.feed_distances(lines[:1500]), engine.feed_distances(lines[1500:])])
+    assert got.tolist() == brute_class_distances(lines, bits)
+    prof = engine.histogram()
+    assert prof.total == len(lines) and prof.cold == int((got < 0).sum())
+
+
+def level(name, lines, ways, shared=False, indexing="virtual"):
+    return CacheLevel(name, lines * 64, 64, ways, 4.0, 1.0, shared, indexing)
+
+
+# every level's sets are fixed by the line id's low bits: 8 sets (3 bits), 16 sets (4 bits)
+VIRTUAL = Machine("virtual", "synthetic", 16, 2.0, (level("L1", 16, 2), level("L2", 64, 4),
+                                                    level("L3", 128, 8, shared=True)), Ram(80.0, 10.0, 40.0), 8, 256, {})
+
+
+@pytest.mark.parametrize("mode,interleave,k,sched", [("iteration", "rr", 1, SCHED_STATIC),
+                                                     ("iteration", "random", 3, SCHED_DYNAMIC),
+                                                     ("paper", "rr", 2, SCHED_STATIC)])
+def test_set_aware_equals_the_set_associative_simulator(mode, interleave, k, sched):
+    """Sets fixed by the address: the set-aware rate is exact at every level and core count (SDCM is not)."""
+    info, ch = make_trace(trip=150, schedule=sched, n_loops=3, seed=4)
+    cores = [1, 2, 3, 4, 8]
+    ps = compute_profiles_from(info, chunker(ch, 41), cores, mode, interleave, seed=9, refs_per_turn=k,
+                               coherence=False, class_bits=class_widths([VIRTUAL]))
+    assert ps.class_bits == [3, 4]
+    sim = simulate_hierarchy(info, chunker(ch, 67), VIRTUAL, cores, mode, interleave, seed=9, refs_per_turn=k)
+    aware = predict_hit_rates(ps, VIRTUAL, set_aware=True)
+    assert aware["level_hit_rate"].to_numpy() == pytest.approx(sim["level_hit_rate"].to_numpy(), abs=1e-12)
+    sdcm = predict_hit_rates(ps, VIRTUAL)
+    assert np.abs(sdcm["level_hit_rate"].to_numpy() - sim["level_hit_rate"].to_numpy()).max() > 0.05
+
+
+def test_set_aware_first_level_with_coherence_equals_the_coherent_simulator():
+    info, ch = make_trace(trip=200, schedule=SCHED_DYNAMIC, n_loops=3, seed=7)
+    cores = [1, 2, 4, 8]
+    ps = compute_profiles_from(info, chunker(ch, 53), cores, "iteration", "rr", class_bits=(3, 4))
+    sim = simulate_hierarchy(info, chunker(ch, 67), VIRTUAL, cores, "iteration", "rr", hierarchical=True,
+                             coherent=True)
+    aware = predict_hit_rates(ps, VIRTUAL, set_aware=True)
+    first = (aware["level"] == "L1").to_numpy()
+    assert aware["cumulative_hit_rate"].to_numpy()[first] == pytest.approx(
+        sim["cumulative_hit_rate"].to_numpy()[first], abs=1e-12)
+
+
+def test_class_profiles_survive_save_and_load(tmp_path):
+    info, ch = make_trace(trip=60, n_loops=2, seed=1)
+    ps = compute_profiles_from(info, chunker(ch, 29), [1, 2], class_bits=(6,))
+    ps.save(tmp_path / "p")
+    from common.manifest import write_manifest
+
+    write_manifest(tmp_path / "p", "test")
+    back = ProfileSet.load(tmp_path / "p")
+    assert back.class_bits == [6]
+    for key, prof in ps.class_prd.items():
+        assert back.class_prd[key].count.tolist() == prof.count.tolist() and back.class_prd[key].cold == prof.cold
+    assert predict_hit_rates(back, VIRTUAL, set_aware=True).equals(predict_hit_rates(ps, VIRTUAL, set_aware=True))
+
+
+def test_set_aware_without_class_profiles_says_what_to_rerun():
+    info, ch = make_trace(trip=30, seed=2)
+    ps = compute_profiles_from(info, chunker(ch, 29), [1])
+    with pytest.raises(InputError, match="--set-bits 3.*--hit-rates sdcm"):
+        predict_hit_rates(ps, VIRTUAL, set_aware=True)
+
+
+def test_class_widths_follow_indexing_and_page_size():
+    """Virtual: every set bit; physical: those inside the page; hashed: none."""
+    l2 = level("L2", 8192, 8, indexing="physical")  # 1024 sets
+    llc = level("L3", 16384, 16, shared=True, indexing="hashed")
+    small = Machine("m", "", 4, 2.0, (level("L1", 512, 8), l2, llc), Ram(80.0, 10.0, 40.0), 8, 256, {})
+    assert class_widths([small]) == (6,)
+    huge = Machine("m", "", 4, 2.0, (level("L1", 512, 8), l2, llc), Ram(80.0, 10.0, 40.0), 8, 256, {},
+                   page_bytes=2 << 20)
+    assert class_widths([huge]) == (6, 10)
+    assert class_widths([small], "sdcm") == ()
