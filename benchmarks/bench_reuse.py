@@ -13,7 +13,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from analysis.profiles.sweep import compute_profiles_from
+from analysis.profiles.set_classes import class_profiles
+from analysis.profiles.sweep import SweepSettings, compute_profiles_from
 from analysis.profiles.reuse import ReuseEngine
 from instrument.trace_types import CHUNK_DTYPES, NO_LOOP, SCHED_STATIC, BlockInfo, LoopInstance, TraceChunk, TraceInfo
 
@@ -123,13 +124,16 @@ def interleaved_cpu_seconds(fns: list[Callable[[], object]], repeats: int = 5) -
     return best
 
 
-def sweep_seconds(info: TraceInfo, factory: callable, repeats: int = 5) -> list[float]:
+def sweep_seconds(info: TraceInfo, factory: callable, repeats: int = 5, classes: bool = False) -> list[float]:
     """Best-of CPU seconds of the single-core analysis, of every core count in CORES, and of
-    every core count without coherence, in interleaved rounds."""
-    return interleaved_cpu_seconds([lambda: compute_profiles_from(info, factory, [1]),
-                                    lambda: compute_profiles_from(info, factory, CORES),
-                                    lambda: compute_profiles_from(info, factory, CORES, coherence=False)],
-                                   repeats)
+    every core count without coherence, in interleaved rounds; classes: and of the 6-bit
+    per-set-class profiles of every core count (their own pass, analysis/profiles/set_classes.py)."""
+    fns = [lambda: compute_profiles_from(info, factory, [1]),
+           lambda: compute_profiles_from(info, factory, CORES),
+           lambda: compute_profiles_from(info, factory, CORES, coherence=False)]
+    if classes:
+        fns.append(lambda: class_profiles(info, factory, CORES, SweepSettings(), 6))
+    return interleaved_cpu_seconds(fns, repeats)
 
 
 def children_cpu() -> float:
@@ -225,9 +229,10 @@ def bench_real_sweep(name: str = REAL_SWEEP[0], size: str = REAL_SWEEP[1]) -> li
         bench, d = build_benchmark(name, size, Path(tmp))
         instrument.run_trace(d / "trace.inst", bench.args, d / "t.trace")
         info, factory = open_chunks(d / "t.trace")
-        single, every, plain = sweep_seconds(info, factory, repeats=3)
+        single, every, plain, classes = sweep_seconds(info, factory, repeats=3, classes=True)
     label = f"{name} {size} ({info.n_accesses / 1e6:.1f}M refs, decode included)"
     return [row(f"{label}: single_core_analysis_cpu", single, "s", "", True),
+            row(f"{label}: set_class_profiles_over_plain", classes / every, "x", "<= 1.5", classes / every <= 1.5),
             row(f"{label}: all_core_counts_over_single", every / single, "x", "<= 5", every / single <= 5),
             row(f"{label}: all_core_counts_over_single_no_coherence", plain / single, "x", "<= 5",
                 plain / single <= 5)]

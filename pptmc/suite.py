@@ -1,15 +1,18 @@
-"""`pptmc suite`: the paper's experiment over the built-in PolyBench suite, one pipeline per benchmark.
+"""`pptmc suite`: the paper's experiment over the built-in PolyBench suite, one pipeline per benchmark and size.
 
-Benchmarks run in parallel processes; a failing benchmark is reported with its cause and does
-not stop the others. Machine-readable tables are written first, the human report (figures and
+Each selected benchmark runs at each suite size it defines (POW2 only for catalog.POW2_KERNELS), and
+every table has a `size` column. Benchmarks run in parallel processes; a failing benchmark is reported
+with its cause and does not stop the others. Machine-readable tables are written first, the human report (figures and
 index.html) is built from those tables alone.
 """
 from __future__ import annotations
 
+import dataclasses
 import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
@@ -23,7 +26,8 @@ class SuiteConfig:
     """The suite's parameters, shared by every benchmark."""
 
     outdir: Path
-    size: str = "MINI"
+    size: str = "MINI"                     # the size of one run; the suite loops over `sizes`
+    sizes: tuple[str, ...] = ()            # every size the suite runs, first one first; empty: (size,)
     benchmarks: tuple[str, ...] = ()       # empty: all
     machines: tuple[str, ...] = ("haswell-i7-5960x", "broadwell-e5-2699v4", "zen2-epyc-7702p")
     cores: tuple[int, ...] = (1, 2, 4, 8, 16)
@@ -43,6 +47,7 @@ class BenchmarkOutcome:
     name: str
     result: PipelineResult | None
     error: str | None = None
+    size: str = ""
 
 
 def select_benchmarks(cfg: SuiteConfig):
@@ -60,18 +65,53 @@ def select_benchmarks(cfg: SuiteConfig):
     return [known[n] for n in cfg.benchmarks]
 
 
+def suite_sizes(cfg: SuiteConfig) -> tuple[str, ...]:
+    """The sizes the suite runs, canonical ("mini" -> "MINI"); unknown names are an input error."""
+    from benchmarks.polybench.catalog import size_macro
+
+    return tuple(dict.fromkeys(size_macro(s).removesuffix("_DATASET") for s in cfg.sizes or (cfg.size,)))
+
+
+def size_tasks(cfg: SuiteConfig) -> list[tuple[SuiteConfig, object]]:
+    """(one size's config, benchmark) for each selected benchmark at each suite size it defines, size by
+    size; a size no selected benchmark has, or a named benchmark with none of the sizes, is an input error."""
+    from benchmarks.polybench.catalog import check_size, sizes_of
+    from common.errors import InputError
+
+    chosen, sizes = select_benchmarks(cfg), suite_sizes(cfg)
+    for bench in chosen if cfg.benchmarks else ():
+        if not set(sizes) & set(sizes_of(bench)):
+            check_size(bench, sizes[0])  # raises, naming the benchmark and the sizes it has
+    tasks = []
+    for size in sizes:
+        have = [b for b in chosen if size in sizes_of(b)]
+        if not have:
+            raise InputError(f"--size {size}: none of the selected benchmarks defines it "
+                             f"({', '.join(b.name for b in chosen)}); see benchmarks/polybench/README.md")
+        tasks += [(dataclasses.replace(cfg, size=size, sizes=sizes), b) for b in have]
+    return tasks
+
+
+def label(cfg: SuiteConfig, name: str, size: str) -> str:
+    """A benchmark's name at one size, for work folders, figures and messages: the suite's first size
+    keeps the plain name (a one-size suite is laid out as before sizes existed), the others `name@SIZE`."""
+    return name if size == suite_sizes(cfg)[0] else f"{name}@{size}"
+
+
 def pipeline_config(cfg: SuiteConfig, bench) -> PipelineConfig:
-    """The pipeline configuration of one catalog benchmark."""
-    return benchmark_config(bench, cfg.size, cfg.outdir, machines=cfg.machines, cores=cfg.cores,
+    """The pipeline configuration of one catalog benchmark at cfg.size, in outdir/work/<label>."""
+    pcfg = benchmark_config(bench, cfg.size, cfg.outdir, machines=cfg.machines, cores=cfg.cores,
                             options=cfg.options)
+    return dataclasses.replace(pcfg, workdir=cfg.outdir / "work" / label(cfg, bench.name, cfg.size))
 
 
-def _run_one(pcfg: PipelineConfig) -> BenchmarkOutcome:
-    """Worker: one benchmark's pipeline, with failures captured as text."""
+def _run_one(task: tuple[str, PipelineConfig]) -> BenchmarkOutcome:
+    """Worker: one benchmark's pipeline at one size, with failures captured as text."""
+    size, pcfg = task
     try:
-        return BenchmarkOutcome(pcfg.source.stem, run_pipeline(pcfg))
+        return BenchmarkOutcome(pcfg.source.stem, run_pipeline(pcfg), size=size)
     except Exception as exc:  # reported per benchmark; the suite goes on
-        return BenchmarkOutcome(pcfg.source.stem, None, _describe(exc))
+        return BenchmarkOutcome(pcfg.source.stem, None, _describe(exc), size=size)
 
 
 def _in_parallel(worker, tasks: list, jobs: int, desc: str, show_progress: bool) -> list:
@@ -93,8 +133,8 @@ def _in_parallel(worker, tasks: list, jobs: int, desc: str, show_progress: bool)
 
 
 def run_suite(cfg: SuiteConfig, show_progress: bool = True) -> list[BenchmarkOutcome]:
-    """Run every selected benchmark, in parallel processes, with a progress bar."""
-    configs = [pipeline_config(cfg, b) for b in select_benchmarks(cfg)]
+    """Run every selected benchmark at each suite size it has, in parallel processes, with a progress bar."""
+    configs = [(scfg.size, pipeline_config(scfg, b)) for scfg, b in size_tasks(cfg)]
     return _in_parallel(_run_one, configs, cfg.jobs, "suite", show_progress)
 
 
@@ -105,21 +145,22 @@ class ValidationOutcome:
     name: str
     table: pd.DataFrame | None
     error: str | None = None
+    size: str = ""
 
 
 def _validate_one(task: tuple[SuiteConfig, object]) -> ValidationOutcome:
-    """Worker: `pptmc validate` of one catalog benchmark, in the suite's work folder."""
+    """Worker: `pptmc validate` of one catalog benchmark at cfg.size, in the suite's work folder."""
     from pptmc.validation import validate_benchmark
 
     cfg, bench = task
-    workdir = cfg.outdir / "work" / bench.name / "validate"
+    workdir = cfg.outdir / "work" / label(cfg, bench.name, cfg.size) / "validate"
     try:
         with program_output_to(workdir / "program.out"):  # the traced runs' own output, kept apart
             table = validate_benchmark(bench, cfg.size, list(cfg.machines), list(cfg.cores), workdir,
                                        interleaves=(cfg.options.interleave,), options=cfg.options)
-        return ValidationOutcome(bench.name, table)
+        return ValidationOutcome(bench.name, table.assign(size=cfg.size), size=cfg.size)
     except Exception as exc:  # reported per benchmark; the others go on
-        return ValidationOutcome(bench.name, None, _describe(exc))
+        return ValidationOutcome(bench.name, None, _describe(exc), size=cfg.size)
 
 
 def _describe(exc: BaseException) -> str:
@@ -129,8 +170,9 @@ def _describe(exc: BaseException) -> str:
 
 
 def run_validation(cfg: SuiteConfig, show_progress: bool = True) -> list[ValidationOutcome]:
-    """Hit-rate validation of every selected benchmark against the simulated ground truth."""
-    tasks = [(cfg, b) for b in select_benchmarks(cfg)]
+    """Hit-rate validation of every selected benchmark, at each suite size it has, against the simulated
+    ground truth."""
+    tasks = size_tasks(cfg)
     return _in_parallel(_validate_one, tasks, cfg.jobs, "validate", show_progress)
 
 
@@ -146,11 +188,11 @@ def run_measurement(cfg: SuiteConfig, say=lambda _msg: None) -> pd.DataFrame:
 
 
 def combine(outcomes: list[BenchmarkOutcome]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Suite-wide hit-rate, runtime and status tables."""
-    hits = [o.result.hit_rates.assign(benchmark=o.name) for o in outcomes if o.result]
-    runs = [o.result.runtimes.assign(benchmark=o.name) for o in outcomes if o.result]
+    """Suite-wide hit-rate, runtime and status tables, each with the benchmark's size."""
+    hits = [o.result.hit_rates.assign(benchmark=o.name, size=o.size) for o in outcomes if o.result]
+    runs = [o.result.runtimes.assign(benchmark=o.name, size=o.size) for o in outcomes if o.result]
     status = pd.DataFrame([{
-        "benchmark": o.name, "ok": o.error is None, "error": o.error or "",
+        "benchmark": o.name, "size": o.size, "ok": o.error is None, "error": o.error or "",
         "accesses": o.result.n_accesses if o.result else 0,
         "trace_complete": o.result.trace_complete if o.result else None,
         **({f"seconds_{k}": round(v, 3) for k, v in o.result.timings.items()} if o.result else {}),
@@ -168,22 +210,37 @@ def _write_tables(outdir: Path, tables: dict[str, pd.DataFrame]) -> None:
 
 
 def validation_tables(outcomes: list[ValidationOutcome]) -> dict[str, pd.DataFrame]:
-    """All predicted-vs-ground-truth rows, the accuracy summary and the >3 pp outliers."""
+    """All predicted-vs-ground-truth rows, the accuracy summary and the >3 pp outliers, size by size."""
     from analysis.validate.compare import accuracy_summary, outliers
 
     frames = [o.table for o in outcomes if o.table is not None and not o.table.empty]
     rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if rows.empty:
         return {"validation": rows}
-    return {"validation": rows, "validation_accuracy": accuracy_summary(rows),
-            "validation_outliers": outliers(rows)}
+    return {"validation": rows, "validation_accuracy": _per_size(accuracy_summary, rows),
+            "validation_outliers": _per_size(outliers, rows)}
+
+
+def _per_size(summary: Callable[[pd.DataFrame], pd.DataFrame], rows: pd.DataFrame) -> pd.DataFrame:
+    """summary(rows) of each size apart, with the size as the first column (sizes never pool)."""
+    parts = [summary(group).drop(columns="size", errors="ignore").assign(size=size)
+             for size, group in rows.groupby("size", sort=False)]
+    table = pd.concat(parts, ignore_index=True)
+    return table[["size", *(c for c in table.columns if c != "size")]]
+
+
+def _labelled(cfg: SuiteConfig, table: pd.DataFrame) -> pd.DataFrame:
+    """The table with each benchmark named by its label (figures group rows by benchmark alone)."""
+    if table.empty or not {"benchmark", "size"} <= set(table.columns):
+        return table
+    return table.assign(benchmark=[label(cfg, b, s) for b, s in zip(table["benchmark"], table["size"])])
 
 
 def _validation_section(outdir: Path, tables: dict[str, pd.DataFrame]):
     from pptmc.report import ReportSection
     from analysis.validate.report import write_validation_figures
 
-    rows = tables["validation"]
+    rows = tables["validation"].drop(columns="size", errors="ignore")
     figures = write_validation_figures(rows, outdir / "figures" / "validation") if not rows.empty else []
     return ReportSection("Validation: predicted vs simulated ground truth (analysis/VALIDATION.md)",
                          figures=[(p.stem, p) for p in figures],
@@ -208,15 +265,16 @@ def write_results(cfg: SuiteConfig, outcomes: list[BenchmarkOutcome],
 
     hits, runs, status = combine(outcomes)
     if validation is not None:
-        errors = {o.name: o.error for o in validation}
-        status["validation"] = [("FAILED: " + errors[n]) if errors.get(n) else "ok" for n in status["benchmark"]]
+        errors = {(o.name, o.size): o.error for o in validation}
+        status["validation"] = [("FAILED: " + errors[k]) if errors.get(k) else "ok"
+                                for k in zip(status["benchmark"], status["size"])]
     tables = {"hit_rates": hits, "runtimes": runs, "status": status}
     _write_tables(cfg.outdir, tables)
     sections = []
     if validation is not None:
         vtables = validation_tables(validation)
         _write_tables(cfg.outdir, vtables)
-        sections.append(_validation_section(cfg.outdir, vtables))
+        sections.append(_validation_section(cfg.outdir, {k: _labelled(cfg, v) for k, v in vtables.items()}))
         tables.update(vtables)
     if measured is not None:
         from pptmc.measure import runtime_summary
@@ -225,7 +283,8 @@ def write_results(cfg: SuiteConfig, outcomes: list[BenchmarkOutcome],
         _write_tables(cfg.outdir, mtables)
         sections.append(_measurement_section(cfg.outdir, mtables))
         tables.update(mtables)
-    profile_dirs = {o.name: o.result.profiles_dir for o in outcomes if o.result}
+    profile_dirs = {label(cfg, o.name, o.size): o.result.profiles_dir for o in outcomes if o.result}
     write_json(cfg.outdir / "model.json", cfg.options.as_dict())
-    report.write_report(cfg.outdir, hits, runs, status, profile_dirs, extra=sections, model=cfg.options.describe())
+    report.write_report(cfg.outdir, _labelled(cfg, hits), _labelled(cfg, runs), status, profile_dirs, extra=sections,
+                        model=cfg.options.describe())
     return tables

@@ -59,9 +59,9 @@ def _partition(lines, mask, pattern, part):
     bounds = part.bounds
     bounds[:] = 0
     n = lines.shape[0]
-    cls = np.empty(n, dtype=np.int64)
+    cls = np.empty(n, dtype=np.uint16)  # classes are below 2^MAX_CLASS_BITS
     for i in range(n):
-        c = np.int64(lines[i] & mask)
+        c = lines[i] & mask
         cls[i] = c
         bounds[c + 1] += 1
     for c in range(1, bounds.shape[0]):

@@ -2,7 +2,13 @@
 #include <stdio.h>
 #include "pbench.h"
 
-#if defined(MINI_DATASET)
+/* POW2 comes first: pbench.h defines SMALL_DATASET when it sees none of the PolyBench sizes. */
+#if defined(POW2_DATASET)
+#define NI 32
+#define NJ 256
+#define NK 256
+#define NL 256
+#elif defined(MINI_DATASET)
 #define NI 16
 #define NJ 18
 #define NK 22

@@ -2,7 +2,11 @@
 #include <stdio.h>
 #include "pbench.h"
 
-#if defined(MINI_DATASET)
+/* POW2 comes first: pbench.h defines SMALL_DATASET when it sees none of the PolyBench sizes. */
+#if defined(POW2_DATASET)
+#define TSTEPS 4
+#define N 256
+#elif defined(MINI_DATASET)
 #define TSTEPS 5
 #define N 20
 #elif defined(SMALL_DATASET)

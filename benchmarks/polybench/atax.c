@@ -2,7 +2,11 @@
 #include <stdio.h>
 #include "pbench.h"
 
-#if defined(MINI_DATASET)
+/* POW2 comes first: pbench.h defines SMALL_DATASET when it sees none of the PolyBench sizes. */
+#if defined(POW2_DATASET)
+#define M 1024
+#define N 1024
+#elif defined(MINI_DATASET)
 #define M 64
 #define N 64
 #elif defined(SMALL_DATASET)

@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include "pbench.h"
 
+#if defined(POW2_DATASET)
+#error "blackscholes has no POW2 dataset (POW2_KERNELS in benchmarks/polybench/catalog.py)"
+#endif
 #if defined(MINI_DATASET)
 #define NUM_OPTIONS 4096
 #define NUM_RUNS 1

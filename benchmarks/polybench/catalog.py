@@ -8,7 +8,12 @@ from pathlib import Path
 from common.errors import InputError
 
 HERE = Path(__file__).resolve().parent
-SIZES = ("MINI", "SMALL", "MEDIUM", "LARGE", "EXTRALARGE", "PAPER")
+SIZES = ("MINI", "SMALL", "MEDIUM", "LARGE", "EXTRALARGE", "PAPER")   # every benchmark defines these
+# POW2: power-of-two leading dimensions (N = 256 for O(N^3) work, 1024 for O(N^2)), where a walk down a
+# column of doubles strides 1-8 KiB and piles its lines into a few cache sets; only the kernels whose
+# loops walk a matrix down its columns have it (the others' sources stop a POW2 build with #error).
+POW2_KERNELS = ("2mm", "adi", "atax", "bicg", "covariance", "doitgen", "gramschmidt", "mvt", "symm")
+ALL_SIZES = (*SIZES, "POW2")
 DEFAULT_SIZE = "SMALL"
 # Timed runs (pptmc measure): MEDIUM regions last 0.5-50 ms on this class of host (MINI/SMALL: 2-300 us,
 # where fork/join and timer overhead dominate), while the single trace and reuse profiles stay at ~5-15 s
@@ -79,8 +84,8 @@ def by_name(name: str) -> Benchmark:
 def size_macro(size: str) -> str:
     """The macro that selects a dataset size, e.g. "SMALL" -> "SMALL_DATASET" (for APIs taking defines)."""
     key = size.strip().upper()
-    if key not in SIZES:
-        raise InputError(f"dataset size {size!r}: unknown; choose one of {', '.join(SIZES)}")
+    if key not in ALL_SIZES:
+        raise InputError(f"dataset size {size!r}: unknown; choose one of {', '.join(ALL_SIZES)}")
     return f"{key}_DATASET"
 
 
@@ -89,13 +94,27 @@ def size_define(size: str) -> str:
     return f"-D{size_macro(size)}"
 
 
+def sizes_of(bench: Benchmark) -> tuple[str, ...]:
+    """The dataset sizes this benchmark's source defines (POW2 only for POW2_KERNELS)."""
+    return SIZES + (("POW2",) if bench.name in POW2_KERNELS else ())
+
+
+def check_size(bench: Benchmark, size: str) -> str:
+    """The size's canonical name, or an InputError naming the benchmark and the sizes it has."""
+    key = size_macro(size)[:-len("_DATASET")]
+    if key not in sizes_of(bench):
+        raise InputError(f"{bench.name}: no {key} dataset; it has {', '.join(sizes_of(bench))} "
+                         f"({key} is defined for {', '.join(POW2_KERNELS)})")
+    return key
+
+
 _BRANCH = re.compile(r"^#(?:el)?if\s+defined\((\w+)_DATASET\)\s*$")
 _DEFINE = re.compile(r"^#define\s+(\w+)\s+(\d+)\s*$")
 
 
 def dataset_sizes(bench: Benchmark, size: str) -> dict[str, int]:
     """The problem bounds (N, M, TSTEPS, ...) a dataset size sets, read from the kernel's source."""
-    key = size_macro(size)[:-len("_DATASET")]
+    key = check_size(bench, size)
     sizes: dict[str, int] = {}
     current = None
     for line in bench.source.read_text().splitlines():

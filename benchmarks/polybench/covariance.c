@@ -2,7 +2,11 @@
 #include <stdio.h>
 #include "pbench.h"
 
-#if defined(MINI_DATASET)
+/* POW2 comes first: pbench.h defines SMALL_DATASET when it sees none of the PolyBench sizes. */
+#if defined(POW2_DATASET)
+#define M 256
+#define N 128
+#elif defined(MINI_DATASET)
 #define M 28
 #define N 32
 #elif defined(SMALL_DATASET)

@@ -2,7 +2,12 @@
 #include <stdio.h>
 #include "pbench.h"
 
-#if defined(MINI_DATASET)
+/* POW2 comes first: pbench.h defines SMALL_DATASET when it sees none of the PolyBench sizes. */
+#if defined(POW2_DATASET)
+#define NR 16
+#define NQ 16
+#define NP 128
+#elif defined(MINI_DATASET)
 #define NR 12
 #define NQ 12
 #define NP 12

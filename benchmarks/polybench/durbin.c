@@ -2,6 +2,9 @@
 #include <stdio.h>
 #include "pbench.h"
 
+#if defined(POW2_DATASET)
+#error "durbin has no POW2 dataset (POW2_KERNELS in benchmarks/polybench/catalog.py)"
+#endif
 #if defined(MINI_DATASET)
 #define N 120
 #elif defined(SMALL_DATASET)

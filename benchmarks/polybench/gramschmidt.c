@@ -3,7 +3,11 @@
 #include <stdio.h>
 #include "pbench.h"
 
-#if defined(MINI_DATASET)
+/* POW2 comes first: pbench.h defines SMALL_DATASET when it sees none of the PolyBench sizes. */
+#if defined(POW2_DATASET)
+#define M 64
+#define N 256
+#elif defined(MINI_DATASET)
 #define M 24
 #define N 20
 #elif defined(SMALL_DATASET)

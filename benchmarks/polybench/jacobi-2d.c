@@ -2,6 +2,9 @@
 #include <stdio.h>
 #include "pbench.h"
 
+#if defined(POW2_DATASET)
+#error "jacobi-2d has no POW2 dataset (POW2_KERNELS in benchmarks/polybench/catalog.py)"
+#endif
 #if defined(MINI_DATASET)
 #define TSTEPS 8
 #define N 30

@@ -2,7 +2,10 @@
 #include <stdio.h>
 #include "pbench.h"
 
-#if defined(MINI_DATASET)
+/* POW2 comes first: pbench.h defines SMALL_DATASET when it sees none of the PolyBench sizes. */
+#if defined(POW2_DATASET)
+#define N 1024
+#elif defined(MINI_DATASET)
 #define N 64
 #elif defined(SMALL_DATASET)
 #define N 200

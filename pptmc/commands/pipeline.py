@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -52,12 +53,12 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
 
 
 def summary_table(hits: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per (benchmark, machine, cores): cumulative hit rate per level and predicted runtime."""
+    """One row per (benchmark, size, machine, cores): cumulative hit rate per level and predicted runtime."""
     import pandas as pd
 
     if hits.empty:
         return pd.DataFrame()
-    keys = [k for k in ("benchmark", "machine", "cores") if k in hits.columns]
+    keys = [k for k in ("benchmark", "size", "machine", "cores") if k in hits.columns]
     wide = hits.pivot_table(index=keys, columns="level", values="cumulative_hit_rate").reset_index()
     wide.columns = [c if c in keys else f"{c}_hit" for c in wide.columns]
     if not runs.empty and "runtime_s" in runs.columns:
@@ -108,20 +109,43 @@ def run_program(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_sizes(text: str | None, validate: bool) -> tuple[str, ...]:
+    """--size's comma list, canonical and checked before any work starts; without it MINI, and with
+    --validate also POW2 (the power-of-two variants, for the kernels that have one)."""
+    from benchmarks.polybench.catalog import size_macro
+
+    if text is None:
+        return ("MINI", "POW2") if validate else ("MINI",)
+    names = _names(text)
+    if not names:
+        raise InputError("--size: give one or more dataset sizes, e.g. MINI or MINI,POW2")
+    try:
+        return tuple(dict.fromkeys(size_macro(n).removesuffix("_DATASET") for n in names))
+    except InputError as exc:
+        raise InputError(f"--size: {exc}") from None
+
+
 def suite_config(args: argparse.Namespace) -> "SuiteConfig":
     """The suite's configuration from its command line."""
-    from pptmc.suite import SuiteConfig
+    from benchmarks.polybench.catalog import sizes_of
+    from pptmc.suite import SuiteConfig, select_benchmarks, size_tasks
 
-    return SuiteConfig(outdir=checked_output_folder(args.output), size=args.size,
+    sizes = parse_sizes(args.size, args.validate)
+    cfg = SuiteConfig(outdir=checked_output_folder(args.output), size=sizes[0], sizes=sizes,
                        benchmarks=_names(args.benchmarks or ""), machines=checked_machines(args.machines), cores=tuple(parse_cores(args.cores)), jobs=args.jobs,
                        options=model_options(args), validate=args.validate, measure=args.measure,
                        measure_size=args.measure_size, measure_threads=tuple(parse_cores(args.measure_threads, "--measure-threads")),
                        host_machine=args.host_machine)
+    if args.size is None:  # the default adds POW2 only where a selected benchmark has it
+        have = {s for bench in select_benchmarks(cfg) for s in sizes_of(bench)}
+        cfg = dataclasses.replace(cfg, sizes=tuple(s for s in sizes if s in have))
+    size_tasks(cfg)  # a size no selected benchmark has fails now, not after the first pipelines
+    return cfg
 
 
 def run_suite_command(args: argparse.Namespace) -> int:
     """`pptmc suite`: every benchmark, tables + figures + index.html; non-zero if any benchmark failed."""
-    from pptmc.suite import run_measurement, run_suite, run_validation, write_results
+    from pptmc.suite import label, run_measurement, run_suite, run_validation, write_results
 
     from common.locks import folder_lock
 
@@ -132,8 +156,8 @@ def run_suite_command(args: argparse.Namespace) -> int:
         validation = run_validation(cfg, show_progress=not args.json) if cfg.validate else None
         measured = run_measurement(cfg, say=_stderr) if cfg.measure else None
         tables = write_results(cfg, outcomes, validation, measured)
-    failed = {o.name: o.error for o in outcomes if o.error}
-    failed |= {f"{o.name} (validate)": o.error for o in validation or () if o.error}
+    failed = {label(cfg, o.name, o.size): o.error for o in outcomes if o.error}
+    failed |= {f"{label(cfg, o.name, o.size)} (validate)": o.error for o in validation or () if o.error}
     if measured is not None and "error" in measured:
         failed |= {f"{b} (measure)": e for b, e in zip(measured["benchmark"], measured["error"]) if e}
     summary = summary_table(tables["hit_rates"], tables["runtimes"])
@@ -184,7 +208,11 @@ def register(sub) -> None:
 
     suite = sub.add_parser("suite", help="the paper's experiment over the built-in PolyBench suite")
     suite.add_argument("--benchmarks", default="", help="comma-separated names (default: all)")
-    suite.add_argument("--size", default="MINI", choices=("MINI", "SMALL", "MEDIUM", "LARGE", "EXTRALARGE", "PAPER"))
+    suite.add_argument("--size", "--sizes", dest="size", default=None, metavar="SIZE[,SIZE...]",
+                       help="dataset sizes, comma-separated: MINI, SMALL, MEDIUM, LARGE, EXTRALARGE, PAPER, or POW2 "
+                            "(power-of-two variants of the kernels that walk matrices down columns: "
+                            "benchmarks/polybench/README.md); each benchmark runs at each listed size it has, and "
+                            "every table has a `size` column (default: MINI, and with --validate MINI,POW2)")
     suite.add_argument("-o", "--output", default="results/suite", help="results folder")
     suite.add_argument("-j", "--jobs", type=int, default=2, help="benchmarks run in parallel")
     suite.add_argument("--validate", action="store_true",
