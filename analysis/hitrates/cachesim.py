@@ -9,9 +9,11 @@ have one instance and see the interleaved trace. Two ways to feed lower levels:
 * `hierarchical=True`: a level sees only the accesses that missed every level above it
   (a non-inclusive, read-allocate hierarchy, like pycachesim without write-back traffic).
 
-Set-associative levels use a tag/timestamp array per set (set = line mod sets); fully
-associative levels use a hash map plus a doubly linked LRU list, an implementation
-independent of the reuse engine so the agreement test means something.
+Set-associative levels use a tag/timestamp array per set; a line's set follows the level's
+`indexing` (set_index.py: the virtual line, or the physical line behind seeded random page frames
+of `page_bytes`, or a hash of it); the tag is the virtual line. Fully associative levels use a hash
+map plus a doubly linked LRU list, an implementation independent of the reuse engine so the
+agreement test means something.
 
 `CoherentHierarchy` / `simulate_coherent` is the ground truth of `pptmc validate`: the merged
 stream of a real multithreaded run through private levels per core and shared levels,
@@ -35,6 +37,7 @@ from numba.typed import Dict
 from analysis.profiles.private_traces import InterleaveSpec, line_shift, mimic, resolve_mode
 from analysis.profiles.sweep import ChunkFactory
 from analysis.hitrates.rates import COLUMNS
+from analysis.hitrates.set_index import placement, set_of
 from analysis.profiles.reuse import STORE_TAG
 from instrument.trace_types import TraceInfo
 from machines.model import CacheLevel, Machine
@@ -73,13 +76,13 @@ def _invalidate(tags, stamps, base, ways, line):
 
 
 @numba.njit(cache=True, nogil=True)
-def _set_assoc(lines, inst, tags, stamps, n_sets, ways, clock, hits):
-    """LRU set-associative lookup of each access (flat per-instance/set/way arrays); returns the clock."""
+def _set_assoc(lines, inst, slots, levels, clock, hits):
+    """LRU set-associative lookup of each access in the one level of `levels`; returns the clock."""
+    ways = levels.ways[0]
     for i in range(lines.shape[0]):
         line = lines[i]
-        s = line % np.uint64(n_sets)
         clock += 1
-        hits[i] = _lookup(tags, stamps, (inst[i] * n_sets + np.int64(s)) * ways, ways, line, clock)
+        hits[i] = _lookup(slots.tags, slots.stamps, _level_base(levels, 0, inst[i], line), ways, line, clock)
     return clock
 
 
@@ -156,7 +159,7 @@ def _fully_assoc(lines, inst, where, lru, cap, hits):
 class LevelSim:
     """State of one cache level with `instances` copies (one per core, or one if shared)."""
 
-    def __init__(self, level: CacheLevel, instances: int) -> None:
+    def __init__(self, level: CacheLevel, instances: int, page_bytes: int = 4096, placement_seed: int = 0) -> None:
         self.level = level
         n_sets, ways = _geometry(level, 0)
         n_lines = n_sets * ways
@@ -171,8 +174,10 @@ class LevelSim:
                                 np.zeros(instances, dtype=np.int64))
         else:
             self.n_sets, self.ways = n_lines // ways, ways
-            self.tags = np.full(instances * n_lines, _EMPTY, dtype=np.uint64)
-            self.stamps = np.zeros(instances * n_lines, dtype=np.int64)
+            self.levels = Levels(*(np.array([a], dtype=np.int64) for a in (0, self.n_sets, ways, 0)),
+                                 *placement((level,), (self.n_sets,), page_bytes, placement_seed))
+            self.slots = Slots(np.full(instances * n_lines, _EMPTY, dtype=np.uint64),
+                               np.zeros(instances * n_lines, dtype=np.int64))
             self.clock = 0
 
     def access(self, lines: np.ndarray, inst: np.ndarray) -> np.ndarray:
@@ -183,7 +188,7 @@ class LevelSim:
         if self.fully:
             _fully_assoc(lines, inst, self.where, self.lru, self.cap, hits)
         else:
-            self.clock = _set_assoc(lines, inst, self.tags, self.stamps, self.n_sets, self.ways, self.clock, hits)
+            self.clock = _set_assoc(lines, inst, self.slots, self.levels, self.clock, hits)
         return hits
 
 
@@ -198,10 +203,10 @@ class LevelCounts:
     own_hits: int = 0  # hits among every access this level saw
 
 
-def simulate_stream(batches, caches: tuple[CacheLevel, ...], cores: int,
-                    hierarchical: bool = False) -> tuple[list[LevelCounts], int]:
-    """Run (lines, core) batches of an interleaved trace through the hierarchy."""
-    sims = [LevelSim(lv, 1 if lv.shared else cores) for lv in caches]
+def simulate_stream(batches, caches: tuple[CacheLevel, ...], cores: int, hierarchical: bool = False,
+                    page_bytes: int = 4096, placement_seed: int = 0) -> tuple[list[LevelCounts], int]:
+    """Run (lines, core) batches of an interleaved trace through the hierarchy (one page-frame map for all levels)."""
+    sims = [LevelSim(lv, 1 if lv.shared else cores, page_bytes, placement_seed) for lv in caches]
     counts = [LevelCounts(lv.name) for lv in caches]
     total = 0
     for lines, core in batches:
@@ -239,6 +244,7 @@ def simulate_hierarchy(info: TraceInfo, chunks: ChunkFactory, machine: Machine, 
                        hierarchical: bool = False, paper_chunk: int = 0, coherent: bool = False) -> pd.DataFrame:
     """Simulated hit rates for each core count, same table shape as predict_hit_rates.
 
+    Pages are machine.page_bytes; `seed` seeds the interleaving and the random page frames.
     coherent: write-invalidate between the private levels (CoherentHierarchy, which is hierarchical,
     so `hierarchical` must be True too); `level_hit_rate` is then not measured (NaN)."""
     if coherent and not hierarchical:
@@ -254,16 +260,18 @@ def simulate_hierarchy(info: TraceInfo, chunks: ChunkFactory, machine: Machine, 
         spec = InterleaveSpec(p, interleave, seed, refs_per_turn)
         stream = (b for _, b in mimic(info, chunks, [spec], resolved, line, paper_chunk, stores=coherent))
         if coherent:
-            tables.append(_coherent_rates(stream, machine.caches, p))
+            tables.append(_coherent_rates(stream, machine.caches, p, machine.page_bytes, seed))
             continue
-        counts, total = simulate_stream(((b.lines, b.core) for b in stream), machine.caches, p, hierarchical)
+        counts, total = simulate_stream(((b.lines, b.core) for b in stream), machine.caches, p, hierarchical,
+                                        machine.page_bytes, seed)
         tables.append(rates_table(p, counts, total))
     return pd.concat(tables, ignore_index=True)
 
 
-def _coherent_rates(batches, caches: tuple[CacheLevel, ...], cores: int) -> pd.DataFrame:
+def _coherent_rates(batches, caches: tuple[CacheLevel, ...], cores: int, page_bytes: int = 4096,
+                    placement_seed: int = 0) -> pd.DataFrame:
     """Hit-rate table of mimicked batches (store line ids tagged) through the coherent hierarchy."""
-    sim = CoherentHierarchy(caches, cores)
+    sim = CoherentHierarchy(caches, cores, page_bytes=page_bytes, placement_seed=placement_seed)
     for b in batches:
         sim.access(b.lines & ~STORE_TAG, b.core.astype(np.int64), (b.lines & STORE_TAG) != 0)
     table = sim.counts.table(cores).assign(level_hit_rate=np.nan)
@@ -281,7 +289,8 @@ def simulate_file(trace_path: str, machine: Machine, cores: list[int], **kwargs)
 def simulate_like(trace_path: str, machine: Machine, ps, cores: list[int] | None = None,
                   hierarchical: bool = False, coherent: bool = False) -> pd.DataFrame:
     """simulate_file on the private/shared traces a ProfileSet `ps` was made from (its mode,
-    interleaving, seed, refs per turn and paper chunk), for `cores` (default: the set's)."""
+    interleaving, seed, refs per turn and paper chunk), for `cores` (default: the set's); the seed
+    also draws the page frames of physically indexed levels (machine.page_bytes pages)."""
     return simulate_file(str(trace_path), machine, list(ps.cores if cores is None else cores), mode=ps.mode,
                          interleave=ps.interleave, seed=ps.seed, refs_per_turn=ps.refs_per_turn,
                          paper_chunk=ps.paper_chunk, hierarchical=hierarchical, coherent=coherent)
@@ -324,14 +333,6 @@ def _dir_rehash(keys, state, new_keys, new_state):
             new_state[k, :] = state[j, :]
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _set_of(line, sets):
-    """line mod sets; a mask when sets is a power of two (a 64-bit division costs tens of cycles)."""
-    if sets & (sets - 1) == 0:
-        return np.int64(line & np.uint64(sets - 1))
-    return np.int64(line % np.uint64(sets))
-
-
 class Stream(NamedTuple):
     """One batch of the merged stream: line id, core and store flag per access."""
 
@@ -341,12 +342,16 @@ class Stream(NamedTuple):
 
 
 class Levels(NamedTuple):
-    """The hierarchy's layout, per level: first slot, sets, ways, and private index (-1: shared)."""
+    """The hierarchy's layout, per level: first slot, sets, ways, private index (-1: shared), then the
+    fields of set_index.Placement (flat: a nested tuple costs reference counting on every access)."""
 
     off: np.ndarray
     sets: np.ndarray
     ways: np.ndarray
     priv: np.ndarray
+    mode: np.ndarray
+    page_bits: np.ndarray
+    seed: np.ndarray
 
 
 class Slots(NamedTuple):
@@ -376,7 +381,8 @@ class Counters(NamedTuple):
 def _level_base(levels, lv, inst, line):
     """First slot of the set of `line` in instance `inst` of level `lv`."""
     sets = levels.sets[lv]
-    return levels.off[lv] + (inst * sets + _set_of(line, sets)) * levels.ways[lv]
+    s = set_of(levels.mode[lv], levels.page_bits[lv], levels.seed[lv], line, sets)
+    return levels.off[lv] + (inst * sets + s) * levels.ways[lv]
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -489,10 +495,11 @@ class CoherentHierarchy:
     cores, each thread still gets its own private caches, as the model assumes); shared levels one.
     `fully_associative_up_to` > 0 turns every level of at most that many lines into a single
     fully associative LRU set (used to measure conflict misses); `coherent=False` turns write-invalidate
-    off (used to measure what coherence costs)."""
+    off (used to measure what coherence costs). Sets follow each level's indexing, with pages of
+    `page_bytes` backed by frames drawn from `placement_seed` (set_index.py)."""
 
     def __init__(self, caches: tuple[CacheLevel, ...], cores: int, fully_associative_up_to: int = 0,
-                 coherent: bool = True) -> None:
+                 coherent: bool = True, page_bytes: int = 4096, placement_seed: int = 0) -> None:
         if not 1 <= cores <= MAX_COHERENT_CORES:
             raise InputError(f"cores={cores}: the coherent simulator supports 1 to {MAX_COHERENT_CORES} cores")
         off, sets, ways, priv = [], [], [], []
@@ -504,7 +511,8 @@ class CoherentHierarchy:
             priv.append(-1 if lv.shared else n_priv)
             n_priv += 0 if lv.shared else 1
             size += inst * s * w
-        self.levels = Levels(*(np.array(a, dtype=np.int64) for a in (off, sets, ways, priv)))
+        self.levels = Levels(*(np.array(a, dtype=np.int64) for a in (off, sets, ways, priv)),
+                             *placement(caches, sets, page_bytes, placement_seed))
         self.slots = Slots(np.full(size, _EMPTY, dtype=np.uint64), np.zeros(size, dtype=np.int64))
         self.clock, self.coherent, self.cores = 0, coherent, cores
         self.n_priv, self.entries = max(n_priv, 1), 0
@@ -563,10 +571,11 @@ def _geometry(level: CacheLevel, fully_up_to: int) -> tuple[int, int]:
     return n_lines // ways, ways
 
 
-def simulate_coherent(batches, caches: tuple[CacheLevel, ...], cores: int,
-                      fully_associative_up_to: int = 0) -> CoherentCounts:
+def simulate_coherent(batches, caches: tuple[CacheLevel, ...], cores: int, fully_associative_up_to: int = 0,
+                      page_bytes: int = 4096, placement_seed: int = 0) -> CoherentCounts:
     """Run (lines, core, is_store) batches of a merged multithreaded stream through the hierarchy."""
-    sim = CoherentHierarchy(caches, cores, fully_associative_up_to)
+    sim = CoherentHierarchy(caches, cores, fully_associative_up_to, page_bytes=page_bytes,
+                            placement_seed=placement_seed)
     for lines, core, store in batches:
         sim.access(lines, core, store)
     return sim.counts

@@ -8,7 +8,8 @@
    (Wu & Yeung) or uniformly at random (seeded), with analysis.profiles.interleave.Interleaver (which
    spills waiting references to disk).
 4. Simulate: the merged stream through analysis.hitrates.cachesim.CoherentHierarchy with the machine's
-   geometry (private levels per thread, shared levels once, write-invalidate).
+   geometry (private levels per thread, shared levels once, write-invalidate) and set placement (each
+   level's indexing; the machine's page size, page frames drawn from the seed).
 
 Artifacts are cached in `workdir` under content keys (common.cache), so re-running with other
 machines or core counts reuses the build and the traces. VALIDATION.md says what this ground
@@ -41,7 +42,7 @@ GT_COLUMNS = ["machine", "cores", "interleave", "level", "cumulative_hit_rate", 
 # misses; larger ones (L3) would cost a scan of every way per access and keep their geometry.
 FA_MAX_LINES = 8192
 MEMORY_BUDGET = 64 << 20  # bytes of merge buffers kept in memory over all live regions; the rest spills
-_SIM_VERSION = 4  # bump when the simulation's semantics change (invalidates cached tables)
+_SIM_VERSION = 5  # bump when the simulation's semantics change (invalidates cached tables)
 
 Progress = Callable[[str], None] | None
 
@@ -195,12 +196,14 @@ def simulate_trace(trace: Path, machines: list[Machine], threads: int, interleav
     """One merge of the trace, simulated on every machine at once; one row per machine and level.
 
     With `evidence`, the same merged stream also runs with the small levels fully associative
-    (conflict misses) and without write-invalidate (coherence misses), for the outlier rules."""
+    (conflict misses) and without write-invalidate (coherence misses), for the outlier rules.
+    `seed` seeds the random merge and the page frames of physically indexed and hashed levels."""
     line = _line_size(machines)
     variants = {"": {}}
     if evidence:
         variants |= {"fa_": {"fully_associative_up_to": FA_MAX_LINES}, "nocoh_": {"coherent": False}}
-    sims = {(m.name, v): CoherentHierarchy(m.caches, threads, **kw) for m in machines for v, kw in variants.items()}
+    sims = {(m.name, v): CoherentHierarchy(m.caches, threads, page_bytes=m.page_bytes, placement_seed=seed, **kw)
+            for m in machines for v, kw in variants.items()}
     for batch in merged_stream(trace, interleave, seed, line, spill_dir, refs_per_turn):
         for sim in sims.values():
             sim.access(batch.lines, batch.core, batch.is_store)
