@@ -16,8 +16,10 @@ from common.errors import InputError
 MODES = ("auto", "iteration", "paper")              # private traces (analysis/profiles/private_traces.py)
 INTERLEAVES = ("rr", "random")                      # shared trace (analysis/profiles/interleave.py)
 HIT_RATE_MODELS = ("set-aware", "sdcm", "simulated")  # HitRatePredictors (analysis/hitrates/predictor.py)
+PLACEMENTS = ("close", "spread")                    # threads on cores (machines/model.py: thread_cores)
 
-_CHOICES = {"mode": MODES, "interleave": INTERLEAVES, "hit_rates": HIT_RATE_MODELS, "layout": LAYOUTS,
+_CHOICES = {"mode": MODES, "interleave": INTERLEAVES, "hit_rates": HIT_RATE_MODELS, "placement": PLACEMENTS,
+            "layout": LAYOUTS,
             "cpu_form": CPU_FORMS, "contention": CONTENTIONS}
 
 
@@ -30,6 +32,7 @@ class ModelOptions:
     seed: int = 0                      # seed of the random interleaving
     coherence: bool = True             # write-invalidate coherence between private caches
     hit_rates: str = "set-aware"       # which HitRatePredictor turns profiles into hit rates
+    placement: str = "close"           # OpenMP proc_bind: which cores, so which shared-cache instances, threads use
     layout: str = "pipelined"
     cpu_form: str = "critical-path"
     contention: str = "roofline"

@@ -66,7 +66,7 @@ def predict_hit_rates_for(sources: RegionSources, machine: Machine, cores: Seque
     if sources.hit_rate_table is not None:
         return _given_rates(sources.hit_rate_table, cores).assign(machine=machine.name)
     predictor = hit_rate_predictor(options.hit_rates)
-    hits = predictor.predict(HitRateInputs(sources.trace, sources.profiles), machine, cores)
+    hits = predictor.predict(HitRateInputs(sources.trace, sources.profiles, options.placement), machine, cores)
     return hits.assign(machine=machine.name)
 
 

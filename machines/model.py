@@ -9,6 +9,15 @@ from dataclasses import dataclass, field
 
 # Operation classes with a latency and a reciprocal throughput in every machine file.
 INDEXINGS = ("virtual", "physical", "hashed")
+PLACEMENTS = ("close", "spread")  # OpenMP proc_bind: thread t on core t, or threads spread evenly over the cores
+
+
+def thread_cores(threads: int, cores: int, placement: str) -> list[int]:
+    """The core each of `threads` threads runs on (OpenMP proc_bind close or spread over `cores` cores;
+    more threads than cores wrap around, as an oversubscribed run would)."""
+    if placement == "spread" and threads <= cores:
+        return [t * cores // threads for t in range(threads)]
+    return [t % cores for t in range(threads)]
 OP_CLASSES = ("int_add", "int_mul", "int_div", "fp_add", "fp_mul", "fp_div", "fp_fma", "load", "store")
 
 
@@ -27,6 +36,9 @@ class CacheLevel:
     # caches), "physical" (from the physical address: the bits above the page offset come from the frame the OS
     # picked) or "hashed" (a hash of the physical address: sliced last-level caches)
     indexing: str = "physical"
+    # cores that share one instance (the file's optional `cores_per_instance`): 1 for a private level, e.g. 4 for
+    # an L3 per 4-core CCX; 0 = the default: 1 when private, every core of the machine when shared
+    cores_per_instance: int = 0
 
     @property
     def fully_associative(self) -> bool:
@@ -41,6 +53,12 @@ class CacheLevel:
     def sets(self) -> int:
         """Number of sets (1 when fully associative)."""
         return self.n_lines // self.associativity if self.associativity > 0 else 1
+
+    def instance_cores(self, machine_cores: int) -> int:
+        """How many cores share one instance of this level on a machine of `machine_cores` cores."""
+        if self.cores_per_instance:
+            return self.cores_per_instance
+        return machine_cores if self.shared else 1
 
     def known_set_bits(self, page_bytes: int) -> int:
         """How many of the set index's low bits the program's virtual addresses fix: all of them when

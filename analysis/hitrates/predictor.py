@@ -33,6 +33,7 @@ class HitRateInputs:
 
     trace: Path
     profiles: ProfileSet
+    placement: str = "close"  # threads on cores (machines.model.thread_cores)
 
 
 class HitRatePredictor(Protocol):
@@ -50,7 +51,7 @@ class SetAwarePredictor:
     name = "set-aware"
 
     def predict(self, inputs: HitRateInputs, machine: Machine, cores: Sequence[int]) -> pd.DataFrame:
-        table = predict_hit_rates(inputs.profiles, machine, set_aware=True)
+        table = predict_hit_rates(inputs.profiles, machine, set_aware=True, placement=inputs.placement)
         return table[table["cores"].isin(list(cores))].reset_index(drop=True)
 
 
@@ -60,7 +61,7 @@ class SdcmPredictor:
     name = "sdcm"
 
     def predict(self, inputs: HitRateInputs, machine: Machine, cores: Sequence[int]) -> pd.DataFrame:
-        table = predict_hit_rates(inputs.profiles, machine)
+        table = predict_hit_rates(inputs.profiles, machine, placement=inputs.placement)
         return table[table["cores"].isin(list(cores))].reset_index(drop=True)
 
 

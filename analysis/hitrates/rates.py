@@ -25,6 +25,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from analysis.profiles.groups import grouping_name, grouping_of
 from analysis.profiles.profileset import ProfileSet, ReuseProfile
 from analysis.hitrates.sdcm import expected_hits
 from machines.model import CacheLevel, Machine
@@ -33,15 +34,17 @@ from common.errors import InputError
 COLUMNS = ["cores", "level", "cumulative_hit_rate", "local_hit_rate", "level_hit_rate", "accesses"]
 
 
-def predict_hit_rates(profiles: ProfileSet, machine: Machine, set_aware: bool = False) -> pd.DataFrame:
-    """One row per (cores, level): cumulative and local hit rates."""
+def predict_hit_rates(profiles: ProfileSet, machine: Machine, set_aware: bool = False,
+                      placement: str = "close") -> pd.DataFrame:
+    """One row per (cores, level): cumulative and local hit rates (threads placed on cores by
+    `placement`, which decides the instances of a shared level that serves groups of cores)."""
     _check_lines(profiles, machine)
     rows = []
     for p in profiles.cores:
         prev = 0.0
-        for level in machine.caches:
+        for i, level in enumerate(machine.caches):
             bits = class_width(profiles, machine, level) if set_aware else 0
-            cum, total = _level_rate(profiles, p, level, bits)
+            cum, total = _level_rate(*_level_profiles(profiles, machine, i, p, bits, placement), level)
             local = (cum - prev) / (1.0 - prev) if prev < 1.0 else 0.0
             rows.append({"cores": p, "level": level.name, "cumulative_hit_rate": cum,
                          "local_hit_rate": local, "level_hit_rate": cum, "accesses": total})
@@ -68,15 +71,32 @@ def class_width(profiles: ProfileSet, machine: Machine, level: CacheLevel) -> in
     return max((b for b in profiles.class_bits if b <= known), default=0)
 
 
-def _level_rate(profiles: ProfileSet, cores: int, level: CacheLevel, bits: int = 0) -> tuple[float, int]:
-    """SDCM hit fraction of all accesses seen by this level, and that access count; bits > 0 reads the
-    per-set-class profiles of that width, each class seeing n_lines / 2^bits of the level's lines."""
-    if level.shared:
-        parts: list[ReuseProfile] = [profiles.crd_of(cores, bits)]
-    else:
+def _level_profiles(profiles: ProfileSet, machine: Machine, index: int, cores: int, bits: int,
+                    placement: str) -> tuple[list[ReuseProfile], int]:
+    """The profiles one level's instances see with `cores` threads, and their class width: each core's
+    PRD (private), the CRD (one shared instance), or each occupied instance's CRD (groups.py; plain
+    distances: per-instance CRDs are not kept per set class)."""
+    level = machine.caches[index]
+    if not level.shared:
         parts = profiles.prds(cores, bits)
         if len(parts) != cores:
             raise InputError(f"profiles for {cores} cores lack some per-core PRDs; regenerate with `pptmc profile`")
+        return parts, bits
+    grouping = grouping_of(machine, index, cores, placement)
+    if max(grouping) == 0:  # every thread on one instance: it sees the whole shared trace
+        return [profiles.crd_of(cores, bits)], bits
+    crds = profiles.instance_crds(grouping_name(grouping))
+    if len(crds) != max(grouping) + 1:
+        raise InputError(f"machine {machine.name}: {level.name} serves {level.instance_cores(machine.cores)} cores "
+                         f"per instance, so {cores} threads placed {placement} use {max(grouping) + 1} instances, "
+                         f"but the profiles have no CRDs for that grouping; rerun the profile step with this "
+                         f"machine and --placement {placement} (pptmc run/suite do)")
+    return crds, 0
+
+
+def _level_rate(parts: list[ReuseProfile], bits: int, level: CacheLevel) -> tuple[float, int]:
+    """SDCM hit fraction of all accesses the profiles count, and that access count; bits > 0: they are
+    per-set-class profiles of that width, each class seeing n_lines / 2^bits of the level's lines."""
     n_lines = level.n_lines >> bits
     total = sum(p.total for p in parts)
     hits = sum(expected_hits(p, level.associativity, n_lines) for p in parts)

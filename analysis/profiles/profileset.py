@@ -91,6 +91,9 @@ class ProfileSet:
     # per-set-class profiles (analysis/profiles/set_classes.py), keyed by class bits first
     class_prd: dict[tuple[int, int, int], ReuseProfile] = field(default_factory=dict)
     class_crd: dict[tuple[int, int], ReuseProfile] = field(default_factory=dict)
+    # per-instance CRDs of shared levels whose instances serve groups of threads (analysis/profiles/groups.py),
+    # keyed by (grouping name, instance)
+    group_crd: dict[tuple[str, int], ReuseProfile] = field(default_factory=dict)
 
     @property
     def cores(self) -> list[int]:
@@ -111,6 +114,10 @@ class ProfileSet:
         """The CRD of one core count (bits > 0: the per-set-class one)."""
         return self.class_crd[(bits, cores)] if bits else self.crd[cores]
 
+    def instance_crds(self, grouping: str) -> list[ReuseProfile]:
+        """The per-instance CRDs of one grouping (groups.grouping_name), in instance order."""
+        return [prof for (g, _), prof in sorted(self.group_crd.items()) if g == grouping]
+
     def add_classes(self, bits: int, counts: list[int], results: list[tuple[list[ReuseProfile], ReuseProfile]]
                     ) -> None:
         """Keep the per-set-class profiles of `bits` bits (set_classes.class_profiles' result)."""
@@ -122,21 +129,25 @@ class ProfileSet:
         return {"line_size": self.line_size, "mode": self.mode, "interleave": self.interleave,
                 "seed": self.seed, "refs_per_turn": self.refs_per_turn, "trace": self.trace,
                 "cores": self.cores, "paper_chunk": self.paper_chunk, "trace_complete": self.trace_complete,
-                "coherence": self.coherence, "class_bits": self.class_bits}
+                "coherence": self.coherence, "class_bits": self.class_bits,
+                "groupings": sorted({g for g, _ in self.group_crd})}
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(summary, bins) tables in the documented layout."""
-        items = [("prd", 0, c, k, p) for (c, k), p in sorted(self.prd.items())]
-        items += [("crd", 0, c, -1, p) for c, p in sorted(self.crd.items())]
-        items += [("prd", b, c, k, p) for (b, c, k), p in sorted(self.class_prd.items())]
-        items += [("crd", b, c, -1, p) for (b, c), p in sorted(self.class_crd.items())]
-        summary = pd.DataFrame([{"kind": kind, "class_bits": b, "cores": c, "core": k, "total": p.total,
-                                 "cold": p.cold, "coherence": p.coherence} for kind, b, c, k, p in items],
-                               columns=["kind", "class_bits", "cores", "core", "total", "cold", "coherence"])
-        parts = [pd.DataFrame({"kind": kind, "class_bits": b, "cores": c, "core": k, "lower": p.lower,
-                               "upper": p.upper, "count": p.count, "dist_sum": p.dist_sum})
-                 for kind, b, c, k, p in items]
-        cols = ["kind", "class_bits", "cores", "core", "lower", "upper", "count", "dist_sum"]
+        items = [("prd", 0, "", c, k, p) for (c, k), p in sorted(self.prd.items())]
+        items += [("crd", 0, "", c, -1, p) for c, p in sorted(self.crd.items())]
+        items += [("prd", b, "", c, k, p) for (b, c, k), p in sorted(self.class_prd.items())]
+        items += [("crd", b, "", c, -1, p) for (b, c), p in sorted(self.class_crd.items())]
+        items += [("grd", 0, g, g.count(".") + 1, k, p) for (g, k), p in sorted(self.group_crd.items())]
+        summary = pd.DataFrame([{"kind": kind, "class_bits": b, "grouping": g, "cores": c, "core": k,
+                                 "total": p.total, "cold": p.cold, "coherence": p.coherence}
+                                for kind, b, g, c, k, p in items],
+                               columns=["kind", "class_bits", "grouping", "cores", "core", "total", "cold",
+                                        "coherence"])
+        parts = [pd.DataFrame({"kind": kind, "class_bits": b, "grouping": g, "cores": c, "core": k,
+                               "lower": p.lower, "upper": p.upper, "count": p.count, "dist_sum": p.dist_sum})
+                 for kind, b, g, c, k, p in items]
+        cols = ["kind", "class_bits", "grouping", "cores", "core", "lower", "upper", "count", "dist_sum"]
         bins = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
         return summary, bins[cols]
 
@@ -168,21 +179,26 @@ class ProfileSet:
                             coherence=bool(meta.get("coherence", False)))
         except (KeyError, ValueError, TypeError) as exc:
             raise InputError(f"{d}: malformed profile directory ({exc}); regenerate it with `pptmc profile`") from exc
-        for table in (summary, bins):
-            if "class_bits" not in table.columns:  # written before per-set-class profiles existed
-                table["class_bits"] = 0
-        groups = {key: g for key, g in bins.groupby(["kind", "class_bits", "cores", "core"])}
+        for table in (summary, bins):  # columns added since the first layout
+            for name, default in (("class_bits", 0), ("grouping", "")):
+                if name not in table.columns:
+                    table[name] = default
+            table["grouping"] = table["grouping"].astype(object).where(table["grouping"].notna(), "").astype(str)
+        groups = {key: g for key, g in bins.groupby(["kind", "class_bits", "grouping", "cores", "core"])}
         for row in summary.itertuples(index=False):
-            g = groups.get((row.kind, row.class_bits, row.cores, row.core))
+            g = groups.get((row.kind, row.class_bits, row.grouping, row.cores, row.core))
             prof = _profile_from_rows(g, int(row.cold), int(row.total), int(getattr(row, "coherence", 0)))
-            _keep(ps, str(row.kind), int(row.class_bits), int(row.cores), int(row.core), prof, d)
+            if row.kind == "grd":
+                ps.group_crd[(row.grouping, int(row.core))] = prof
+            else:
+                _keep(ps, str(row.kind), int(row.class_bits), int(row.cores), int(row.core), prof, d)
         return ps
 
 
 def _keep(ps: ProfileSet, kind: str, bits: int, cores: int, core: int, prof: ReuseProfile, d: Path) -> None:
     """File one loaded profile under its kind and set-class width."""
     if kind not in ("prd", "crd"):
-        raise InputError(f"{d / 'summary.csv'}: field kind={kind!r}; expected prd or crd")
+        raise InputError(f"{d / 'summary.csv'}: field kind={kind!r}; expected prd, crd or grd")
     if kind == "prd" and bits:
         ps.class_prd[(bits, cores, core)] = prof
     elif kind == "prd":

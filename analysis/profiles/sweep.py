@@ -21,6 +21,7 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 
 import numpy as np
 
+from analysis.profiles.groups import group_profiles, grouping_name
 from analysis.profiles.interleave import resolve_memory_budget
 from analysis.profiles.jobs import job_groups, run_groups
 from analysis.profiles.line_index import LineIndex
@@ -69,11 +70,12 @@ class SweepSettings(NamedTuple):
 def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int], mode: str = "auto",
                           interleave: str = "rr", seed: int = 0, refs_per_turn: int = 1,
                           line_size: int = 64, progress: bool = False, paper_chunk: int = 0,
-                          coherence: bool = True, jobs: int = 1, class_bits: tuple[int, ...] = ()) -> ProfileSet:
+                          coherence: bool = True, jobs: int = 1, class_bits: tuple[int, ...] = (),
+                          groupings: tuple[tuple[int, ...], ...] = ()) -> ProfileSet:
     """Profiles for each core count from a re-streamable chunk source, in one pass over it
-    (or one pass per worker process with jobs > 1; same profiles), and the per-set-class
-    profiles of each width in class_bits (one more pass each, in a thread beside the plain one:
-    the engines release the GIL)."""
+    (or one pass per worker process with jobs > 1; same profiles), the per-set-class profiles
+    of each width in class_bits and the per-instance CRDs of each grouping (analysis/profiles/
+    groups.py; one more pass each, in a thread beside the plain one: the engines release the GIL)."""
     _check_cores(cores)
     class_bits = check_class_bits(class_bits)
     resolved = resolve_mode(info, mode)
@@ -84,9 +86,12 @@ def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int
     bar = _progress(progress and bool(class_bits), info, len(counts) * len(class_bits), "set classes", 1)
     with ThreadPoolExecutor(max_workers=1) as pool:  # the class passes, beside the plain one
         classes = pool.submit(lambda: [class_profiles(info, chunks, counts, settings, b, bar) for b in class_bits])
+        grouped = pool.submit(group_profiles, info, chunks, tuple(groupings), settings)
         results = profile_configs(info, chunks, counts, settings, progress, jobs=jobs)
         for b, res in zip(class_bits, classes.result()):
             ps.add_classes(b, counts, res)
+        for grouping, crds in grouped.result().items():
+            ps.group_crd.update({(grouping_name(grouping), k): prof for k, prof in enumerate(crds)})
     if bar is not None:
         bar.close()
     for p, (prd, crd) in zip(counts, results):
@@ -274,11 +279,12 @@ def _check_cores(cores: list[int]) -> None:
 def compute_profiles(trace_path: str | Path, cores: list[int], mode: str = "auto", interleave: str = "rr",
                      seed: int = 0, refs_per_turn: int = 1, line_size: int = 64,
                      progress: bool = False, max_rows: int = 1 << 20, paper_chunk: int = 0,
-                     coherence: bool = True, jobs: int = 1, class_bits: tuple[int, ...] = ()) -> ProfileSet:
+                     coherence: bool = True, jobs: int = 1, class_bits: tuple[int, ...] = (),
+                     groupings: tuple[tuple[int, ...], ...] = ()) -> ProfileSet:
     """Open a trace file and compute its ProfileSet (jobs: worker processes, see profile_configs)."""
     info, factory = open_chunks(trace_path, max_rows)
     return compute_profiles_from(info, factory, cores, mode, interleave, seed, refs_per_turn, line_size, progress,
-                                 paper_chunk, coherence, jobs, class_bits)
+                                 paper_chunk, coherence, jobs, class_bits, groupings)
 
 
 def open_chunks(trace_path: str | Path, max_rows: int = 1 << 20) -> tuple[TraceInfo, ChunkFactory]:

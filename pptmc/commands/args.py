@@ -77,6 +77,9 @@ def add_model_options(parser: argparse.ArgumentParser, *, profiles: bool = True)
                             help="ignore write-invalidate coherence between private caches (the paper's model)")
     parser.add_argument("--hit-rates", choices=opt.HIT_RATE_MODELS, default=d.hit_rates,
                         help=f"hit-rate predictor (default {d.hit_rates}; see analysis/hitrates/predictor.py)")
+    parser.add_argument("--placement", choices=opt.PLACEMENTS, default=d.placement,
+                        help=f"threads on cores, as OpenMP's proc_bind (default {d.placement}): decides which "
+                             f"instances of a cache shared by a group of cores (an L3 per CCX or socket) they use")
     parser.add_argument("--layout", choices=opt.LAYOUTS, default=d.layout,
                         help=f"memory-time form (default {d.layout}; contiguous = the paper's Eq. 5)")
     parser.add_argument("--cpu-form", choices=opt.CPU_FORMS, default=d.cpu_form,
