@@ -204,15 +204,18 @@ def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress, bar: bool
     """Private and concurrent reuse profiles for every core count (cached); `bar`: show the sweep's
     progress bar (the longest stage) on stderr."""
     from analysis.hitrates.rates import class_widths
+    from analysis.profiles.groups import groupings_for
     from analysis.profiles.sweep import compute_profiles
     from machines import load_machine
 
     out = cfg.workdir / "profiles"
     opt = cfg.options
-    class_bits = class_widths([load_machine(name) for name in cfg.machines], opt.hit_rates)
+    machines = [load_machine(name) for name in cfg.machines]
+    class_bits = class_widths(machines, opt.hit_rates)
+    groupings = groupings_for(machines, list(cfg.cores), opt.placement)
     params = {"cores": cfg.cores, "mode": opt.mode, "interleave": opt.interleave, "seed": opt.seed,
               "line": cfg.line_size, "coherence": opt.coherence, "class_bits": class_bits,
-              "code": code_digest("analysis")}
+              "groupings": groupings, "code": code_digest("analysis")}
     key = step_key([trace], params)
     stamp = out / ".key"
     if not reuse_or_invalidate(stamp, key, [out]):
@@ -222,7 +225,7 @@ def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress, bar: bool
         progress("profile")
         profiles = compute_profiles(trace, list(cfg.cores), mode=opt.mode, interleave=opt.interleave,
                                     seed=opt.seed, line_size=cfg.line_size, coherence=opt.coherence, progress=bar,
-                                    class_bits=class_bits)
+                                    class_bits=class_bits, groupings=groupings)
         with output_folder(out, "pptmc profile (pipeline step)") as folder:  # replaced whole, with a manifest
             profiles.save(folder)
         mark_done(stamp, key)
@@ -355,14 +358,40 @@ def _run_steps(cfg: PipelineConfig, progress: Progress, bars: bool) -> PipelineR
         profiles_dir = timed("profile", profile_step, cfg, trace, progress, bars)
         terms.result()  # cached in the work folder: predict_step reads them back
     pred = timed("predict", predict_step, cfg, profiles_dir, trace, binary, progress)
+    write_run_results(cfg, translated, pred)
+    return PipelineResult(cfg.source.stem, pred.hit_rates, pred.runtimes, trace, profiles_dir, pred.n_accesses, timings,
+                          pred.tlb_rates, pred.coherence, pred.terms, pred.trace_complete)
+
+
+RUN_TABLES = ("regions.csv", "hit_rates.csv", "runtimes.csv")   # every run's results; tlb_miss_rates.csv when priced
+
+
+def write_run_results(cfg: PipelineConfig, translated: Translation, pred: Predictions) -> None:
+    """The run's result tables, then results.json naming them (common/manifest.py). The old manifest goes
+    first, so a run stopped mid-write leaves none and readers call its results incomplete instead of
+    taking a mix of old and new tables for one run's."""
+    from common.manifest import RESULTS, write_manifest
+
+    (cfg.workdir / RESULTS).unlink(missing_ok=True)
     write_table(regions_table(translated), cfg.workdir / "regions.csv")
     pred.hit_rates["trace_complete"] = pred.trace_complete  # results from a crashed run say so
     pred.runtimes["trace_complete"] = pred.trace_complete
     write_table(pred.hit_rates, cfg.workdir / "hit_rates.csv")
     write_table(pred.runtimes, cfg.workdir / "runtimes.csv")
+    names = list(RUN_TABLES)
     if pred.tlb_rates is not None:
         write_table(pred.tlb_rates, cfg.workdir / "tlb_miss_rates.csv")
+        names.append("tlb_miss_rates.csv")
     else:  # an earlier run's table for other machines must not pass for this run's
         (cfg.workdir / "tlb_miss_rates.csv").unlink(missing_ok=True)
-    return PipelineResult(cfg.source.stem, pred.hit_rates, pred.runtimes, trace, profiles_dir, pred.n_accesses, timings,
-                          pred.tlb_rates, pred.coherence, pred.terms, pred.trace_complete)
+    write_manifest(cfg.workdir, "pptmc run results", files=names, name=RESULTS, inputs=run_inputs(cfg))
+
+
+def run_inputs(cfg: PipelineConfig) -> dict:
+    """What a run's results were made from, for its manifest: the cached steps' keys (their stamps) and
+    the prediction's own parameters."""
+    stamps = {"instrument": cfg.workdir / "instrument" / ".key", "trace": cfg.workdir / "trace" / ".key",
+              "profile": cfg.workdir / "profiles" / ".key"}
+    keys = {step: stamp.read_text().strip() for step, stamp in stamps.items() if stamp.is_file()}
+    return {"source": str(cfg.source), "args": list(cfg.args), "machines": list(cfg.machines),
+            "cores": list(cfg.cores), "model": cfg.options.as_dict(), "step_keys": keys}

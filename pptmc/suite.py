@@ -201,12 +201,16 @@ def combine(outcomes: list[BenchmarkOutcome]) -> tuple[pd.DataFrame, pd.DataFram
             pd.concat(runs, ignore_index=True) if runs else pd.DataFrame(), status)
 
 
-def _write_tables(outdir: Path, tables: dict[str, pd.DataFrame]) -> None:
-    """Each table as CSV, and as Parquet when it has rows."""
+def _write_tables(outdir: Path, tables: dict[str, pd.DataFrame]) -> list[str]:
+    """Each table as CSV, and as Parquet when it has rows; the names of the files written."""
+    written = []
     for name, table in tables.items():
         write_table(table, outdir / f"{name}.csv")
+        written.append(f"{name}.csv")
         if not table.empty:
             write_table(table, outdir / f"{name}.parquet")
+            written.append(f"{name}.parquet")
+    return written
 
 
 def validation_tables(outcomes: list[ValidationOutcome]) -> dict[str, pd.DataFrame]:
@@ -260,31 +264,58 @@ def _measurement_section(outdir: Path, tables: dict[str, pd.DataFrame]):
 def write_results(cfg: SuiteConfig, outcomes: list[BenchmarkOutcome],
                   validation: list[ValidationOutcome] | None = None,
                   measured: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
-    """Write the tables (CSV and Parquet), then the figures and index.html built from them."""
+    """Write the tables (CSV and Parquet), then the figures and index.html built from them, then
+    results.json naming them all (common/manifest.py); the old one goes first, so a suite stopped
+    mid-write leaves none and readers call its results incomplete."""
+    from common.manifest import RESULTS
     from pptmc import report
 
+    (cfg.outdir / RESULTS).unlink(missing_ok=True)
     hits, runs, status = combine(outcomes)
     if validation is not None:
         errors = {(o.name, o.size): o.error for o in validation}
         status["validation"] = [("FAILED: " + errors[k]) if errors.get(k) else "ok"
                                 for k in zip(status["benchmark"], status["size"])]
     tables = {"hit_rates": hits, "runtimes": runs, "status": status}
-    _write_tables(cfg.outdir, tables)
+    written = _write_tables(cfg.outdir, tables)
     sections = []
     if validation is not None:
         vtables = validation_tables(validation)
-        _write_tables(cfg.outdir, vtables)
+        written += _write_tables(cfg.outdir, vtables)
         sections.append(_validation_section(cfg.outdir, {k: _labelled(cfg, v) for k, v in vtables.items()}))
         tables.update(vtables)
     if measured is not None:
         from pptmc.measure import runtime_summary
 
         mtables = {"runtime_validation": measured, "runtime_summary": runtime_summary(measured)}
-        _write_tables(cfg.outdir, mtables)
+        written += _write_tables(cfg.outdir, mtables)
         sections.append(_measurement_section(cfg.outdir, mtables))
         tables.update(mtables)
     profile_dirs = {label(cfg, o.name, o.size): o.result.profiles_dir for o in outcomes if o.result}
     write_json(cfg.outdir / "model.json", cfg.options.as_dict())
-    report.write_report(cfg.outdir, _labelled(cfg, hits), _labelled(cfg, runs), status, profile_dirs, extra=sections,
-                        model=cfg.options.describe())
+    index = report.write_report(cfg.outdir, _labelled(cfg, hits), _labelled(cfg, runs), status, profile_dirs,
+                                extra=sections, model=cfg.options.describe())
+    _write_suite_manifest(cfg, outcomes, [*written, "model.json", *_report_files(index), index.name])
     return tables
+
+
+def _report_files(index: Path) -> list[str]:
+    """The figures index.html shows (not older ones left in figures/), relative to its folder."""
+    import re
+
+    return list(dict.fromkeys(re.findall(r"<img src='([^']+)'", index.read_text())))
+
+
+def _write_suite_manifest(cfg: SuiteConfig, outcomes: list[BenchmarkOutcome], names: list[str]) -> None:
+    """results.json over the suite's tables and report, written last; its inputs name each benchmark's
+    run (the run id of its work folder's results.json) and the suite's parameters."""
+    from common.manifest import RESULTS, read_manifest, write_manifest
+
+    runs = {}
+    for o in outcomes:
+        if o.result is not None:
+            record = read_manifest(o.result.profiles_dir.parent, RESULTS, "rerun `pptmc suite`")
+            runs[label(cfg, o.name, o.size)] = record.get("run_id") if record else None
+    inputs = {"sizes": list(suite_sizes(cfg)), "machines": list(cfg.machines), "cores": list(cfg.cores),
+              "model": cfg.options.as_dict(), "benchmark_runs": runs}
+    write_manifest(cfg.outdir, "pptmc suite results", files=names, name=RESULTS, inputs=inputs)

@@ -6,11 +6,13 @@ On-disk layout of a profile directory (written by `ProfileSet.save`, read by `lo
   paper_chunk, trace_complete (False when the traced run crashed or was cut short),
   coherence (PRDs count write-invalidate coherence misses; absent = False), class_bits (the
   set-class widths with per-set-class profiles, analysis/profiles/set_classes.py; absent = none).
-* `summary.csv` / `summary.parquet`  one row per profile: kind ("prd"|"crd"), class_bits (0: plain
-  distances; b > 0: distances within the line's set class of b bits; absent = 0), cores,
+* `summary.csv` / `summary.parquet`  one row per profile: kind ("prd"|"crd"|"grd": one instance's CRD
+  of a shared level serving a group of cores, analysis/profiles/groups.py), class_bits (0: plain
+  distances; b > 0: distances within the line's set class of b bits; absent = 0), grouping (grd:
+  each thread's instance, joined by dots; "" otherwise; absent = ""), cores,
   core (-1 for crd), total accesses, cold (infinite-distance) accesses, coherence (those
   of the cold that are coherence misses; absent = 0).
-* `bins.csv` / `bins.parquet`  the non-empty histogram bins: kind, class_bits, cores, core,
+* `bins.csv` / `bins.parquet`  the non-empty histogram bins: kind, class_bits, grouping, cores, core,
   lower (inclusive distance), upper (exclusive), count, dist_sum (sum of distances in the bin).
 """
 from __future__ import annotations
