@@ -318,7 +318,7 @@ def test_profile_full_sample_equals_exact_profile_set(tmp_path, fake_trace_files
     trace = tmp_path / "mem.trace"
     trace.touch()
     fake_trace_files[str(trace)] = _two_loop_trace()
-    common = ["profile", str(trace), "--cores", "1,2,4", "--mode", "paper"]
+    common = ["profile", str(trace), "--cores", "1,2,4", "--mode", "paper", "--set-bits", "0"]
     assert cli.run([*common, "-o", str(tmp_path / "exact")]) == 0
     assert cli.run([*common, "--sample-rate", "1", "--sample-method", "window", "--sample-window", "50",
                     "--window-length", "30", "-o", str(tmp_path / "full")]) == 0
@@ -345,7 +345,7 @@ def test_profile_sampling_is_seeded(tmp_path, fake_source_traces):  # noqa: F811
     (sa, ba), (sb, bb), (sc, bc) = (_dir_tables(tmp_path / n) for n in "abc")
     assert sa.equals(sb) and ba.equals(bb)
     assert not ba.equals(bc)
-    cli.run(["profile", str(trace), "--cores", "2", "--mode", "paper", "-o", str(tmp_path / "x")])
+    cli.run(["profile", str(trace), "--cores", "2", "--mode", "paper", "--set-bits", "0", "-o", str(tmp_path / "x")])
     sx, _ = _dir_tables(tmp_path / "x")
     assert sa["total"].tolist() == sx["total"].tolist()
 

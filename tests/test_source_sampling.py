@@ -374,7 +374,7 @@ def test_cli_default_is_source_and_full_rate_is_exact(tmp_path, fake_source_trac
     trace = tmp_path / "mem.trace"
     trace.touch()
     fake_source_traces[str(trace)] = (info, ch.addr, ch.block, ch.block_instance)
-    common = ["profile", str(trace), "--cores", "1,2,4", "--mode", "paper"]
+    common = ["profile", str(trace), "--cores", "1,2,4", "--mode", "paper", "--set-bits", "0"]
     assert cli.run([*common, "-o", str(tmp_path / "exact")]) == 0
     assert cli.run([*common, "--sample-rate", "1", "-o", str(tmp_path / "full")]) == 0
     for a, b in zip(_tables(tmp_path / "exact"), _tables(tmp_path / "full")):
