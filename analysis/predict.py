@@ -16,9 +16,10 @@ from typing import Callable, Sequence
 import pandas as pd
 
 from analysis.hitrates.predictor import HitRateInputs, hit_rate_predictor
-from analysis.hitrates.rates import coherence_miss_rates
+from analysis.hitrates.rates import coherence_miss_rates, with_mpki
 from analysis.options import DEFAULT_OPTIONS, ModelOptions
 from analysis.profiles.profileset import ProfileSet
+from analysis.runtime.facts import operation_count
 from analysis.runtime.model import RegionRecord, RuntimePrediction, prediction_table, predict_runtimes
 from analysis.runtime.tlb import page_sizes, tlb_miss_rates
 from analysis.runtime.trace_terms import TraceTerms
@@ -92,7 +93,7 @@ def tlb_rates_for(sources: RegionSources, machine: Machine) -> pd.DataFrame | No
 def predict_machine(sources: RegionSources, machine: Machine, cores: Sequence[int],
                     options: ModelOptions = DEFAULT_OPTIONS) -> MachinePrediction:
     """Hit rates, TLB miss rates and runtimes of one program on one machine: the model, applied once."""
-    hits = predict_hit_rates_for(sources, machine, cores, options)
+    hits = with_mpki(predict_hit_rates_for(sources, machine, cores, options), operation_count(sources.record))
     tlb = tlb_rates_for(sources, machine)
     terms = sources.terms_for(machine)
     coherence = None if sources.hit_rate_table is not None else coherence_miss_rates(sources.profiles)

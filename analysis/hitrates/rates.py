@@ -112,6 +112,14 @@ def _check_lines(profiles: ProfileSet, machine: Machine) -> None:
                              f"--line-size {level.line_bytes}`")
 
 
+def with_mpki(table: pd.DataFrame, operations: float) -> pd.DataFrame:
+    """The hit-rate table with `mpki`: misses of each level and every level above (1 - cumulative hit
+    rate, times its accesses) per 1000 counted operations (OpCounts.operations: the pass's arithmetic,
+    loads and stores, the model's stand-in for instructions; Wu and Yeung's MPKI); NaN without a count."""
+    misses = (1.0 - table["cumulative_hit_rate"]) * table["accesses"]
+    return table.assign(mpki=1000.0 * misses / operations if operations > 0 else float("nan"))
+
+
 def coherence_miss_rates(profiles: ProfileSet) -> dict[int, float]:
     """cores -> fraction of all accesses that are coherence misses (a line another core's store
     invalidated), over every core's PRD; 0 for profiles made without coherence."""

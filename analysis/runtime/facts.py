@@ -87,6 +87,11 @@ def region_facts(record: RegionRecord, new_line_stores: Mapping[int, float] | No
                        nowait=_executed(table, info.block_counts, "nowait"))
 
 
+def operation_count(record: RegionRecord) -> float:
+    """The traced regions' counted operations (OpCounts.operations), for misses per kilo-operation."""
+    return op_counts_from_blocks(_block_ops(record.table), record.info.block_counts).operations
+
+
 def in_core_bounds(machine: Machine, record: RegionRecord) -> tuple:
     """llvm-mca's bounds of the traced innermost loops on `machine` (analysis/runtime/incore.py); () when its
     file names no `[core] llvm_mcpu`."""

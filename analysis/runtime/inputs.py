@@ -44,6 +44,11 @@ class OpCounts:
         return OpCounts(**{f.name: getattr(self, f.name) * factor for f in fields(self)})
 
     @property
+    def operations(self) -> float:
+        """Every counted operation (arithmetic, loads, stores): the model's stand-in for instructions."""
+        return sum(getattr(self, f.name) for f in fields(self) if not f.name.endswith("_bytes"))
+
+    @property
     def store_fraction(self) -> float:
         """Stores among memory operations; 0 when there are none."""
         total = self.load + self.store
