@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 import pandas as pd
 
 from analysis.hitrates.predictor import HitRateInputs, hit_rate_predictor
+from analysis.hitrates.dram import dram_traffic
 from analysis.hitrates.rates import coherence_miss_rates, with_mpki
 from analysis.options import DEFAULT_OPTIONS, ModelOptions
 from analysis.profiles.profileset import ProfileSet
@@ -54,6 +55,7 @@ class MachinePrediction:
     tlb_rates: pd.DataFrame | None
     terms: TraceTerms
     coherence: dict[int, float]                        # cores -> coherence-miss fraction the runtimes used
+    dram: pd.DataFrame | None = None                   # DRAM read and write-back bytes (profiles with write-backs)
 
     @property
     def runtimes(self) -> pd.DataFrame:
@@ -99,7 +101,10 @@ def predict_machine(sources: RegionSources, machine: Machine, cores: Sequence[in
     coherence = None if sources.hit_rate_table is not None else coherence_miss_rates(sources.profiles)
     predictions = predict_runtimes(machine, hits, sources.record, tlb=tlb, coherence=coherence, terms=terms,
                                    **options.runtime_args())
-    return MachinePrediction(machine, hits, predictions, tlb, terms, coherence or {})
+    dram = None
+    if sources.profiles is not None and sources.profiles.writebacks:
+        dram = dram_traffic(sources.profiles, hits, machine, options.placement).assign(machine=machine.name)
+    return MachinePrediction(machine, hits, predictions, tlb, terms, coherence or {}, dram)
 
 
 def explain_table(prediction: MachinePrediction) -> pd.DataFrame:

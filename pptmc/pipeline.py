@@ -45,6 +45,7 @@ class PipelineConfig:
     options: ModelOptions = DEFAULT_OPTIONS   # the model (analysis/options.py), the same for every command
     opt_level: str = "2"
     line_size: int = 64
+    dram_traffic: bool = False                # also predict DRAM read and write-back bytes (a pass more)
 
 
 def benchmark_config(bench, size: str, outdir: Path, **fields) -> PipelineConfig:
@@ -215,7 +216,7 @@ def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress, bar: bool
     groupings = groupings_for(machines, list(cfg.cores), opt.placement)
     params = {"cores": cfg.cores, "mode": opt.mode, "interleave": opt.interleave, "seed": opt.seed,
               "line": cfg.line_size, "coherence": opt.coherence, "class_bits": class_bits,
-              "groupings": groupings, "code": code_digest("analysis")}
+              "groupings": groupings, "writebacks": cfg.dram_traffic, "code": code_digest("analysis")}
     key = step_key([trace], params)
     stamp = out / ".key"
     if not reuse_or_invalidate(stamp, key, [out]):
@@ -225,7 +226,7 @@ def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress, bar: bool
         progress("profile")
         profiles = compute_profiles(trace, list(cfg.cores), mode=opt.mode, interleave=opt.interleave,
                                     seed=opt.seed, line_size=cfg.line_size, coherence=opt.coherence, progress=bar,
-                                    class_bits=class_bits, groupings=groupings)
+                                    class_bits=class_bits, groupings=groupings, writebacks=cfg.dram_traffic)
         with output_folder(out, "pptmc profile (pipeline step)") as folder:  # replaced whole, with a manifest
             profiles.save(folder)
         mark_done(stamp, key)
@@ -283,6 +284,7 @@ class Predictions:
     terms: dict[str, TraceTerms] = field(default_factory=dict)  # machine name -> its trace facts
     n_accesses: int = 0                       # the trace's memory accesses
     trace_complete: bool = True               # the trace's footer says the run ended normally
+    dram: pd.DataFrame | None = None          # DRAM traffic (PipelineConfig.dram_traffic)
 
 
 def region_sources(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: Path | None,
@@ -317,11 +319,13 @@ def predict_step(cfg: PipelineConfig, profiles_dir: Path, trace: Path, binary: P
     sources = region_sources(cfg, profiles_dir, trace, binary, progress)
     preds = [predict_machine(sources, load_machine(name), cfg.cores, cfg.options) for name in cfg.machines]
     tlb_frames = [p.tlb_rates for p in preds if p.tlb_rates is not None]
+    dram_frames = [p.dram for p in preds if p.dram is not None]
     return Predictions(pd.concat([p.hit_rates for p in preds], ignore_index=True),
                        pd.concat([p.runtimes for p in preds], ignore_index=True),
                        pd.concat(tlb_frames, ignore_index=True) if tlb_frames else None,
                        preds[0].coherence, {p.machine.name: p.terms for p in preds},
-                       int(sources.record.info.n_accesses), bool(sources.record.info.complete))
+                       int(sources.record.info.n_accesses), bool(sources.record.info.complete),
+                       pd.concat(dram_frames, ignore_index=True) if dram_frames else None)
 
 
 def run_pipeline(cfg: PipelineConfig, progress: Progress = _noop, bars: bool = False) -> PipelineResult:
@@ -363,7 +367,8 @@ def _run_steps(cfg: PipelineConfig, progress: Progress, bars: bool) -> PipelineR
                           pred.tlb_rates, pred.coherence, pred.terms, pred.trace_complete)
 
 
-RUN_TABLES = ("regions.csv", "hit_rates.csv", "runtimes.csv")   # every run's results; tlb_miss_rates.csv when priced
+RUN_TABLES = ("regions.csv", "hit_rates.csv", "runtimes.csv")   # every run's results; tlb_miss_rates.csv when
+# priced, dram_traffic.csv when asked (--dram-traffic)
 
 
 def write_run_results(cfg: PipelineConfig, translated: Translation, pred: Predictions) -> None:
@@ -384,6 +389,11 @@ def write_run_results(cfg: PipelineConfig, translated: Translation, pred: Predic
         names.append("tlb_miss_rates.csv")
     else:  # an earlier run's table for other machines must not pass for this run's
         (cfg.workdir / "tlb_miss_rates.csv").unlink(missing_ok=True)
+    if pred.dram is not None:
+        write_table(pred.dram.assign(trace_complete=pred.trace_complete), cfg.workdir / "dram_traffic.csv")
+        names.append("dram_traffic.csv")
+    else:
+        (cfg.workdir / "dram_traffic.csv").unlink(missing_ok=True)
     write_manifest(cfg.workdir, "pptmc run results", files=names, name=RESULTS, inputs=run_inputs(cfg))
 
 

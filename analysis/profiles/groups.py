@@ -13,11 +13,14 @@ takes its accesses with their flags (ReuseEngine.feed's `stale`).
 
 The group CRDs are made in a pass of their own over the same mimicked traces as the plain sweep
 (CoreCountTask, same interleaving): its private engines are `_Idle` (nothing is read from them) and its
-shared engine is a `GroupEngine`, fed the shared trace's Batches as the CRD engine would be.
+shared engine is a `GroupEngine`, fed the shared trace's Batches as the CRD engine would be. The same
+pass gives each core count's write-back profiles (writebacks.py) of the whole shared trace (for one
+core, of the sequential trace, through its private engine).
 """
 from __future__ import annotations
 
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
@@ -27,6 +30,7 @@ from analysis.profiles.private_traces import InterleaveSpec, line_shift, prepare
 from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.reuse import ReuseEngine
 from analysis.profiles.task import CoreCountTask
+from analysis.profiles.writebacks import WritebackTracker
 from common.errors import InputError
 from instrument.trace_types import TraceInfo
 from machines.model import Machine, thread_cores
@@ -80,19 +84,24 @@ class GroupCrds:
 
 
 class GroupEngine:
-    """The shared-engine role of a CoreCountTask (feed, feed_shared): every grouping's GroupCrds."""
+    """The shared-engine role of a CoreCountTask (feed, feed_shared): every grouping's GroupCrds, and
+    the whole shared trace's write-back profiles (writebacks.py) when asked."""
 
-    def __init__(self, groupings: list[Grouping], coherent: bool) -> None:
+    def __init__(self, groupings: list[Grouping], coherent: bool, writebacks: bool = False) -> None:
         self.groups = {g: GroupCrds(g, coherent) for g in groupings}
+        self.tracker = WritebackTracker() if writebacks else None
 
     def feed(self, lines: np.ndarray, stale: np.ndarray | None = None, tagged: bool = False) -> None:
         raise InputError("group CRDs need each access's thread: feed them through feed_shared")
 
     def feed_shared(self, lines: np.ndarray, core_pattern: np.ndarray) -> np.ndarray:
         """Feed one Batch; no access is reported stale (the idle private engines keep no distances)."""
-        threads = np.resize(np.asarray(core_pattern, dtype=np.int64), len(lines))
-        for g in self.groups.values():
-            g.feed(lines, threads)
+        if self.groups:
+            threads = np.resize(np.asarray(core_pattern, dtype=np.int64), len(lines))
+            for g in self.groups.values():
+                g.feed(lines, threads)
+        if self.tracker is not None:
+            self.tracker.feed(lines)
         return np.zeros(0, dtype=np.int64)
 
     def histogram(self) -> ReuseProfile:
@@ -118,19 +127,42 @@ class _Idle:
         return ReuseProfile.empty()
 
 
-def _engine_for(groupings: list[Grouping], coherent: bool, sharer_cores: int | None = None):
-    """CoreCountTask's engine factory: idle private engines, a GroupEngine in the shared role."""
-    return _Idle() if sharer_cores is None else GroupEngine(groupings, coherent)
+class _OneCore(_Idle):
+    """The private engine of a one-core task whose write-backs are wanted (its trace is the shared one)."""
+
+    def __init__(self) -> None:
+        self.tracker = WritebackTracker()
+
+    def feed(self, lines: np.ndarray, stale: np.ndarray | None = None, tagged: bool = False) -> None:
+        self.tracker.feed(lines)
 
 
-def group_profiles(info: TraceInfo, chunks, groupings: tuple[Grouping, ...], settings,
-                   memory_budget: int | None = None, spill_dir: str | None = None
-                   ) -> dict[Grouping, list[ReuseProfile]]:
-    """Every grouping's per-instance CRDs, in one pass over the trace (settings: the plain sweep's
-    SweepSettings, so the shared traces are the same)."""
-    counts = sorted({len(g) for g in groupings})
+def _engine_for(groupings: list[Grouping], coherent: bool, writebacks: bool, one_core: bool,
+                sharer_cores: int | None = None):
+    """CoreCountTask's engine factory: idle private engines (a write-back tracker for a one-core task's),
+    a GroupEngine in the shared role."""
+    if sharer_cores is None:
+        return _OneCore() if writebacks and one_core else _Idle()
+    return GroupEngine(groupings, coherent, writebacks)
+
+
+class SharedProfiles(NamedTuple):
+    """What a shared-trace pass gives: per-instance CRDs of each grouping, and (starts, ends) write-back
+    profiles of each core count's whole shared trace."""
+
+    groups: dict[Grouping, list[ReuseProfile]]
+    writebacks: dict[int, tuple[ReuseProfile, ReuseProfile]]
+
+
+def shared_profiles(info: TraceInfo, chunks, groupings: tuple[Grouping, ...], settings,
+                    writeback_cores: tuple[int, ...] = (), memory_budget: int | None = None,
+                    spill_dir: str | None = None) -> SharedProfiles:
+    """Every grouping's per-instance CRDs and the write-back profiles of the core counts in
+    writeback_cores, in one pass over the trace (settings: the plain sweep's SweepSettings, so the
+    shared traces are the same)."""
+    counts = sorted({len(g) for g in groupings} | set(writeback_cores))
     if not counts:
-        return {}
+        return SharedProfiles({}, {})
     mode, shift = resolve_mode(info, settings.mode), line_shift(settings.line_size)
     budget = resolve_memory_budget(memory_budget) // len(counts)
     tasks = []
@@ -138,16 +170,20 @@ def group_profiles(info: TraceInfo, chunks, groupings: tuple[Grouping, ...], set
         mine = [g for g in groupings if len(g) == p]
         task = CoreCountTask(info, InterleaveSpec(p, settings.interleave, settings.seed, settings.refs_per_turn),
                              mode, shift, settings.paper_chunk, budget, spill_dir, True,
-                             engine=partial(_engine_for, mine, settings.coherence))
-        task.replay = None  # every batch is fed
+                             engine=partial(_engine_for, mine, settings.coherence, p in writeback_cores, p == 1))
+        task.replay, task.tagged = None, True  # every batch is fed, with store tags
         tasks.append(task)
     for ch in chunks():
         tasks[0].cmap.check(ch)
         prep = prepare_chunk(ch, mode, tasks[0].cmap.shared_block, shift, info.path, stores=True)
         for t in tasks:
             t.feed_chunk(prep)
-    out = {}
-    for t in tasks:
+    out = SharedProfiles({}, {})
+    for p, t in zip(counts, tasks):
         t.finish()
-        out.update({g: crds.profiles() for g, crds in t.shared.groups.items()})
+        if t.shared is not None:
+            out.groups.update({g: crds.profiles() for g, crds in t.shared.groups.items()})
+        tracker = t.shared.tracker if t.shared is not None else getattr(t.private[0], "tracker", None)
+        if tracker is not None:
+            out.writebacks[p] = tracker.profiles()
     return out

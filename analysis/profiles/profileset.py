@@ -94,6 +94,8 @@ class ProfileSet:
     # per-instance CRDs of shared levels whose instances serve groups of threads (analysis/profiles/groups.py),
     # keyed by (grouping name, instance)
     group_crd: dict[tuple[str, int], ReuseProfile] = field(default_factory=dict)
+    # cores -> (starts, ends) of the shared trace's write-back gaps (analysis/profiles/writebacks.py)
+    writebacks: dict[int, tuple[ReuseProfile, ReuseProfile]] = field(default_factory=dict)
 
     @property
     def cores(self) -> list[int]:
@@ -130,7 +132,7 @@ class ProfileSet:
                 "seed": self.seed, "refs_per_turn": self.refs_per_turn, "trace": self.trace,
                 "cores": self.cores, "paper_chunk": self.paper_chunk, "trace_complete": self.trace_complete,
                 "coherence": self.coherence, "class_bits": self.class_bits,
-                "groupings": sorted({g for g, _ in self.group_crd})}
+                "groupings": sorted({g for g, _ in self.group_crd}), "writebacks": sorted(self.writebacks)}
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(summary, bins) tables in the documented layout."""
@@ -139,6 +141,8 @@ class ProfileSet:
         items += [("prd", b, "", c, k, p) for (b, c, k), p in sorted(self.class_prd.items())]
         items += [("crd", b, "", c, -1, p) for (b, c), p in sorted(self.class_crd.items())]
         items += [("grd", 0, g, g.count(".") + 1, k, p) for (g, k), p in sorted(self.group_crd.items())]
+        items += [(kind, 0, "", c, -1, p) for c, pair in sorted(self.writebacks.items())
+                  for kind, p in zip(("wbs", "wbe"), pair)]
         summary = pd.DataFrame([{"kind": kind, "class_bits": b, "grouping": g, "cores": c, "core": k,
                                  "total": p.total, "cold": p.cold, "coherence": p.coherence}
                                 for kind, b, g, c, k, p in items],
@@ -190,6 +194,9 @@ class ProfileSet:
             prof = _profile_from_rows(g, int(row.cold), int(row.total), int(getattr(row, "coherence", 0)))
             if row.kind == "grd":
                 ps.group_crd[(row.grouping, int(row.core))] = prof
+            elif row.kind in ("wbs", "wbe"):
+                pair = ps.writebacks.get(int(row.cores), (ReuseProfile.empty(), ReuseProfile.empty()))
+                ps.writebacks[int(row.cores)] = (prof, pair[1]) if row.kind == "wbs" else (pair[0], prof)
             else:
                 _keep(ps, str(row.kind), int(row.class_bits), int(row.cores), int(row.core), prof, d)
         return ps
@@ -198,7 +205,7 @@ class ProfileSet:
 def _keep(ps: ProfileSet, kind: str, bits: int, cores: int, core: int, prof: ReuseProfile, d: Path) -> None:
     """File one loaded profile under its kind and set-class width."""
     if kind not in ("prd", "crd"):
-        raise InputError(f"{d / 'summary.csv'}: field kind={kind!r}; expected prd, crd or grd")
+        raise InputError(f"{d / 'summary.csv'}: field kind={kind!r}; expected prd, crd, grd, wbs or wbe")
     if kind == "prd" and bits:
         ps.class_prd[(bits, cores, core)] = prof
     elif kind == "prd":

@@ -404,6 +404,16 @@ class ReuseEngine:
         return _holds(self._keys, np.ascontiguousarray(lines, dtype=np.uint64), _UNTAGGED if tagged else _ALL_BITS,
                       self._dense)
 
+    def stack_depths(self) -> tuple[np.ndarray, np.ndarray]:
+        """(line ids, stack depths) of every line seen: how many distinct lines were touched after
+        each one's last access (what its distance would be if it were touched next)."""
+        held = self._keys != EMPTY
+        lines, times = self._keys[held], self._times[held]
+        order = np.argsort(times, kind="stable")
+        depths = np.empty(len(lines), dtype=np.int64)
+        depths[order] = np.arange(len(lines) - 1, -1, -1)
+        return lines, depths
+
     def tally(self) -> tuple[np.ndarray, np.ndarray]:
         """Copies of the histogram counters (counts and distance sums, cold slot last)."""
         return self._hist.copy(), self._hist_sum.copy()

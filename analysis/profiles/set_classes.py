@@ -15,8 +15,9 @@ those relies on the plain engine's one time axis.
 """
 from __future__ import annotations
 
+from dataclasses import fields
 from functools import partial
-from typing import NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 import numba
 import numpy as np
@@ -27,7 +28,7 @@ from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.reuse import N_BINS, ReuseEngine, profile_from_counters
 from analysis.profiles.task import CoreCountTask
 from common.errors import InputError
-from instrument.trace_types import TraceInfo
+from instrument.trace_types import TraceChunk, TraceInfo
 
 MAX_CLASS_BITS = 10  # 1024 engines per trace: a 1024-set cache with every set bit known (2 MiB pages)
 
@@ -163,6 +164,31 @@ class ClassEngine:
         return profile_from_counters(hist, sums, coherence)
 
 
+COALESCE_ROWS = 1 << 22  # rows fed at once: each split part is cut 2^bits ways, so parts of the trace's own
+# chunks (2^20 rows) would leave the engines calls of a few hundred accesses, where the call costs as much
+
+
+def coalesced(chunks: Iterable[TraceChunk], rows: int) -> Iterator[TraceChunk]:
+    """The chunks joined into runs of at least `rows` rows (the last may be shorter), in order."""
+    held: list[TraceChunk] = []
+    n = 0
+    for ch in chunks:
+        held.append(ch)
+        n += len(ch)
+        if n >= rows:
+            yield _join(held)
+            held, n = [], 0
+    if held:
+        yield _join(held)
+
+
+def _join(parts: list[TraceChunk]) -> TraceChunk:
+    """One chunk of consecutive chunks."""
+    if len(parts) == 1:
+        return parts[0]
+    return TraceChunk(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(TraceChunk)))
+
+
 def class_profiles(info: TraceInfo, chunks, counts: list[int], settings, bits: int, progress=None,
                    memory_budget: int | None = None, spill_dir: str | None = None
                    ) -> list[tuple[list[ReuseProfile], ReuseProfile]]:
@@ -178,7 +204,7 @@ def class_profiles(info: TraceInfo, chunks, counts: list[int], settings, bits: i
     tag = any(t.coherent for t in tasks)
     for t in tasks:
         t.replay, t.tagged = None, tag  # every access is fed (no replay), with store tags when any task needs them
-    for ch in chunks():
+    for ch in coalesced(chunks(), COALESCE_ROWS):
         tasks[0].cmap.check(ch)
         prep = prepare_chunk(ch, mode, tasks[0].cmap.shared_block, shift, info.path, stores=tag)
         for t in tasks:

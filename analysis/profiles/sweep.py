@@ -7,7 +7,8 @@ On-disk layout of a profile directory (written by `ProfileSet.save`, read by `lo
   coherence (PRDs count write-invalidate coherence misses; absent = False), class_bits (the
   set-class widths with per-set-class profiles, analysis/profiles/set_classes.py; absent = none).
 * `summary.csv` / `summary.parquet`  one row per profile: kind ("prd"|"crd"|"grd": one instance's CRD
-  of a shared level serving a group of cores, analysis/profiles/groups.py), class_bits (0: plain
+  of a shared level serving a group of cores, analysis/profiles/groups.py; "wbs"|"wbe": the starts and
+  ends of the shared trace's write-back gaps, analysis/profiles/writebacks.py), class_bits (0: plain
   distances; b > 0: distances within the line's set class of b bits; absent = 0), grouping (grd:
   each thread's instance, joined by dots; "" otherwise; absent = ""), cores,
   core (-1 for crd), total accesses, cold (infinite-distance) accesses, coherence (those
@@ -23,7 +24,7 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 
 import numpy as np
 
-from analysis.profiles.groups import group_profiles, grouping_name
+from analysis.profiles.groups import grouping_name, shared_profiles
 from analysis.profiles.interleave import resolve_memory_budget
 from analysis.profiles.jobs import job_groups, run_groups
 from analysis.profiles.line_index import LineIndex
@@ -73,11 +74,12 @@ def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int
                           interleave: str = "rr", seed: int = 0, refs_per_turn: int = 1,
                           line_size: int = 64, progress: bool = False, paper_chunk: int = 0,
                           coherence: bool = True, jobs: int = 1, class_bits: tuple[int, ...] = (),
-                          groupings: tuple[tuple[int, ...], ...] = ()) -> ProfileSet:
+                          groupings: tuple[tuple[int, ...], ...] = (), writebacks: bool = False) -> ProfileSet:
     """Profiles for each core count from a re-streamable chunk source, in one pass over it
     (or one pass per worker process with jobs > 1; same profiles), the per-set-class profiles
-    of each width in class_bits and the per-instance CRDs of each grouping (analysis/profiles/
-    groups.py; one more pass each, in a thread beside the plain one: the engines release the GIL)."""
+    of each width in class_bits, and the per-instance CRDs of each grouping and (writebacks) each
+    core count's write-back profiles (analysis/profiles/groups.py, writebacks.py); one more pass
+    each, in a thread beside the plain one (the engines release the GIL)."""
     _check_cores(cores)
     class_bits = check_class_bits(class_bits)
     resolved = resolve_mode(info, mode)
@@ -88,12 +90,14 @@ def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int
     bar = _progress(progress and bool(class_bits), info, len(counts) * len(class_bits), "set classes", 1)
     with ThreadPoolExecutor(max_workers=1) as pool:  # the class passes, beside the plain one
         classes = pool.submit(lambda: [class_profiles(info, chunks, counts, settings, b, bar) for b in class_bits])
-        grouped = pool.submit(group_profiles, info, chunks, tuple(groupings), settings)
+        shared = pool.submit(shared_profiles, info, chunks, tuple(groupings), settings,
+                             tuple(counts) if writebacks else ())
         results = profile_configs(info, chunks, counts, settings, progress, jobs=jobs)
         for b, res in zip(class_bits, classes.result()):
             ps.add_classes(b, counts, res)
-        for grouping, crds in grouped.result().items():
+        for grouping, crds in shared.result().groups.items():
             ps.group_crd.update({(grouping_name(grouping), k): prof for k, prof in enumerate(crds)})
+        ps.writebacks.update(shared.result().writebacks)
     if bar is not None:
         bar.close()
     for p, (prd, crd) in zip(counts, results):
@@ -282,11 +286,11 @@ def compute_profiles(trace_path: str | Path, cores: list[int], mode: str = "auto
                      seed: int = 0, refs_per_turn: int = 1, line_size: int = 64,
                      progress: bool = False, max_rows: int = 1 << 20, paper_chunk: int = 0,
                      coherence: bool = True, jobs: int = 1, class_bits: tuple[int, ...] = (),
-                     groupings: tuple[tuple[int, ...], ...] = ()) -> ProfileSet:
+                     groupings: tuple[tuple[int, ...], ...] = (), writebacks: bool = False) -> ProfileSet:
     """Open a trace file and compute its ProfileSet (jobs: worker processes, see profile_configs)."""
     info, factory = open_chunks(trace_path, max_rows)
     return compute_profiles_from(info, factory, cores, mode, interleave, seed, refs_per_turn, line_size, progress,
-                                 paper_chunk, coherence, jobs, class_bits, groupings)
+                                 paper_chunk, coherence, jobs, class_bits, groupings, writebacks)
 
 
 def open_chunks(trace_path: str | Path, max_rows: int = 1 << 20) -> tuple[TraceInfo, ChunkFactory]:

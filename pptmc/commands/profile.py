@@ -32,6 +32,8 @@ def register(subparsers) -> None:
                    help="also profile distances within each line's set class of B low line-id bits, for the "
                         "set-aware hit rates (default 6: the 64 line slots of a 4 KiB page, which fix the sets "
                         "of a 64-set L1 and the in-page set bits of L2s; 0: none)")
+    p.add_argument("--writebacks", action="store_true",
+                   help="also profile each core count's write-back gaps (DRAM write traffic; one more pass)")
     p.add_argument("--sample-rate", type=float, default=None, metavar="R",
                    help="estimate every profile from a sample of about R of each stream (e.g. 0.01); "
                         "default: exact profiles")
@@ -86,7 +88,8 @@ def run_profile(args: argparse.Namespace) -> int:
         check_memory(cores, str(args.trace))
         ps = compute_profiles(args.trace, cores, args.mode, args.interleave, args.seed,
                               args.refs_per_turn, args.line_size, progress=True, paper_chunk=args.paper_chunk,
-                              coherence=args.coherence, jobs=args.jobs, class_bits=parse_set_bits(args.set_bits))
+                              coherence=args.coherence, jobs=args.jobs, class_bits=parse_set_bits(args.set_bits),
+                              writebacks=args.writebacks)
         extra: dict = {}
     else:
         from analysis.sampling.confidence import check_sample_size, sample_warning
