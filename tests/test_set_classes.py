@@ -113,3 +113,19 @@ def test_class_widths_follow_indexing_and_page_size():
                    page_bytes=2 << 20)
     assert class_widths([huge]) == (6, 10)
     assert class_widths([small], "sdcm") == ()
+
+
+def test_class_prds_without_class_crds_are_the_same():
+    """crds=False skips the shared traces' class engines; the PRDs (coherence misses included) do not change."""
+    from test_coherence import random_trace
+
+    info, ch = random_trace(12, 40, True, SCHED_STATIC)
+    full = compute_profiles_from(info, chunker(ch, 11), [1, 2, 4], "iteration", class_bits=(3,))
+    lean = compute_profiles_from(info, chunker(ch, 11), [1, 2, 4], "iteration", class_bits=(3,), class_crds=False)
+    for key, prof in full.class_prd.items():
+        other = lean.class_prd[key]
+        assert prof.count.tolist() == other.count.tolist() and prof.coherence == other.coherence
+    assert sum(p.coherence for p in lean.class_prd.values()) > 0
+    assert (3, 2) not in lean.class_crd and (3, 1) in lean.class_crd
+    with pytest.raises(InputError, match="no per-set-class CRD"):
+        lean.crd_of(2, 3)

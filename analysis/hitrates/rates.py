@@ -60,6 +60,14 @@ def class_widths(machines: Sequence[Machine], hit_rates: str = "set-aware") -> t
     return tuple(sorted({lv.known_set_bits(m.page_bytes) for m in machines for lv in m.caches} - {0}))
 
 
+def shared_classes_needed(machines: Sequence[Machine], hit_rates: str = "set-aware") -> bool:
+    """Whether the set-aware model reads per-set-class CRDs for these machines: a shared level with one
+    instance whose set index takes bits from the address (a hashed last level takes none)."""
+    return hit_rates == "set-aware" and any(
+        lv.shared and lv.instance_cores(m.cores) >= m.cores and lv.known_set_bits(m.page_bytes)
+        for m in machines for lv in m.caches)
+
+
 def class_width(profiles: ProfileSet, machine: Machine, level: CacheLevel) -> int:
     """The set-class width (bits) of the profiles the set-aware model reads for `level`: its known set
     bits, or the widest width below them that the profiles have (module docstring)."""

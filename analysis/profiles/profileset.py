@@ -104,7 +104,7 @@ class ProfileSet:
     @property
     def class_bits(self) -> list[int]:
         """The set-class widths (bits) this set has per-class profiles for (0, plain, is not listed)."""
-        return sorted({bits for bits, _ in self.class_crd})
+        return sorted({bits for bits, _, _ in self.class_prd})
 
     def prds(self, cores: int, bits: int = 0) -> list[ReuseProfile]:
         """The per-core PRDs of one core count, in core order (bits > 0: the per-set-class ones)."""
@@ -114,18 +114,24 @@ class ProfileSet:
 
     def crd_of(self, cores: int, bits: int = 0) -> ReuseProfile:
         """The CRD of one core count (bits > 0: the per-set-class one)."""
+        if bits and (bits, cores) not in self.class_crd:
+            raise InputError(f"profiles of {self.trace}: no per-set-class CRD of {bits} bits for {cores} cores (a "
+                             f"shared level indexed by address bits needs one); rerun `pptmc profile --set-bits "
+                             f"{bits}`, or use --hit-rates sdcm")
         return self.class_crd[(bits, cores)] if bits else self.crd[cores]
 
     def instance_crds(self, grouping: str) -> list[ReuseProfile]:
         """The per-instance CRDs of one grouping (groups.grouping_name), in instance order."""
         return [prof for (g, _), prof in sorted(self.group_crd.items()) if g == grouping]
 
-    def add_classes(self, bits: int, counts: list[int], results: list[tuple[list[ReuseProfile], ReuseProfile]]
-                    ) -> None:
-        """Keep the per-set-class profiles of `bits` bits (set_classes.class_profiles' result)."""
+    def add_classes(self, bits: int, counts: list[int], results: list[tuple[list[ReuseProfile], ReuseProfile]],
+                    crds: bool = True) -> None:
+        """Keep the per-set-class profiles of `bits` bits (set_classes.class_profiles' result; crds=False:
+        it made no CRDs for p > 1, only the one-core trace's, which is its PRD)."""
         for p, (prd, crd) in zip(counts, results):
             self.class_prd.update({(bits, p, c): prof for c, prof in enumerate(prd)})
-            self.class_crd[(bits, p)] = crd
+            if crds or p == 1:
+                self.class_crd[(bits, p)] = crd
 
     def metadata(self) -> dict:
         return {"line_size": self.line_size, "mode": self.mode, "interleave": self.interleave,

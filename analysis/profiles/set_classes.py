@@ -22,6 +22,7 @@ from typing import Iterable, Iterator, NamedTuple
 import numba
 import numpy as np
 
+from analysis.profiles.coherence import Directory
 from analysis.profiles.interleave import resolve_memory_budget
 from analysis.profiles.private_traces import InterleaveSpec, line_shift, prepare_chunk, resolve_mode
 from analysis.profiles.profileset import ReuseProfile
@@ -189,18 +190,44 @@ def _join(parts: list[TraceChunk]) -> TraceChunk:
     return TraceChunk(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(TraceChunk)))
 
 
+class StaleOnly:
+    """The shared-engine role when no class CRD is wanted: only the stale accesses (coherence.Directory's
+    walk over the shared trace), which the class PRDs' coherence misses need; no distances."""
+
+    def __init__(self, sharer_cores: int = 0) -> None:
+        self.directory = Directory(max(sharer_cores, 1))
+
+    def feed(self, lines: np.ndarray, stale: np.ndarray | None = None, tagged: bool = False) -> None:
+        return None  # no coherence: nothing to find
+
+    def feed_shared(self, lines: np.ndarray, core_pattern: np.ndarray) -> np.ndarray:
+        cores = np.resize(np.asarray(core_pattern, dtype=np.int64), len(lines))
+        return np.nonzero(self.directory.walk(lines, cores)[1])[0]
+
+    def histogram(self) -> ReuseProfile:
+        return ReuseProfile.empty()
+
+
+def _class_engine(bits: int, crds: bool, sharer_cores: int | None = None):
+    """CoreCountTask's engine factory: ClassEngines, and in the shared role a StaleOnly unless CRDs are wanted."""
+    if sharer_cores is None:
+        return ClassEngine(bits)
+    return ClassEngine(bits, sharer_cores) if crds else StaleOnly(sharer_cores)
+
+
 def class_profiles(info: TraceInfo, chunks, counts: list[int], settings, bits: int, progress=None,
-                   memory_budget: int | None = None, spill_dir: str | None = None
+                   memory_budget: int | None = None, spill_dir: str | None = None, crds: bool = True
                    ) -> list[tuple[list[ReuseProfile], ReuseProfile]]:
     """Every core's class PRD and the class CRD for each core count (sweep.profile_configs' result
     shape), from one pass over the trace; `settings` is the plain sweep's SweepSettings, so both
-    model the same private and shared traces. progress: a tqdm bar to advance, or None."""
+    model the same private and shared traces. progress: a tqdm bar to advance, or None. crds=False:
+    no class CRDs for p > 1 (an empty profile in their place), which saves the shared traces' engines."""
     mode = resolve_mode(info, settings.mode)
     shift = line_shift(settings.line_size)
     budget = resolve_memory_budget(memory_budget) // max(sum(1 for p in counts if p > 1), 1)
     tasks = [CoreCountTask(info, InterleaveSpec(p, settings.interleave, settings.seed, settings.refs_per_turn),
                            mode, shift, settings.paper_chunk, budget, spill_dir, settings.coherence,
-                           engine=partial(ClassEngine, bits)) for p in counts]
+                           engine=partial(_class_engine, bits, crds)) for p in counts]
     tag = any(t.coherent for t in tasks)
     for t in tasks:
         t.replay, t.tagged = None, tag  # every access is fed (no replay), with store tags when any task needs them

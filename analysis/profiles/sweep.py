@@ -74,12 +74,14 @@ def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int
                           interleave: str = "rr", seed: int = 0, refs_per_turn: int = 1,
                           line_size: int = 64, progress: bool = False, paper_chunk: int = 0,
                           coherence: bool = True, jobs: int = 1, class_bits: tuple[int, ...] = (),
-                          groupings: tuple[tuple[int, ...], ...] = (), writebacks: bool = False) -> ProfileSet:
+                          groupings: tuple[tuple[int, ...], ...] = (), writebacks: bool = False,
+                          class_crds: bool = True) -> ProfileSet:
     """Profiles for each core count from a re-streamable chunk source, in one pass over it
     (or one pass per worker process with jobs > 1; same profiles), the per-set-class profiles
     of each width in class_bits, and the per-instance CRDs of each grouping and (writebacks) each
     core count's write-back profiles (analysis/profiles/groups.py, writebacks.py); one more pass
-    each, in a thread beside the plain one (the engines release the GIL)."""
+    each, in a thread beside the plain one (the engines release the GIL). class_crds=False: the
+    per-set-class profiles have PRDs only (no shared level reads class CRDs)."""
     _check_cores(cores)
     class_bits = check_class_bits(class_bits)
     resolved = resolve_mode(info, mode)
@@ -89,12 +91,13 @@ def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int
     settings = SweepSettings(resolved, interleave, seed, refs_per_turn, line_size, paper_chunk, coherence)
     bar = _progress(progress and bool(class_bits), info, len(counts) * len(class_bits), "set classes", 1)
     with ThreadPoolExecutor(max_workers=1) as pool:  # the class passes, beside the plain one
-        classes = pool.submit(lambda: [class_profiles(info, chunks, counts, settings, b, bar) for b in class_bits])
+        classes = pool.submit(lambda: [class_profiles(info, chunks, counts, settings, b, bar, crds=class_crds)
+                                       for b in class_bits])
         shared = pool.submit(shared_profiles, info, chunks, tuple(groupings), settings,
                              tuple(counts) if writebacks else ())
         results = profile_configs(info, chunks, counts, settings, progress, jobs=jobs)
         for b, res in zip(class_bits, classes.result()):
-            ps.add_classes(b, counts, res)
+            ps.add_classes(b, counts, res, class_crds)
         for grouping, crds in shared.result().groups.items():
             ps.group_crd.update({(grouping_name(grouping), k): prof for k, prof in enumerate(crds)})
         ps.writebacks.update(shared.result().writebacks)
@@ -286,11 +289,12 @@ def compute_profiles(trace_path: str | Path, cores: list[int], mode: str = "auto
                      seed: int = 0, refs_per_turn: int = 1, line_size: int = 64,
                      progress: bool = False, max_rows: int = 1 << 20, paper_chunk: int = 0,
                      coherence: bool = True, jobs: int = 1, class_bits: tuple[int, ...] = (),
-                     groupings: tuple[tuple[int, ...], ...] = (), writebacks: bool = False) -> ProfileSet:
+                     groupings: tuple[tuple[int, ...], ...] = (), writebacks: bool = False,
+                     class_crds: bool = True) -> ProfileSet:
     """Open a trace file and compute its ProfileSet (jobs: worker processes, see profile_configs)."""
     info, factory = open_chunks(trace_path, max_rows)
     return compute_profiles_from(info, factory, cores, mode, interleave, seed, refs_per_turn, line_size, progress,
-                                 paper_chunk, coherence, jobs, class_bits, groupings, writebacks)
+                                 paper_chunk, coherence, jobs, class_bits, groupings, writebacks, class_crds)
 
 
 def open_chunks(trace_path: str | Path, max_rows: int = 1 << 20) -> tuple[TraceInfo, ChunkFactory]:

@@ -27,7 +27,7 @@ def _read_rates(path_text: str):
 
 def direct_sources(args: argparse.Namespace, machine, cores: list[int], options):
     """The trace's facts computed on the spot (no cache): profiles, trace terms, page profiles."""
-    from analysis.hitrates.rates import class_widths
+    from analysis.hitrates.rates import class_widths, shared_classes_needed
     from analysis.profiles.groups import groupings_for
     from analysis.predict import RegionSources
     from analysis.profiles.sweep import compute_profiles
@@ -40,7 +40,8 @@ def direct_sources(args: argparse.Namespace, machine, cores: list[int], options)
         trace, cores, mode=options.mode, interleave=options.interleave, seed=options.seed,
         line_size=machine.line_bytes, coherence=options.coherence,
         class_bits=class_widths([machine], options.hit_rates),
-        groupings=groupings_for([machine], cores, options.placement))
+        groupings=groupings_for([machine], cores, options.placement),
+        class_crds=shared_classes_needed([machine], options.hit_rates))
     return RegionSources(
         trace=trace, binary=Path(args.binary) if args.binary else None, profiles=profiles,
         terms_for=lambda m: trace_terms(trace, m, options.cpu_form),
