@@ -16,7 +16,7 @@ import statistics
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 
 import numpy as np
@@ -43,6 +43,9 @@ class SysCache:
     line_bytes: int
     associativity: int
     shared: bool
+    # physical cores sharing one instance of a shared level (0 when private). Not compared: two descriptions of
+    # one chip must agree on its geometry; the grouping needs every CPU's topology (physical_cores)
+    cores_sharing: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -90,22 +93,26 @@ def cpu_list(text: str) -> set[int]:
 
 
 def sysfs_caches(cpu_dir: Path = SYSFS_CPU / "cpu0") -> list[SysCache]:
-    """Data and unified caches of one CPU, L1 first; shared = serves more than this core's threads."""
+    """Data and unified caches of one CPU, L1 first; shared = serves more than this core's threads, and then
+    cores_sharing = the physical cores in its shared_cpu_list (hyperthreads folded)."""
     siblings = cpu_list(_read(cpu_dir / "topology" / "thread_siblings_list"))
     out = []
     for index in sorted((cpu_dir / "cache").glob("index*")):
         if _read(index / "type") == "Instruction":
             continue
         ways_file = index / "ways_of_associativity"
+        sharing = cpu_list(_read(index / "shared_cpu_list"))
+        shared = bool(sharing - siblings)
         out.append(SysCache(level=int(_read(index / "level")), size_bytes=parse_size(_read(index / "size")),
                             line_bytes=int(_read(index / "coherency_line_size")),
                             associativity=int(_read(ways_file)) if ways_file.exists() else 0,
-                            shared=bool(cpu_list(_read(index / "shared_cpu_list")) - siblings)))
+                            shared=shared, cores_sharing=physical_cores(cpu_dir.parent, sharing) if shared else 0))
     return sorted(out, key=lambda c: c.level)
 
 
 def lscpu_caches(text: str, cores: int) -> list[SysCache]:
-    """Parse `lscpu -C --bytes`; a level is shared when one instance is the whole (multi-core) total."""
+    """Parse `lscpu -C --bytes`; a level is shared when one instance serves more than one of the chip's `cores`
+    (cores x one instance / the total: all of them when one instance is the whole total)."""
     lines = [line.split() for line in text.strip().splitlines()]
     if not lines:
         return []
@@ -116,8 +123,10 @@ def lscpu_caches(text: str, cores: int) -> list[SysCache]:
         if row.get("TYPE") == "Instruction":
             continue
         one, total = parse_size(row["ONE-SIZE"]), parse_size(row["ALL-SIZE"])
+        group = cores * one // total if total >= one > 0 else 0
         out.append(SysCache(level=int(row["LEVEL"]), size_bytes=one, line_bytes=int(row["COHERENCY-SIZE"]),
-                            associativity=int(row.get("WAYS") or 0), shared=cores > 1 and total == one))
+                            associativity=int(row.get("WAYS") or 0), shared=group > 1,
+                            cores_sharing=group if group > 1 else 0))
     return sorted(out, key=lambda c: c.level)
 
 
@@ -260,11 +269,12 @@ def measure_memory(workdir: Path, caches: list[SysCache], cores: int, ghz: float
         if cache.associativity < 1:
             raise ToolError(f"L{cache.level}: this host reports no associativity (sysfs ways_of_associativity, "
                             f"lscpu WAYS); write the machine file by hand from the CPU's manual")
+        group, group_note = instance_grouping(cache, cores)
         levels.append({"name": f"L{cache.level}", "size_bytes": cache.size_bytes, "line_bytes": cache.line_bytes,
                        "associativity": cache.associativity, "latency_cycles": round(lat_ns * ghz, 1),
-                       "recip_throughput_cycles": recip, "shared": cache.shared,
-                       "source": f"geometry: sysfs or lscpu; latency: chase.c over {size // _KIB} KiB ({lat_ns:.2f} ns); "
-                                 f"throughput: {how}"})
+                       "recip_throughput_cycles": recip, "shared": cache.shared, **group,
+                       "source": f"geometry: sysfs or lscpu{group_note}; latency: chase.c over {size // _KIB} KiB "
+                                 f"({lat_ns:.2f} ns); throughput: {how}"})
     ram_set = min(effort.ram_set_bytes, max(2 * caches[-1].size_bytes, 64 * _MIB))
     progress(f"RAM: pointer chase over {ram_set // _MIB} MiB, stream on 1 and {cores} threads")
     # Two runs only: each builds a random cycle over the whole set, which takes seconds.
@@ -280,6 +290,19 @@ def measure_memory(workdir: Path, caches: list[SysCache], cores: int, ghz: float
 
 COLD_FLUSH_BYTES = 64 << 20  # the benchmark harness's default flush (benchmarks/polybench/pbench.c)
 STRIDED_ROWS = 500           # rows of strided.c's column walks (a PolyBench MEDIUM matrix)
+
+
+def instance_grouping(cache: SysCache, cores: int) -> tuple[dict, str]:
+    """The level's `cores_per_instance` entry ({} when one instance serves all `cores`, or it is private) and a
+    note for its source: a shared level shared by fewer cores than the machine's gets one per group, when the
+    group divides the cores (a process allowed on some cores of a group's only cannot say)."""
+    k = cache.cores_sharing
+    if not cache.shared or not 0 < k < cores:
+        return {}, ""
+    if cores % k:
+        return {}, (f" (one instance per {k} cores, which does not divide the {cores} cores this process may use: "
+                    f"written as shared by all)")
+    return {"cores_per_instance": k}, f"; one instance per {k} cores (sysfs shared_cpu_list or lscpu totals)"
 
 
 def measure_strided(workdir: Path, l1: SysCache, effort: Effort, progress: Progress) -> dict:

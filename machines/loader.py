@@ -5,14 +5,13 @@ so one run of `pptmc machines validate` shows all that needs fixing.
 """
 from __future__ import annotations
 
-import math
 import re
 import tomllib
-from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from machines.fields import Checker, finite, kind_name, power_of_two
 from machines.model import INDEXINGS, OP_CLASSES, CacheLevel, Machine, OpCost, Parallel, Ram, TlbLevel
 from common.errors import InputError
 
@@ -28,76 +27,6 @@ _PARALLEL_KEYS = {"fork_join_ns", "barrier_ns", "cold_start_ns", "cold_start_one
 _COLD_KEYS = ("cold_start_ns", "cold_start_one_ns")
 
 
-@dataclass
-class _Checker:
-    """Reads typed fields from a parsed TOML table and records every problem with its path."""
-
-    errors: list[str] = field(default_factory=list)
-
-    def fail(self, path: str, problem: str) -> None:
-        self.errors.append(f"{path}: {problem}")
-
-    def table(self, data: Any, path: str) -> dict | None:
-        if not isinstance(data, dict):
-            self.fail(path, f"expected a table, got {_kind(data)}")
-            return None
-        return data
-
-    def unknown(self, data: dict, allowed: set[str], prefix: str) -> None:
-        for key in sorted(set(data) - allowed):
-            self.fail(f"{prefix}{key}", "unknown field (check the spelling against machines/SCHEMA.md)")
-
-    def get(self, data: dict, key: str, prefix: str, kind: str, *, positive: bool = False,
-            non_negative: bool = False) -> Any:
-        """One field of `kind` in ('int', 'number', 'str', 'bool'); None (and an error) if bad."""
-        path = f"{prefix}{key}"
-        if key not in data:
-            self.fail(path, "missing")
-            return None
-        value = data[key]
-        ok = {"int": isinstance(value, int) and not isinstance(value, bool),
-              "number": isinstance(value, (int, float)) and not isinstance(value, bool),
-              "str": isinstance(value, str),
-              "bool": isinstance(value, bool)}[kind]
-        if not ok:
-            self.fail(path, f"expected {_KIND_NAMES[kind]}, got {_kind(value)} {value!r}")
-            return None
-        if not _finite(value):
-            self.fail(path, f"{value!r} is not a finite number")
-            return None
-        if kind == "str" and not value.strip():
-            self.fail(path, "must not be empty")
-            return None
-        if positive and not value > 0:
-            self.fail(path, f"must be positive, got {value!r}")
-            return None
-        if non_negative and value < 0:
-            self.fail(path, f"must not be negative, got {value!r}")
-            return None
-        return value
-
-
-_KIND_NAMES = {"int": "an integer", "number": "a number", "str": "a string", "bool": "true or false"}
-
-
-def _finite(value: Any) -> bool:
-    """False for inf and nan, which TOML allows but no figure of a machine can be."""
-    return not isinstance(value, float) or math.isfinite(value)
-
-
-def _kind(value: Any) -> str:
-    return {bool: "boolean", int: "integer", float: "float", str: "string", dict: "table",
-            list: "array"}.get(type(value), type(value).__name__)
-
-
-def _power_of_two(chk: _Checker, path: str, value: int | None) -> int | None:
-    """The value if it is a power of two (or already None), else None and an error at `path`."""
-    if value is not None and value & (value - 1):
-        chk.fail(path, f"must be a power of two, got {value}")
-        return None
-    return value
-
-
 # A level table's fields: TOML key (= the dataclass field) -> (kind, checks, default when optional or None).
 _Spec = dict[str, tuple[str, dict, Any]]
 _CACHE_SPEC: _Spec = {
@@ -105,7 +34,8 @@ _CACHE_SPEC: _Spec = {
     "line_bytes": ("int", {"positive": True}, None), "associativity": ("int", {"non_negative": True}, None),
     "latency_cycles": ("number", {"positive": True}, None),
     "recip_throughput_cycles": ("number", {"positive": True}, None), "shared": ("bool", {}, None),
-    "fully_associative": ("bool", {}, False), "indexing": ("str", {}, "")}
+    "fully_associative": ("bool", {}, False), "indexing": ("str", {}, ""),
+    "cores_per_instance": ("int", {"positive": True}, 0)}
 _TLB_SPEC: _Spec = {
     "name": ("str", {}, None), "entries": ("int", {"positive": True}, None),
     "associativity": ("int", {"non_negative": True}, None), "page_bytes": ("int", {"positive": True}, None),
@@ -113,7 +43,7 @@ _TLB_SPEC: _Spec = {
     "rmw_miss_cycles": ("number", {"non_negative": True}, 0.0), "fully_associative": ("bool", {}, False)}
 
 
-def _read_level(chk: _Checker, raw: Any, path: str, spec: _Spec) -> dict | None:
+def _read_level(chk: Checker, raw: Any, path: str, spec: _Spec) -> dict | None:
     """One [[caches]] or [[tlbs]] table read field by field (every error reported); None if it is no table.
     A bad field reads as None; an absent optional one as its default; numbers become floats."""
     data = chk.table(raw, path)
@@ -129,13 +59,13 @@ def _read_level(chk: _Checker, raw: Any, path: str, spec: _Spec) -> dict | None:
     return fields
 
 
-def _check_cache(chk: _Checker, raw: Any, i: int) -> CacheLevel | None:
+def _check_cache(chk: Checker, raw: Any, i: int) -> CacheLevel | None:
     """One [[caches]] entry: geometry, latency, throughput, sharing."""
     prefix = f"caches[{i}]."
     f = _read_level(chk, raw, f"caches[{i}]", _CACHE_SPEC)
     if f is None:
         return None
-    size, line = f["size_bytes"], _power_of_two(chk, f"{prefix}line_bytes", f["line_bytes"])
+    size, line = f["size_bytes"], power_of_two(chk, f"{prefix}line_bytes", f["line_bytes"])
     f["line_bytes"] = line
     n_lines = None
     if size is not None and line is not None:
@@ -156,7 +86,7 @@ def default_indexing(level: int, shared: bool) -> str:
     return "virtual" if level == 0 else "hashed" if shared else "physical"
 
 
-def _indexing(chk: _Checker, prefix: str, fields: dict, i: int) -> str | None:
+def _indexing(chk: Checker, prefix: str, fields: dict, i: int) -> str | None:
     """The level's `indexing`, its default when absent (default_indexing), or None and an error."""
     value = fields["indexing"]
     if value == "":
@@ -167,7 +97,7 @@ def _indexing(chk: _Checker, prefix: str, fields: dict, i: int) -> str | None:
     return value
 
 
-def _ways(chk: _Checker, prefix: str, fields: dict, count: int | None, unit: str) -> int | None:
+def _ways(chk: Checker, prefix: str, fields: dict, count: int | None, unit: str) -> int | None:
     """A level's associativity as the models read it (0 = fully associative), or None and an error.
     Pops the file's `fully_associative` flag: 0 ways without it is a slip, not a choice."""
     ways, fully = fields["associativity"], fields.pop("fully_associative")
@@ -189,7 +119,7 @@ def _ways(chk: _Checker, prefix: str, fields: dict, count: int | None, unit: str
     return ways
 
 
-def _check_indexed_sets(chk: _Checker, prefix: str, fields: dict, sets: int) -> None:
+def _check_indexed_sets(chk: Checker, prefix: str, fields: dict, sets: int) -> None:
     """A cache that takes its set from address bits (indexing virtual or physical) has a power-of-two
     set count; the set-aware hit-rate model places lines by those bits."""
     if sets & (sets - 1):
@@ -203,18 +133,18 @@ def _check_indexed_sets(chk: _Checker, prefix: str, fields: dict, sets: int) -> 
         fields["size_bytes"] = None
 
 
-def _check_caches(chk: _Checker, data: dict) -> tuple[CacheLevel, ...]:
+def _check_caches(chk: Checker, data: dict) -> tuple[CacheLevel, ...]:
     raw = data.get("caches")
     if raw is None:
         chk.fail("caches", "missing (an array of [[caches]] tables, L1 first)")
         return ()
     if not isinstance(raw, list) or not raw:
-        chk.fail("caches", f"expected a non-empty array of tables, got {_kind(raw)}")
+        chk.fail("caches", f"expected a non-empty array of tables, got {kind_name(raw)}")
         return ()
     return _named_levels(chk, "caches", [_check_cache(chk, item, i) for i, item in enumerate(raw)])
 
 
-def _named_levels(chk: _Checker, key: str, levels: list) -> tuple:
+def _named_levels(chk: Checker, key: str, levels: list) -> tuple:
     """The valid levels of a [[key]] array; a name used twice is an error."""
     names = [lv.name for lv in levels if lv is not None]
     for dup in sorted({n for n in names if names.count(n) > 1}):
@@ -222,7 +152,7 @@ def _named_levels(chk: _Checker, key: str, levels: list) -> tuple:
     return tuple(lv for lv in levels if lv is not None)
 
 
-def _check_ram(chk: _Checker, data: dict) -> Ram | None:
+def _check_ram(chk: Checker, data: dict) -> Ram | None:
     if "ram" not in data:
         chk.fail("ram", "missing")
         return None
@@ -241,25 +171,25 @@ def _check_ram(chk: _Checker, data: dict) -> Ram | None:
                bandwidth_all_cores_gbs=float(vals[2]), strided_cold_line_ns=_strided_costs(chk, ram))
 
 
-def _strided_costs(chk: _Checker, ram: dict) -> tuple[float, ...]:
+def _strided_costs(chk: Checker, ram: dict) -> tuple[float, ...]:
     """The optional ram.strided_cold_line_ns list (its length is checked against the L1's sets later)."""
     if "strided_cold_line_ns" not in ram:
         return ()
     costs = ram["strided_cold_line_ns"]
     if not isinstance(costs, list) or not costs:
-        chk.fail("ram.strided_cold_line_ns", f"expected a non-empty list of numbers, got {_kind(costs)}")
+        chk.fail("ram.strided_cold_line_ns", f"expected a non-empty list of numbers, got {kind_name(costs)}")
         return ()
     bad = [i for i, v in enumerate(costs) if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0
-           or not _finite(v)]
+           or not finite(v)]
     if bad:
         value = costs[bad[0]]
         chk.fail(f"ram.strided_cold_line_ns[{bad[0]}]", f"must be a positive number, got {value!r}"
-                 if _finite(value) else f"{value!r} is not a finite number")
+                 if finite(value) else f"{value!r} is not a finite number")
         return ()
     return tuple(float(v) for v in costs)
 
 
-def _check_strided_length(chk: _Checker, caches: list, ram: Ram | None) -> None:
+def _check_strided_length(chk: Checker, caches: list, ram: Ram | None) -> None:
     """ram.strided_cold_line_ns has one figure per power of two up to the first-level cache's sets."""
     if ram is None or not ram.strided_cold_line_ns or not caches:
         return
@@ -271,7 +201,7 @@ def _check_strided_length(chk: _Checker, caches: list, ram: Ram | None) -> None:
                  if want else f"{caches[0].name} has {sets} sets, not a power of two: leave the field out")
 
 
-def _check_ops(chk: _Checker, data: dict) -> dict[str, OpCost]:
+def _check_ops(chk: Checker, data: dict) -> dict[str, OpCost]:
     if "ops" not in data:
         chk.fail("ops", "missing")
         return {}
@@ -291,7 +221,7 @@ def _check_ops(chk: _Checker, data: dict) -> dict[str, OpCost]:
     return out
 
 
-def _op_cost(chk: _Checker, raw: Any, path: str) -> OpCost | None:
+def _op_cost(chk: Checker, raw: Any, path: str) -> OpCost | None:
     """One {latency, recip_throughput, source} table (an operation class or a library call)."""
     entry = chk.table(raw, path)
     if entry is None:
@@ -306,7 +236,7 @@ def _op_cost(chk: _Checker, raw: Any, path: str) -> OpCost | None:
     return OpCost(latency=float(lat), recip_throughput=float(thr))
 
 
-def _check_parallel(chk: _Checker, data: dict) -> Parallel:
+def _check_parallel(chk: Checker, data: dict) -> Parallel:
     """The optional [parallel] table; absent means no overhead term (both costs 0)."""
     if "parallel" not in data:
         return Parallel()
@@ -328,7 +258,7 @@ def _check_parallel(chk: _Checker, data: dict) -> Parallel:
 _CALL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def _check_calls(chk: _Checker, data: dict) -> dict[str, OpCost]:
+def _check_calls(chk: Checker, data: dict) -> dict[str, OpCost]:
     """The optional [calls.<function>] tables: cost of one call of a C library function (cycles)."""
     if "calls" not in data:
         return {}
@@ -348,7 +278,7 @@ _CORE_FIGURES = ("reorder_window_ops", "store_new_line_cycles", "chain_lookahead
 _MCPU_RE = re.compile(r"^[a-z][a-z0-9_.-]*$")
 
 
-def _check_core(chk: _Checker, data: dict) -> tuple[float, float, float, str]:
+def _check_core(chk: Checker, data: dict) -> tuple[float, float, float, str]:
     """The optional [core] table: (out-of-order window past a stalled chain, cost of a store to
     another line than the store before it, lookahead into the next instance of a long chain,
     llvm-mca's processor name); each optional, 0 or ""."""
@@ -368,7 +298,7 @@ def _check_core(chk: _Checker, data: dict) -> tuple[float, float, float, str]:
     return float(values[0] or 0.0), float(values[1] or 0.0), float(values[2] or 0.0), mcpu or ""
 
 
-def _check_coherence(chk: _Checker, data: dict) -> float:
+def _check_coherence(chk: Checker, data: dict) -> float:
     """The optional [coherence] table: the cost of a line last written by another core (0 when absent)."""
     if "coherence" not in data:
         return 0.0
@@ -381,24 +311,24 @@ def _check_coherence(chk: _Checker, data: dict) -> float:
     return float(cost or 0.0)
 
 
-def _check_tlb(chk: _Checker, raw: Any, i: int) -> TlbLevel | None:
+def _check_tlb(chk: Checker, raw: Any, i: int) -> TlbLevel | None:
     """One [[tlbs]] entry: geometry and the cost of missing it."""
     prefix = f"tlbs[{i}]."
     f = _read_level(chk, raw, f"tlbs[{i}]", _TLB_SPEC)
     if f is None:
         return None
-    f["page_bytes"] = _power_of_two(chk, f"{prefix}page_bytes", f["page_bytes"])
+    f["page_bytes"] = power_of_two(chk, f"{prefix}page_bytes", f["page_bytes"])
     f["associativity"] = _ways(chk, prefix, f, f["entries"], "entries")
     return None if None in f.values() else TlbLevel(**f)
 
 
-def _check_tlbs(chk: _Checker, data: dict) -> tuple[TlbLevel, ...]:
+def _check_tlbs(chk: Checker, data: dict) -> tuple[TlbLevel, ...]:
     """The optional [[tlbs]] array, first level first; absent means no translation cost."""
     if "tlbs" not in data:
         return ()
     raw = data["tlbs"]
     if not isinstance(raw, list):
-        chk.fail("tlbs", f"expected an array of [[tlbs]] tables, got {_kind(raw)}")
+        chk.fail("tlbs", f"expected an array of [[tlbs]] tables, got {kind_name(raw)}")
         return ()
     return _named_levels(chk, "tlbs", [_check_tlb(chk, item, i) for i, item in enumerate(raw)])
 
@@ -428,7 +358,7 @@ def _collect_sources(data: dict) -> dict[str, str]:
 
 def validate_machine_dict(data: dict, source: str) -> Machine:
     """Check a parsed machine file and build the Machine; InputError lists every bad field."""
-    chk = _Checker()
+    chk = Checker()
     if not isinstance(data, dict):
         raise InputError(f"{source}: expected a TOML table at the top level")
     version = data.get("schema_version")
@@ -443,13 +373,14 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
     name = chk.get(data, "name", "", "str")
     description = data.get("description", "")
     if not isinstance(description, str):
-        chk.fail("description", f"expected a string, got {_kind(description)}")
+        chk.fail("description", f"expected a string, got {kind_name(description)}")
     cores = chk.get(data, "cores", "", "int", positive=True)
     freq = chk.get(data, "frequency_ghz", "", "number", positive=True)
     bus = chk.get(data, "bus_width_bytes", "", "int", positive=True)
     simd = chk.get(data, "simd_width_bits", "", "int", positive=True)
     chk.get(data, "source", "", "str")
     caches = _check_caches(chk, data)
+    _check_instances(chk, caches, cores)
     ram = _check_ram(chk, data)
     _check_strided_length(chk, caches, ram)
     ops = _check_ops(chk, data)
@@ -470,11 +401,29 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
                    page_bytes=page)
 
 
-def _check_page(chk: _Checker, data: dict, caches: tuple[CacheLevel, ...]) -> int | None:
+def _check_instances(chk: Checker, caches: tuple[CacheLevel, ...], cores: int | None) -> None:
+    """Each level's optional cores_per_instance: 1 for a private level; for a shared one at least 2 (unless the
+    machine has one core) and a divisor of `cores`, so the cores split into whole groups."""
+    for i, c in enumerate(caches):
+        k, path = c.cores_per_instance, f"caches[{i}].cores_per_instance"
+        if not k:
+            continue
+        if not c.shared and k != 1:
+            chk.fail(path, f"{k} cores share one instance, but shared = false (one instance per core): set "
+                           f"shared = true for a level a group of cores shares, or cores_per_instance = 1")
+        elif c.shared and k == 1 and cores != 1:
+            chk.fail(path, "1 core per instance describes a private level: set shared = false, or give the "
+                           "number of cores that share one instance")
+        elif cores is not None and cores % k:
+            chk.fail(path, f"{k} does not divide the machine's {cores} cores: give the cores that share one "
+                           f"instance (e.g. 4 for an L3 per 4-core CCX), a divisor of cores")
+
+
+def _check_page(chk: Checker, data: dict, caches: tuple[CacheLevel, ...]) -> int | None:
     """The optional page_bytes: a power of two holding at least one cache line (default 4096)."""
     if "page_bytes" not in data:
         return 4096
-    page = _power_of_two(chk, "page_bytes", chk.get(data, "page_bytes", "", "int", positive=True))
+    page = power_of_two(chk, "page_bytes", chk.get(data, "page_bytes", "", "int", positive=True))
     if page is not None and caches and page < caches[0].line_bytes:
         chk.fail("page_bytes", f"{page} B is smaller than a cache line ({caches[0].line_bytes} B)")
         return None
@@ -489,6 +438,7 @@ def machine_to_dict(m: Machine) -> dict:
                "latency_cycles": c.latency_cycles,
                "recip_throughput_cycles": c.recip_throughput_cycles, "shared": c.shared,
                **({} if c.indexing == default_indexing(i, c.shared) else {"indexing": c.indexing}),
+               **({"cores_per_instance": c.cores_per_instance} if c.cores_per_instance else {}),
                "source": src.get(f"caches[{i}]", "")} for i, c in enumerate(m.caches)]
     ops = {op: {"latency": cost.latency, "recip_throughput": cost.recip_throughput,
                 "source": src.get(f"ops.{op}", "")} for op, cost in m.ops.items()}

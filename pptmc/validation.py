@@ -44,7 +44,8 @@ def validate_program(source: Path, workdir: Path, machines: list[str], cores: li
     with folder_lock(workdir):
         gt = ground_truth(source, workdir / "groundtruth", loaded, list(cores), args=args, include_dirs=include_dirs,
                           defines=size_defines, extra_sources=extra_sources, interleaves=interleaves,
-                          seed=options.seed, progress=progress, refs_per_turn=refs_per_turn)
+                          seed=options.seed, progress=progress, refs_per_turn=refs_per_turn,
+                          placement=options.placement)
         model = predict_variants(base, modes, interleaves, progress)
     return compare(gt, model, source.stem)
 

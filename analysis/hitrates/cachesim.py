@@ -1,7 +1,8 @@
 """Oracle: an LRU multicore cache simulator run on the same mimicked traces as the model.
 
 Private levels have one instance per core and see that core's accesses; shared levels
-have one instance and see the interleaved trace. Two ways to feed lower levels:
+have one instance and see the interleaved trace (the machine's topology is ignored: an L3 per CCX is
+simulated as one L3 for every core, as the hit-rate models see it). Two ways to feed lower levels:
 
 * `hierarchical=False` (default, what SDCM assumes): every level sees every access of its
   stream, so a fully associative level hits iff its stack distance < lines, and the
@@ -17,10 +18,11 @@ agreement test means something.
 
 `CoherentHierarchy` / `simulate_coherent` is the ground truth of `pptmc validate`: the merged
 stream of a real multithreaded run through private levels per core and shared levels,
-hierarchical, with write-invalidate coherence between the private levels (a store by core c
-removes the line from every other core's private caches; their next miss on it is counted
-as an invalidation miss). It shares `_lookup`, the one LRU set lookup, with `LevelSim`. A
-directory (open-addressing hash table: line -> bit mask of cores that may hold it) finds
+hierarchical, with write-invalidate coherence (a store by core c removes the line from every other
+core's private caches, and from every other instance of a shared level with one instance per group of
+cores, e.g. an L3 per CCX, when it is given the machine's core count and thread placement; their next
+miss on it is counted as an invalidation miss). It shares lru_sets.lookup, the one LRU set lookup, with
+`LevelSim`. A directory (open-addressing hash table: line -> bit mask of threads that may hold it) finds
 the copies to invalidate without scanning every core.
 """
 from __future__ import annotations
@@ -37,43 +39,13 @@ from numba.typed import Dict
 from analysis.profiles.private_traces import InterleaveSpec, line_shift, mimic, resolve_mode
 from analysis.profiles.sweep import ChunkFactory
 from analysis.hitrates.rates import COLUMNS
-from analysis.hitrates.set_index import placement, set_of
+from analysis.hitrates.lru_sets import EMPTY, Levels, Slots, geometry, instance_map, invalidate, level_base, lookup
+from analysis.hitrates.set_index import placement as set_placement
 from analysis.profiles.reuse import STORE_TAG
 from instrument.trace_types import TraceInfo
 from machines.model import CacheLevel, Machine
 from common.errors import InputError
 from common.hashing import fib_product
-
-_EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _lookup(tags, stamps, base, ways, line, clock):
-    """The one LRU set lookup: ways base..base+ways-1 of flat arrays; a miss fills the LRU (or an invalid) way."""
-    victim = base
-    oldest = stamps[base]
-    for w in range(base, base + ways):
-        if tags[w] == line:
-            stamps[w] = clock
-            return True
-        if stamps[w] < oldest:
-            oldest = stamps[w]
-            victim = w
-    tags[victim] = line
-    stamps[victim] = clock
-    return False
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _invalidate(tags, stamps, base, ways, line):
-    """Drop `line` from one set (it becomes the next victim); True if it was there."""
-    for w in range(base, base + ways):
-        if tags[w] == line:
-            tags[w] = _EMPTY
-            stamps[w] = 0
-            return True
-    return False
-
 
 @numba.njit(cache=True, nogil=True)
 def _set_assoc(lines, inst, slots, levels, clock, hits):
@@ -82,7 +54,7 @@ def _set_assoc(lines, inst, slots, levels, clock, hits):
     for i in range(lines.shape[0]):
         line = lines[i]
         clock += 1
-        hits[i] = _lookup(slots.tags, slots.stamps, _level_base(levels, 0, inst[i], line), ways, line, clock)
+        hits[i] = lookup(slots.tags, slots.stamps, level_base(levels, 0, inst[i], line), ways, line, clock)
     return clock
 
 
@@ -161,7 +133,7 @@ class LevelSim:
 
     def __init__(self, level: CacheLevel, instances: int, page_bytes: int = 4096, placement_seed: int = 0) -> None:
         self.level = level
-        n_sets, ways = _geometry(level, 0)
+        n_sets, ways = geometry(level, 0)
         n_lines = n_sets * ways
         self.fully = n_sets == 1
         if self.fully:
@@ -174,9 +146,10 @@ class LevelSim:
                                 np.zeros(instances, dtype=np.int64))
         else:
             self.n_sets, self.ways = n_lines // ways, ways
-            self.levels = Levels(*(np.array([a], dtype=np.int64) for a in (0, self.n_sets, ways, 0)),
-                                 *placement((level,), (self.n_sets,), page_bytes, placement_seed))
-            self.slots = Slots(np.full(instances * n_lines, _EMPTY, dtype=np.uint64),
+            self.levels = Levels(*(np.array([a], dtype=np.int64) for a in (0, self.n_sets, ways, 0, 0)),
+                                 np.zeros((1, 1), dtype=np.int64),  # the caller gives each access's instance
+                                 *set_placement((level,), (self.n_sets,), page_bytes, placement_seed))
+            self.slots = Slots(np.full(instances * n_lines, EMPTY, dtype=np.uint64),
                                np.zeros(instances * n_lines, dtype=np.int64))
             self.clock = 0
 
@@ -341,28 +314,9 @@ class Stream(NamedTuple):
     store: np.ndarray
 
 
-class Levels(NamedTuple):
-    """The hierarchy's layout, per level: first slot, sets, ways, private index (-1: shared), then the
-    fields of set_index.Placement (flat: a nested tuple costs reference counting on every access)."""
-
-    off: np.ndarray
-    sets: np.ndarray
-    ways: np.ndarray
-    priv: np.ndarray
-    mode: np.ndarray
-    page_bits: np.ndarray
-    seed: np.ndarray
-
-
-class Slots(NamedTuple):
-    """Every way of every set of every level instance: its line and last-use time."""
-
-    tags: np.ndarray
-    stamps: np.ndarray
-
-
 class Directory(NamedTuple):
-    """Per line (open addressing on `keys`): [sharer mask, lost-copy mask per private level]."""
+    """Per line (open addressing on `keys`): [sharer mask (threads), lost-copy mask (instances) per level with
+    several instances]."""
 
     keys: np.ndarray
     state: np.ndarray
@@ -378,52 +332,53 @@ class Counters(NamedTuple):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _level_base(levels, lv, inst, line):
-    """First slot of the set of `line` in instance `inst` of level `lv`."""
-    sets = levels.sets[lv]
-    s = set_of(levels.mode[lv], levels.page_bits[lv], levels.seed[lv], line, sets)
-    return levels.off[lv] + (inst * sets + s) * levels.ways[lv]
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _look_up(line, c, bit, clock, levels, slots, directory, counters, slot, entries):
-    """Walk the levels until one hits; a private miss of a copy another core's store removed counts as an
-    invalidation miss. Returns (first level hit or the level count, directory row or -1, entries)."""
+def _look_up(line, c, clock, levels, slots, directory, counters, slot, entries):
+    """Walk thread c's instances of the levels until one hits; a miss of a copy another core's store removed
+    from that instance counts as an invalidation miss. Returns (first level hit or the level count, directory
+    row or -1, entries)."""
     mask = directory.keys.shape[0] - 1
     n_lev = levels.off.shape[0]
     for lv in range(n_lev):
-        inst = c if levels.priv[lv] >= 0 else 0
+        inst = c if levels.priv[lv] else levels.inst[lv, c]  # a private level's instance is the thread's
         counters.reached[lv] += 1
-        if _lookup(slots.tags, slots.stamps, _level_base(levels, lv, inst, line), levels.ways[lv], line, clock):
+        if lookup(slots.tags, slots.stamps, level_base(levels, lv, inst, line), levels.ways[lv], line, clock):
             counters.hits[lv] += 1
             return lv, slot, entries
-        p = levels.priv[lv]
-        if p >= 0:
+        k = levels.col[lv]
+        if k > 0:
             if slot < 0:
                 slot, new = _dir_slot(directory.keys, line, mask)
                 entries += new
-            if directory.state[slot, p + 1] & bit:
+            ibit = np.uint64(1) << np.uint64(inst)
+            if directory.state[slot, k] & ibit:
                 counters.inval_miss[lv] += 1
-                directory.state[slot, p + 1] &= ~bit
+                directory.state[slot, k] &= ~ibit
     return n_lev, slot, entries
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _invalidate_others(line, others, slot, levels, slots, directory, counters):
-    """A store: remove the line from the private levels of every other sharer, remembering the loss."""
-    d = 0
-    while others:
-        if others & np.uint64(1):
-            dbit = np.uint64(1) << np.uint64(d)
-            for lv in range(levels.off.shape[0]):
-                p = levels.priv[lv]
-                if p < 0:
-                    continue
-                if _invalidate(slots.tags, slots.stamps, _level_base(levels, lv, d, line), levels.ways[lv], line):
-                    counters.invalidated[lv] += 1
-                    directory.state[slot, p + 1] |= dbit
-        others >>= np.uint64(1)
-        d += 1
+def _invalidate_others(line, c, others, slot, levels, slots, directory, counters):
+    """A store by thread c: remove the line from every instance of a multi-instance level (each thread's
+    private caches, each group's shared one) that another sharer uses and c does not; remember the loss."""
+    for lv in range(levels.off.shape[0]):
+        k = levels.col[lv]
+        if k == 0:
+            continue
+        own = levels.inst[lv, c]
+        done = np.uint64(0)
+        rest = others
+        d = 0
+        while rest:
+            if rest & np.uint64(1):
+                i = levels.inst[lv, d]
+                ibit = np.uint64(1) << np.uint64(i)
+                if i != own and not done & ibit:
+                    done |= ibit
+                    if invalidate(slots.tags, slots.stamps, level_base(levels, lv, i, line), levels.ways[lv], line):
+                        counters.invalidated[lv] += 1
+                        directory.state[slot, k] |= ibit
+            rest >>= np.uint64(1)
+            d += 1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -433,9 +388,10 @@ def _coherent(stream, start, coherent, levels, slots, directory, counters, clock
     Returns (clock, directory entries, index of the first access not simulated).
 
     A level sees the misses of the level above and allocates on a miss (non-inclusive, write-allocate).
-    A store by core c removes the line from every other core's private levels (write-invalidate);
-    the directory remembers which cores lost it from each private level, so their next miss there is
-    counted as an invalidation miss (one directory row per line, so one memory line per access)."""
+    A store by thread c removes the line from every other thread's private levels and from every other
+    instance of a shared level with several (write-invalidate); the directory remembers which instances lost
+    it, so their next miss there is counted as an invalidation miss (one directory row per line, so one
+    memory line per access). A thread's sharer bit stays set while any instance it uses may hold the line."""
     mask = directory.keys.shape[0] - 1
     limit = directory.keys.shape[0] // 2
     for i in range(start, stream.lines.shape[0]):
@@ -446,16 +402,16 @@ def _coherent(stream, start, coherent, levels, slots, directory, counters, clock
         bit = np.uint64(1) << np.uint64(c)
         clock += 1
         # the directory row is looked up only when needed (not for a load hitting a private L1)
-        first_hit, slot, entries = _look_up(line, c, bit, clock, levels, slots, directory, counters, -1, entries)
+        first_hit, slot, entries = _look_up(line, c, clock, levels, slots, directory, counters, -1, entries)
         st = stream.store[i] and coherent
-        if first_hit == 0 and levels.priv[0] >= 0 and not st:
+        if first_hit == 0 and levels.priv[0] and not st:
             continue  # a line in c's private L1 already has c's sharer bit (only a store clears it, and
             # that store also removed the line from c's caches)
         if slot < 0:
             slot, new = _dir_slot(directory.keys, line, mask)
             entries += new
         if st:
-            _invalidate_others(line, directory.state[slot, 0] & ~bit, slot, levels, slots, directory, counters)
+            _invalidate_others(line, c, directory.state[slot, 0] & ~bit, slot, levels, slots, directory, counters)
             directory.state[slot, 0] = bit
         else:
             directory.state[slot, 0] |= bit
@@ -471,7 +427,7 @@ class CoherentCounts:
     reached: np.ndarray
     hits: np.ndarray
     invalidation_misses: np.ndarray
-    invalidated: np.ndarray  # private copies removed by other cores' stores
+    invalidated: np.ndarray  # copies removed by other cores' stores (private levels, other shared instances)
     total: int = 0
 
     def table(self, cores: int) -> pd.DataFrame:
@@ -492,30 +448,35 @@ class CoherentHierarchy:
     """A multicore cache hierarchy fed with a merged (line, core, is_store) stream.
 
     Private levels get one instance per core (per thread: with more threads than the machine has
-    cores, each thread still gets its own private caches, as the model assumes); shared levels one.
-    `fully_associative_up_to` > 0 turns every level of at most that many lines into a single
-    fully associative LRU set (used to measure conflict misses); `coherent=False` turns write-invalidate
+    cores, each thread still gets its own private caches, as the model assumes); a shared level one per
+    group of `CacheLevel.instance_cores` cores of a `machine_cores`-core machine, thread t using its core's
+    group's, the core given by `placement` (lru_sets.instance_map; machine_cores 0, the default: one
+    instance for all threads). `fully_associative_up_to` > 0 turns every level of at most that many lines
+    into a single fully associative LRU set (used to measure conflict misses); `coherent=False` turns write-invalidate
     off (used to measure what coherence costs). Sets follow each level's indexing, with pages of
     `page_bytes` backed by frames drawn from `placement_seed` (set_index.py)."""
 
     def __init__(self, caches: tuple[CacheLevel, ...], cores: int, fully_associative_up_to: int = 0,
-                 coherent: bool = True, page_bytes: int = 4096, placement_seed: int = 0) -> None:
+                 coherent: bool = True, page_bytes: int = 4096, placement_seed: int = 0, machine_cores: int = 0,
+                 placement: str = "close") -> None:
         if not 1 <= cores <= MAX_COHERENT_CORES:
             raise InputError(f"cores={cores}: the coherent simulator supports 1 to {MAX_COHERENT_CORES} cores")
-        off, sets, ways, priv = [], [], [], []
-        size, n_priv = 0, 0
-        for lv in caches:
-            s, w = _geometry(lv, fully_associative_up_to)
-            inst = 1 if lv.shared else cores
+        inst = instance_map(caches, cores, machine_cores, placement)
+        off, sets, ways, col = [], [], [], []
+        size, n_cols = 0, 0
+        for lv, row in zip(caches, inst):
+            s, w = geometry(lv, fully_associative_up_to)
+            n_inst = int(row.max()) + 1
             off.append(size), sets.append(s), ways.append(w)
-            priv.append(-1 if lv.shared else n_priv)
-            n_priv += 0 if lv.shared else 1
-            size += inst * s * w
-        self.levels = Levels(*(np.array(a, dtype=np.int64) for a in (off, sets, ways, priv)),
-                             *placement(caches, sets, page_bytes, placement_seed))
-        self.slots = Slots(np.full(size, _EMPTY, dtype=np.uint64), np.zeros(size, dtype=np.int64))
+            n_cols += n_inst > 1  # a level with one instance needs no lost-copy mask
+            col.append(n_cols if n_inst > 1 else 0)
+            size += n_inst * s * w
+        priv = [0 if lv.shared else 1 for lv in caches]
+        self.levels = Levels(*(np.array(a, dtype=np.int64) for a in (off, sets, ways, priv, col)), inst,
+                             *set_placement(caches, sets, page_bytes, placement_seed))
+        self.slots = Slots(np.full(size, EMPTY, dtype=np.uint64), np.zeros(size, dtype=np.int64))
         self.clock, self.coherent, self.cores = 0, coherent, cores
-        self.n_priv, self.entries = max(n_priv, 1), 0
+        self.n_cols, self.entries = max(n_cols, 1), 0
         self._alloc_directory(1 << 16)
         n = len(caches)
         self.counts = CoherentCounts([lv.name for lv in caches], [lv.shared for lv in caches],
@@ -524,7 +485,7 @@ class CoherentHierarchy:
 
     def _alloc_directory(self, size: int) -> None:
         self.keys = np.zeros(size, dtype=np.uint64)
-        self.state = np.zeros((size, 1 + self.n_priv), dtype=np.uint64)
+        self.state = np.zeros((size, 1 + self.n_cols), dtype=np.uint64)
 
     def _grow(self) -> None:
         """Grow the directory 4x (it holds one entry per distinct line and is kept at most half full)."""
@@ -535,7 +496,7 @@ class CoherentHierarchy:
     def access(self, lines: np.ndarray, core: np.ndarray, is_store: np.ndarray) -> None:
         """Simulate one batch of the merged stream, in order."""
         lines = np.ascontiguousarray(lines, dtype=np.uint64)
-        if np.any(lines == _EMPTY):
+        if np.any(lines == EMPTY):
             raise InputError("line id 2^64-1 is reserved by the simulator")
         core = np.ascontiguousarray(core, dtype=np.int64)
         is_store = np.ascontiguousarray(is_store, dtype=np.bool_)
@@ -557,25 +518,13 @@ class CoherentHierarchy:
         c.total += len(lines)
 
 
-def _geometry(level: CacheLevel, fully_up_to: int) -> tuple[int, int]:
-    """(sets, ways) of a level as the coherent simulator lays it out."""
-    n_lines = level.n_lines
-    if n_lines < 1:
-        raise InputError(f"cache {level.name}: size {level.size_bytes} B holds no {level.line_bytes} B line")
-    ways = level.associativity
-    if ways == 0 or ways >= n_lines or n_lines <= fully_up_to:
-        return 1, n_lines
-    if n_lines % ways:
-        raise InputError(f"cache {level.name}: {n_lines} lines is not a multiple of "
-                         f"associativity {ways}; fix the machine description")
-    return n_lines // ways, ways
-
-
 def simulate_coherent(batches, caches: tuple[CacheLevel, ...], cores: int, fully_associative_up_to: int = 0,
-                      page_bytes: int = 4096, placement_seed: int = 0) -> CoherentCounts:
-    """Run (lines, core, is_store) batches of a merged multithreaded stream through the hierarchy."""
+                      page_bytes: int = 4096, placement_seed: int = 0, machine_cores: int = 0,
+                      placement: str = "close") -> CoherentCounts:
+    """Run (lines, core, is_store) batches of a merged multithreaded stream through the hierarchy (shared levels
+    split per group of cores when `machine_cores` is given: CoherentHierarchy)."""
     sim = CoherentHierarchy(caches, cores, fully_associative_up_to, page_bytes=page_bytes,
-                            placement_seed=placement_seed)
+                            placement_seed=placement_seed, machine_cores=machine_cores, placement=placement)
     for lines, core, store in batches:
         sim.access(lines, core, store)
     return sim.counts

@@ -124,8 +124,10 @@ def with_mpki(table: pd.DataFrame, operations: float) -> pd.DataFrame:
     """The hit-rate table with `mpki`: misses of each level and every level above (1 - cumulative hit
     rate, times its accesses) per 1000 counted operations (OpCounts.operations: the pass's arithmetic,
     loads and stores, the model's stand-in for instructions; Wu and Yeung's MPKI); NaN without a count."""
+    if operations <= 0 or "accesses" not in table.columns:  # (a given table may lack the access counts)
+        return table.assign(mpki=float("nan"))
     misses = (1.0 - table["cumulative_hit_rate"]) * table["accesses"]
-    return table.assign(mpki=1000.0 * misses / operations if operations > 0 else float("nan"))
+    return table.assign(mpki=1000.0 * misses / operations)
 
 
 def coherence_miss_rates(profiles: ProfileSet) -> dict[int, float]:

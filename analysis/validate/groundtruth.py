@@ -8,8 +8,9 @@
    (Wu & Yeung) or uniformly at random (seeded), with analysis.profiles.interleave.Interleaver (which
    spills waiting references to disk).
 4. Simulate: the merged stream through analysis.hitrates.cachesim.CoherentHierarchy with the machine's
-   geometry (private levels per thread, shared levels once, write-invalidate) and set placement (each
-   level's indexing; the machine's page size, page frames drawn from the seed).
+   geometry (private levels per thread, a shared level once per group of `cores_per_instance` cores, thread t
+   using the instance of the core `placement` puts it on; write-invalidate) and set placement (each level's
+   indexing; the machine's page size, page frames drawn from the seed).
 
 Artifacts are cached in `workdir` under content keys (common.cache), so re-running with other
 machines or core counts reuses the build and the traces. VALIDATION.md says what this ground
@@ -28,7 +29,7 @@ from analysis.options import INTERLEAVES
 from analysis.hitrates.cachesim import MAX_COHERENT_CORES, CoherentHierarchy
 from analysis.profiles.interleave import Interleaver
 from analysis.profiles.private_traces import line_shift
-from machines.model import Machine
+from machines.model import PLACEMENTS, Machine
 from common.cache import reuse_or_invalidate, mark_done, step_key
 from common.errors import InputError
 from common.io import program_output_to, write_table
@@ -192,17 +193,21 @@ def imbalance(per_core: np.ndarray, cores: int) -> float:
 
 
 def simulate_trace(trace: Path, machines: list[Machine], threads: int, interleave: str, seed: int = 0,
-                   evidence: bool = False, spill_dir: Path | None = None, refs_per_turn: int = 1) -> pd.DataFrame:
+                   evidence: bool = False, spill_dir: Path | None = None, refs_per_turn: int = 1,
+                   placement: str = "close") -> pd.DataFrame:
     """One merge of the trace, simulated on every machine at once; one row per machine and level.
 
     With `evidence`, the same merged stream also runs with the small levels fully associative
     (conflict misses) and without write-invalidate (coherence misses), for the outlier rules.
-    `seed` seeds the random merge and the page frames of physically indexed and hashed levels."""
+    `seed` seeds the random merge and the page frames of physically indexed and hashed levels; `placement`
+    (OpenMP proc_bind close or spread) puts thread t on a core, whose group's instance of each shared level
+    it uses (machines.model.thread_cores)."""
     line = _line_size(machines)
     variants = {"": {}}
     if evidence:
         variants |= {"fa_": {"fully_associative_up_to": FA_MAX_LINES}, "nocoh_": {"coherent": False}}
-    sims = {(m.name, v): CoherentHierarchy(m.caches, threads, page_bytes=m.page_bytes, placement_seed=seed, **kw)
+    sims = {(m.name, v): CoherentHierarchy(m.caches, threads, page_bytes=m.page_bytes, placement_seed=seed,
+                                           machine_cores=m.cores, placement=placement, **kw)
             for m in machines for v, kw in variants.items()}
     for batch in merged_stream(trace, interleave, seed, line, spill_dir, refs_per_turn):
         for sim in sims.values():
@@ -220,10 +225,12 @@ def simulate_trace(trace: Path, machines: list[Machine], threads: int, interleav
 
 def ground_truth(source: Path, workdir: Path, machines: list[Machine], cores: list[int], args=(),
                  include_dirs=(), defines=(), extra_sources=(), interleaves=INTERLEAVES, seed: int = 0,
-                 progress=None, refs_per_turn: int = 1) -> pd.DataFrame:
+                 progress=None, refs_per_turn: int = 1, placement: str = "close") -> pd.DataFrame:
     """Simulated hit rates of real N-thread runs, per machine, thread count, interleave and level.
 
-    `refs_per_turn` > 1 merges the threads in coarser turns (less lockstep, less false-sharing ping-pong)."""
+    `refs_per_turn` > 1 merges the threads in coarser turns (less lockstep, less false-sharing ping-pong);
+    `placement` (close or spread) puts the threads on the machine's cores, which picks the instance of a
+    shared level split per group of cores (e.g. an L3 per CCX) each thread uses."""
     workdir = Path(workdir)
     bad = [s for s in interleaves if s not in INTERLEAVES]
     if bad or not interleaves:
@@ -232,22 +239,25 @@ def ground_truth(source: Path, workdir: Path, machines: list[Machine], cores: li
         raise InputError("no machine given; pass --machine NAME")
     if refs_per_turn < 1:
         raise InputError(f"--refs-per-turn {refs_per_turn}: must be at least 1")
+    if placement not in PLACEMENTS:
+        raise InputError(f"placement {placement!r}: use one of {', '.join(PLACEMENTS)}")
     if not cores or min(cores) < 1 or max(cores) > MAX_COHERENT_CORES:
         raise InputError(f"--cores {cores}: give thread counts from 1 to {MAX_COHERENT_CORES}")
     _line_size(machines)
     binary = build_original(Path(source), workdir, include_dirs, defines, extra_sources, progress)
-    frames = [_one_count(binary, workdir, machines, p, args, interleaves, seed, refs_per_turn, progress)
+    frames = [_one_count(binary, workdir, machines, p, args, interleaves, seed, refs_per_turn, progress, placement)
               for p in sorted(set(cores))]
     return pd.concat(frames, ignore_index=True)[GT_COLUMNS]
 
 
 def _one_count(binary: Path, workdir: Path, machines: list[Machine], threads: int, args, interleaves,
-               seed: int, refs_per_turn: int, progress: Progress) -> pd.DataFrame:
+               seed: int, refs_per_turn: int, progress: Progress, placement: str = "close") -> pd.DataFrame:
     """Ground-truth rows of one thread count (cached by trace content, machines and parameters)."""
     trace = trace_threads(binary, workdir, threads, args, progress)
     out = trace.parent / "groundtruth.parquet"
     key = step_key([trace], {"machines": [dataclasses.asdict(m) for m in machines], "interleaves": list(interleaves),
-                             "seed": seed, "version": _SIM_VERSION, "fa": FA_MAX_LINES, "k": refs_per_turn})
+                             "seed": seed, "version": _SIM_VERSION, "fa": FA_MAX_LINES, "k": refs_per_turn,
+                             "placement": placement})
     stamp = trace.parent / ".gt-key"
     if reuse_or_invalidate(stamp, key, [out]):
         return pd.read_parquet(out)
@@ -256,7 +266,7 @@ def _one_count(binary: Path, workdir: Path, machines: list[Machine], threads: in
     for strategy in interleaves:
         _say(progress, f"simulate {threads} threads, {strategy}")
         df = simulate_trace(trace, machines, threads, strategy, seed, evidence=True, spill_dir=trace.parent,
-                            refs_per_turn=refs_per_turn)
+                            refs_per_turn=refs_per_turn, placement=placement)
         frames.append(df.assign(interleave=strategy, thread_imbalance=imbalance(per_thread, threads)))
     table = pd.concat(frames, ignore_index=True)[GT_COLUMNS]
     write_table(table, out)
