@@ -18,7 +18,7 @@ MODES = ("iteration", "paper")
 COLUMNS = ["benchmark", "machine", "cores", "level", "mode", "interleave", "predicted", "ground_truth",
            "abs_error_pp"]
 # evidence the outlier rules use (kept next to each comparison row)
-EVIDENCE = ["gt_invalidation_pp", "gt_fully_assoc", "gt_no_coherence", "error_vs_no_coherence_pp",
+EVIDENCE = ["gt_invalidation_pp", "gt_fully_assoc", "gt_no_coherence", "error_vs_no_coherence_pp", "gt_placement_sd_pp",
             "gt_thread_imbalance", "model_core_imbalance",
             "gt_distinct_lines", "model_shared_cold", "shared_level", "gt_accesses", "model_accesses"]
 CONFLICT_SHARE = 0.5     # conflict: set-assoc vs fully-assoc ground truth differ by >= half the error
@@ -44,7 +44,8 @@ def compare(gt: pd.DataFrame, model: pd.DataFrame, benchmark: str) -> pd.DataFra
                            "nocoh_cumulative_hit_rate": "gt_no_coherence",
                            "thread_imbalance": "gt_thread_imbalance", "accesses": "gt_accesses",
                            "distinct_lines": "gt_distinct_lines", "shared": "shared_level"})
-    g = g.assign(gt_invalidation_pp=100.0 * g["invalidations"] / g["gt_accesses"].clip(lower=1))
+    g = g.assign(gt_invalidation_pp=100.0 * g["invalidations"] / g["gt_accesses"].clip(lower=1),
+                 gt_placement_sd_pp=100.0 * g["placement_sd"] if "placement_sd" in g else np.nan)
     m = model.rename(columns={"cumulative_hit_rate": "predicted", "accesses": "model_accesses"})
     df = m.merge(g, on=["machine", "cores", "level", "interleave"], how="inner")
     df["benchmark"] = benchmark
@@ -80,6 +81,9 @@ def diagnose(row, other_mode_ok: bool = False) -> str:
     """The rules of VALIDATION.md, in order; every rule whose evidence holds is named."""
     err = row.abs_error_pp
     found = []
+    spread = getattr(row, "gt_placement_sd_pp", np.nan)
+    if spread == spread and 2.0 * spread >= err:
+        found.append("page placement")
     fa = getattr(row, "gt_fully_assoc", np.nan)
     if fa == fa and 100.0 * abs(fa - row.ground_truth) >= CONFLICT_SHARE * err:
         found.append("conflict misses")

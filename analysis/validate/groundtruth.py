@@ -37,13 +37,16 @@ from common.io import program_output_to, write_table
 OUTLINED = r"\.omp_outlined"  # clang's names for the functions of parallel regions
 GT_COLUMNS = ["machine", "cores", "interleave", "level", "cumulative_hit_rate", "local_hit_rate", "accesses",
               "invalidations", "shared", "misses", "invalidated_copies", "distinct_lines", "fa_cumulative_hit_rate",
-              "nocoh_cumulative_hit_rate",
+              "nocoh_cumulative_hit_rate", "placement_sd",
               "thread_imbalance"]
 # Levels of at most this many lines are also simulated fully associative to measure conflict
 # misses; larger ones (L3) would cost a scan of every way per access and keep their geometry.
 FA_MAX_LINES = 8192
 MEMORY_BUDGET = 64 << 20  # bytes of merge buffers kept in memory over all live regions; the rest spills
-_SIM_VERSION = 5  # bump when the simulation's semantics change (invalidates cached tables)
+# The OS's page frames are one draw of many: a physically indexed level's hit rate is averaged over this many
+# seeded frame maps (placement_sd: their spread), since one map can put a program's few pages in few colours
+FRAME_SEEDS = 4
+_SIM_VERSION = 6  # bump when the simulation's semantics change (invalidates cached tables)
 
 Progress = Callable[[str], None] | None
 
@@ -194,33 +197,46 @@ def imbalance(per_core: np.ndarray, cores: int) -> float:
 
 def simulate_trace(trace: Path, machines: list[Machine], threads: int, interleave: str, seed: int = 0,
                    evidence: bool = False, spill_dir: Path | None = None, refs_per_turn: int = 1,
-                   placement: str = "close") -> pd.DataFrame:
+                   placement: str = "close", frame_seeds: int = 1) -> pd.DataFrame:
     """One merge of the trace, simulated on every machine at once; one row per machine and level.
 
     With `evidence`, the same merged stream also runs with the small levels fully associative
     (conflict misses) and without write-invalidate (coherence misses), for the outlier rules.
-    `seed` seeds the random merge and the page frames of physically indexed and hashed levels; `placement`
-    (OpenMP proc_bind close or spread) puts thread t on a core, whose group's instance of each shared level
-    it uses (machines.model.thread_cores)."""
+    `seed` seeds the random merge and the page frames of physically indexed and hashed levels; with
+    `frame_seeds` > 1 the hit rates are the mean over that many frame maps (seeds seed, seed + 1, ...;
+    placement_sd is their standard deviation). `placement` (OpenMP proc_bind close or spread) puts thread t
+    on a core, whose group's instance of each shared level it uses (machines.model.thread_cores)."""
     line = _line_size(machines)
     variants = {"": {}}
     if evidence:
         variants |= {"fa_": {"fully_associative_up_to": FA_MAX_LINES}, "nocoh_": {"coherent": False}}
-    sims = {(m.name, v): CoherentHierarchy(m.caches, threads, page_bytes=m.page_bytes, placement_seed=seed,
-                                           machine_cores=m.cores, placement=placement, **kw)
-            for m in machines for v, kw in variants.items()}
+    sims = {(m.name, v, 0): _hierarchy(m, threads, seed, placement, kw) for m in machines for v, kw in variants.items()}
+    sims |= {(m.name, "", j): _hierarchy(m, threads, seed + j, placement, {}) for m in machines
+             for j in range(1, frame_seeds)}
     for batch in merged_stream(trace, interleave, seed, line, spill_dir, refs_per_turn):
         for sim in sims.values():
             sim.access(batch.lines, batch.core, batch.is_store)
-    frames = []
-    for m in machines:
-        main = sims[(m.name, "")]
-        df = main.counts.table(threads).assign(machine=m.name, distinct_lines=main.entries)
-        for v in ("fa_", "nocoh_"):
-            rate = sims[(m.name, v)].counts.table(threads)["cumulative_hit_rate"] if v in variants else np.nan
-            df[f"{v}cumulative_hit_rate"] = rate
-        frames.append(df)
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat([_machine_rows(m, sims, threads, variants, frame_seeds) for m in machines], ignore_index=True)
+
+
+def _hierarchy(m: Machine, threads: int, seed: int, placement: str, options: dict) -> CoherentHierarchy:
+    """The coherent simulator of one machine with one frame map."""
+    return CoherentHierarchy(m.caches, threads, page_bytes=m.page_bytes, placement_seed=seed, machine_cores=m.cores,
+                             placement=placement, **options)
+
+
+def _machine_rows(m: Machine, sims: dict, threads: int, variants: dict, frame_seeds: int) -> pd.DataFrame:
+    """One machine's rows: its first frame map's counts, hit rates averaged over the frame maps."""
+    main = sims[(m.name, "", 0)]
+    df = main.counts.table(threads).assign(machine=m.name, distinct_lines=main.entries)
+    tables = [sims[(m.name, "", j)].counts.table(threads) for j in range(frame_seeds)]
+    for column in ("cumulative_hit_rate", "local_hit_rate"):
+        df[column] = np.mean([t[column].to_numpy() for t in tables], axis=0)
+    df["placement_sd"] = np.std([t["cumulative_hit_rate"].to_numpy() for t in tables], axis=0)
+    for v in ("fa_", "nocoh_"):
+        df[f"{v}cumulative_hit_rate"] = (sims[(m.name, v, 0)].counts.table(threads)["cumulative_hit_rate"]
+                                         if v in variants else np.nan)
+    return df
 
 
 def ground_truth(source: Path, workdir: Path, machines: list[Machine], cores: list[int], args=(),
@@ -257,7 +273,7 @@ def _one_count(binary: Path, workdir: Path, machines: list[Machine], threads: in
     out = trace.parent / "groundtruth.parquet"
     key = step_key([trace], {"machines": [dataclasses.asdict(m) for m in machines], "interleaves": list(interleaves),
                              "seed": seed, "version": _SIM_VERSION, "fa": FA_MAX_LINES, "k": refs_per_turn,
-                             "placement": placement})
+                             "placement": placement, "frame_seeds": FRAME_SEEDS})
     stamp = trace.parent / ".gt-key"
     if reuse_or_invalidate(stamp, key, [out]):
         return pd.read_parquet(out)
@@ -266,7 +282,7 @@ def _one_count(binary: Path, workdir: Path, machines: list[Machine], threads: in
     for strategy in interleaves:
         _say(progress, f"simulate {threads} threads, {strategy}")
         df = simulate_trace(trace, machines, threads, strategy, seed, evidence=True, spill_dir=trace.parent,
-                            refs_per_turn=refs_per_turn, placement=placement)
+                            refs_per_turn=refs_per_turn, placement=placement, frame_seeds=FRAME_SEEDS)
         frames.append(df.assign(interleave=strategy, thread_imbalance=imbalance(per_thread, threads)))
     table = pd.concat(frames, ignore_index=True)[GT_COLUMNS]
     write_table(table, out)
