@@ -127,11 +127,13 @@ def interleaved_cpu_seconds(fns: list[Callable[[], object]], repeats: int = 5) -
 def sweep_seconds(info: TraceInfo, factory: callable, repeats: int = 5, classes: bool = False) -> list[float]:
     """Best-of CPU seconds of the single-core analysis, of every core count in CORES, and of
     every core count without coherence, in interleaved rounds; classes: and of the 6-bit
-    per-set-class profiles of every core count (their own pass, analysis/profiles/set_classes.py)."""
+    per-set-class profiles of every core count (their own pass, analysis/profiles/set_classes.py),
+    without and with class CRDs."""
     fns = [lambda: compute_profiles_from(info, factory, [1]),
            lambda: compute_profiles_from(info, factory, CORES),
            lambda: compute_profiles_from(info, factory, CORES, coherence=False)]
-    if classes:
+    if classes:  # as the pipeline makes them for machines whose shared level is hashed (no class CRDs), and with them
+        fns.append(lambda: class_profiles(info, factory, CORES, SweepSettings(), 6, crds=False))
         fns.append(lambda: class_profiles(info, factory, CORES, SweepSettings(), 6))
     return interleaved_cpu_seconds(fns, repeats)
 
@@ -229,10 +231,11 @@ def bench_real_sweep(name: str = REAL_SWEEP[0], size: str = REAL_SWEEP[1]) -> li
         bench, d = build_benchmark(name, size, Path(tmp))
         instrument.run_trace(d / "trace.inst", bench.args, d / "t.trace")
         info, factory = open_chunks(d / "t.trace")
-        single, every, plain, classes = sweep_seconds(info, factory, repeats=3, classes=True)
+        single, every, plain, classes, with_crds = sweep_seconds(info, factory, repeats=3, classes=True)
     label = f"{name} {size} ({info.n_accesses / 1e6:.1f}M refs, decode included)"
     return [row(f"{label}: single_core_analysis_cpu", single, "s", "", True),
             row(f"{label}: set_class_profiles_over_plain", classes / every, "x", "<= 1.5", classes / every <= 1.5),
+            row(f"{label}: set_class_profiles_with_crds_over_plain", with_crds / every, "x", "", True),
             row(f"{label}: all_core_counts_over_single", every / single, "x", "<= 5", every / single <= 5),
             row(f"{label}: all_core_counts_over_single_no_coherence", plain / single, "x", "<= 5",
                 plain / single <= 5)]

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from analysis.profiles.coherence import Directory, strip
-from analysis.profiles.interleave import resolve_memory_budget
+from analysis.profiles.interleave import pattern_cores, resolve_memory_budget
 from analysis.profiles.private_traces import InterleaveSpec, line_shift, prepare_chunk, resolve_mode
 from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.reuse import ReuseEngine
@@ -97,7 +97,7 @@ class GroupEngine:
     def feed_shared(self, lines: np.ndarray, core_pattern: np.ndarray) -> np.ndarray:
         """Feed one Batch; no access is reported stale (the idle private engines keep no distances)."""
         if self.groups:
-            threads = np.resize(np.asarray(core_pattern, dtype=np.int64), len(lines))
+            threads = pattern_cores(core_pattern, len(lines))
             for g in self.groups.values():
                 g.feed(lines, threads)
         if self.tracker is not None:

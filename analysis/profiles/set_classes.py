@@ -15,21 +15,20 @@ those relies on the plain engine's one time axis.
 """
 from __future__ import annotations
 
-from dataclasses import fields
 from functools import partial
-from typing import Iterable, Iterator, NamedTuple
+from typing import NamedTuple
 
 import numba
 import numpy as np
 
 from analysis.profiles.coherence import Directory
-from analysis.profiles.interleave import resolve_memory_budget
+from analysis.profiles.interleave import pattern_cores, resolve_memory_budget
 from analysis.profiles.private_traces import InterleaveSpec, line_shift, prepare_chunk, resolve_mode
 from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.reuse import N_BINS, ReuseEngine, profile_from_counters
 from analysis.profiles.task import CoreCountTask
 from common.errors import InputError
-from instrument.trace_types import TraceChunk, TraceInfo
+from instrument.trace_types import TraceInfo
 
 MAX_CLASS_BITS = 10  # 1024 engines per trace: a 1024-set cache with every set bit known (2 MiB pages)
 
@@ -165,31 +164,6 @@ class ClassEngine:
         return profile_from_counters(hist, sums, coherence)
 
 
-COALESCE_ROWS = 1 << 22  # rows fed at once: each split part is cut 2^bits ways, so parts of the trace's own
-# chunks (2^20 rows) would leave the engines calls of a few hundred accesses, where the call costs as much
-
-
-def coalesced(chunks: Iterable[TraceChunk], rows: int) -> Iterator[TraceChunk]:
-    """The chunks joined into runs of at least `rows` rows (the last may be shorter), in order."""
-    held: list[TraceChunk] = []
-    n = 0
-    for ch in chunks:
-        held.append(ch)
-        n += len(ch)
-        if n >= rows:
-            yield _join(held)
-            held, n = [], 0
-    if held:
-        yield _join(held)
-
-
-def _join(parts: list[TraceChunk]) -> TraceChunk:
-    """One chunk of consecutive chunks."""
-    if len(parts) == 1:
-        return parts[0]
-    return TraceChunk(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(TraceChunk)))
-
-
 class StaleOnly:
     """The shared-engine role when no class CRD is wanted: only the stale accesses (coherence.Directory's
     walk over the shared trace), which the class PRDs' coherence misses need; no distances."""
@@ -201,7 +175,7 @@ class StaleOnly:
         return None  # no coherence: nothing to find
 
     def feed_shared(self, lines: np.ndarray, core_pattern: np.ndarray) -> np.ndarray:
-        cores = np.resize(np.asarray(core_pattern, dtype=np.int64), len(lines))
+        cores = pattern_cores(core_pattern, len(lines))
         return np.nonzero(self.directory.walk(lines, cores)[1])[0]
 
     def histogram(self) -> ReuseProfile:
@@ -231,7 +205,7 @@ def class_profiles(info: TraceInfo, chunks, counts: list[int], settings, bits: i
     tag = any(t.coherent for t in tasks)
     for t in tasks:
         t.replay, t.tagged = None, tag  # every access is fed (no replay), with store tags when any task needs them
-    for ch in coalesced(chunks(), COALESCE_ROWS):
+    for ch in chunks():
         tasks[0].cmap.check(ch)
         prep = prepare_chunk(ch, mode, tasks[0].cmap.shared_block, shift, info.path, stores=tag)
         for t in tasks:
