@@ -1,11 +1,13 @@
-"""Describe the current host as a machine file: cache geometry from sysfs, figures from microbenchmarks.
+"""Describe a host as a machine file: cache geometry from sysfs, figures from microbenchmarks.
 
-The C microbenchmarks in machines/microbench/ are compiled with clang-19 -O2 and run once each:
-ops.c (latency: dependent chains; throughput: independent chains), chase.c (pointer-chasing
-latency per working-set size), lines.c (lines per second each level delivers) and stream.c
-(OpenMP read bandwidth from RAM), tlb.c (cost of touching more pages than the TLBs map), stores.c
-(stores that cannot pair in one line), transfer.c (lines last written by another core). Times come back in ns and
-become cycles with the frequency measured by the dependent integer-add chain (1 cycle per add).
+The C microbenchmarks in machines/microbench/ are compiled with clang-19 -O2 and run as
+machines/probeplan.py plans them: ops.c (latency: dependent chains; throughput: independent chains),
+chase.c (pointer-chasing latency per working-set size), lines.c (lines per second each level delivers)
+and stream.c (OpenMP read bandwidth from RAM), tlb.c (cost of touching more pages than the TLBs map),
+stores.c (stores that cannot pair in one line), transfer.c (lines last written by another core). Times
+come back in ns and become cycles with the frequency measured by the dependent integer-add chain (1 cycle
+per add). `machine_from_raw` turns the runs' raw output into the machine file, for `detect_host` on this
+host and for a probe kit's results (pptmc machines ingest) alike.
 """
 from __future__ import annotations
 
@@ -16,169 +18,43 @@ import statistics
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
+from typing import Callable, Mapping
 
 import numpy as np
-from pathlib import Path
-from typing import Callable, Iterable
 
+from machines import probeplan
 from machines.loader import SCHEMA_VERSION, validate_machine_dict
 from machines.model import OP_CLASSES
-from common.errors import ToolError
+from machines.probeplan import (COLD_FLUSH_BYTES, FULL, QUICK, STRIDED_ROWS, SYSFS_CPU, TLB_FIRST_PAGES,  # noqa: F401
+                                TLB_SECOND_PAGES, TRANSFER_PHASES, Effort, ProbeError, Step, SysCache, cpu_flags,
+                                cpu_list, facts_caches, lines_args, lscpu_caches, parse_size, physical_cores,
+                                sysfs_caches)
+from common.errors import InputError, ToolError
 from common.toolchain import toolchain
 
-SYSFS_CPU = Path("/sys/devices/system/cpu")
 Progress = Callable[[str], None]
+OPENMP_PROGRAMS = frozenset({"stream", "overhead", "coldstart", "transfer"})
 _KIB = 1024
 _MIB = 1024 * 1024
 
 
-@dataclass(frozen=True)
-class SysCache:
-    """One data or unified cache as sysfs describes it."""
-
-    level: int
-    size_bytes: int
-    line_bytes: int
-    associativity: int
-    shared: bool
-    # physical cores sharing one instance of a shared level (0 when private). Not compared: two descriptions of
-    # one chip must agree on its geometry; the grouping needs every CPU's topology (physical_cores)
-    cores_sharing: int = field(default=0, compare=False)
-
-
-@dataclass(frozen=True)
-class Effort:
-    """How long each microbenchmark runs; quick mode trades accuracy for a few seconds."""
-
-    op_iterations: int
-    op_runs: int
-    chase_loads: int
-    stream_reps: int
-    ram_set_bytes: int
-    sync_rounds: int = 20_000
-    chase_runs: int = 1
-    cold_reps: int = 15   # coldstart.c: each repetition writes and frees a 64 MiB flush buffer (~15 ms)
-
-
-# Many short stream repetitions (64 MiB each, ~1 ms in L2) and the best kept: a repetition longer than
-# a scheduler time slice is preempted on a busy host, which halved the L2 figure when they were 512 MiB.
-# Pointer chases likewise: 7 runs of 500k loads, the fastest kept.
-FULL = Effort(op_iterations=500_000, op_runs=3, chase_loads=500_000, stream_reps=15, ram_set_bytes=1024 * _MIB,
-              chase_runs=7)
-QUICK = Effort(op_iterations=200_000, op_runs=1, chase_loads=200_000, stream_reps=1, ram_set_bytes=128 * _MIB,
-               sync_rounds=2_000, cold_reps=3)
-
-
-def _read(path: Path) -> str:
-    return path.read_text().strip()
-
-
-def parse_size(text: str) -> int:
-    """sysfs/lscpu sizes like '48K', '2048K', '480 MiB' -> bytes."""
-    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)(?:i?B)?\s*", text, re.IGNORECASE)
-    if not m:
-        raise ValueError(f"unrecognised size {text!r}")
-    return int(m.group(1)) * {"": 1, "K": _KIB, "M": _MIB, "G": 1024 * _MIB}[m.group(2).upper()]
-
-
-def cpu_list(text: str) -> set[int]:
-    """'0-3,8' -> {0, 1, 2, 3, 8}."""
-    out: set[int] = set()
-    for part in filter(None, text.split(",")):
-        lo, _, hi = part.partition("-")
-        out.update(range(int(lo), int(hi or lo) + 1))
-    return out
-
-
-def sysfs_caches(cpu_dir: Path = SYSFS_CPU / "cpu0") -> list[SysCache]:
-    """Data and unified caches of one CPU, L1 first; shared = serves more than this core's threads, and then
-    cores_sharing = the physical cores in its shared_cpu_list (hyperthreads folded)."""
-    siblings = cpu_list(_read(cpu_dir / "topology" / "thread_siblings_list"))
-    out = []
-    for index in sorted((cpu_dir / "cache").glob("index*")):
-        if _read(index / "type") == "Instruction":
-            continue
-        ways_file = index / "ways_of_associativity"
-        sharing = cpu_list(_read(index / "shared_cpu_list"))
-        shared = bool(sharing - siblings)
-        out.append(SysCache(level=int(_read(index / "level")), size_bytes=parse_size(_read(index / "size")),
-                            line_bytes=int(_read(index / "coherency_line_size")),
-                            associativity=int(_read(ways_file)) if ways_file.exists() else 0,
-                            shared=shared, cores_sharing=physical_cores(cpu_dir.parent, sharing) if shared else 0))
-    return sorted(out, key=lambda c: c.level)
-
-
-def lscpu_caches(text: str, cores: int) -> list[SysCache]:
-    """Parse `lscpu -C --bytes`; a level is shared when one instance serves more than one of the chip's `cores`
-    (cores x one instance / the total: all of them when one instance is the whole total)."""
-    lines = [line.split() for line in text.strip().splitlines()]
-    if not lines:
-        return []
-    head = lines[0]
-    out = []
-    for cols in lines[1:]:
-        row = dict(zip(head, cols))
-        if row.get("TYPE") == "Instruction":
-            continue
-        one, total = parse_size(row["ONE-SIZE"]), parse_size(row["ALL-SIZE"])
-        group = cores * one // total if total >= one > 0 else 0
-        out.append(SysCache(level=int(row["LEVEL"]), size_bytes=one, line_bytes=int(row["COHERENCY-SIZE"]),
-                            associativity=int(row.get("WAYS") or 0), shared=group > 1,
-                            cores_sharing=group if group > 1 else 0))
-    return sorted(out, key=lambda c: c.level)
-
-
 def host_caches(cores: int) -> list[SysCache]:
-    """Cache geometry from sysfs, else from lscpu."""
+    """Cache geometry from sysfs, else from lscpu (ToolError when neither can say)."""
     try:
-        return sysfs_caches()
-    except (OSError, ValueError) as sys_exc:
-        try:
-            res = subprocess.run(["lscpu", "-C", "--bytes"], capture_output=True, text=True, check=True)
-            return lscpu_caches(res.stdout, cores)
-        except (OSError, subprocess.CalledProcessError, ValueError, KeyError) as exc:
-            raise ToolError(f"{SYSFS_CPU}/cpu0/cache: cannot read the cache description ({sys_exc}) and "
-                            f"lscpu failed ({exc}); write the machine file by hand (see machines/SCHEMA.md)") from exc
+        return probeplan.host_caches(cores)
+    except ProbeError as exc:
+        raise ToolError(str(exc)) from exc
 
 
-def physical_cores(root: Path = SYSFS_CPU, cpus: Iterable[int] | None = None) -> int:
-    """Distinct (package, core) pairs among `cpus` (default: the CPUs this process may run on)."""
-    cores = set()
-    for cpu in os.sched_getaffinity(0) if cpus is None else cpus:
-        topo = root / f"cpu{cpu}" / "topology"
-        try:
-            cores.add((_read(topo / "physical_package_id"), _read(topo / "core_id")))
-        except OSError:
-            cores.add(("?", str(cpu)))
-    return max(1, len(cores))
-
-
-def cpu_flags() -> set[str]:
-    """The CPU feature flags of /proc/cpuinfo (empty where there is none)."""
-    try:
-        return set(re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M).group(1).split())
-    except (OSError, AttributeError):
-        return set()
-
-
-def simd_width_bits() -> tuple[int, str]:
-    """Widest vector ISA the CPU flags advertise."""
-    flags = cpu_flags()
+def simd_width_bits(flags: set[str] | None = None, machine: str | None = None) -> tuple[int, str]:
+    """Widest vector ISA the CPU flags advertise (this host's unless given)."""
+    flags = cpu_flags() if flags is None else flags
     for flag, bits in (("avx512f", 512), ("avx2", 256), ("avx", 256), ("sse2", 128)):
         if flag in flags:
             return bits, f"/proc/cpuinfo flag {flag}"
-    return 128, f"assumed 128-bit vectors on {platform.machine()}"
-
-
-def cpuinfo_mhz() -> float | None:
-    """Nominal MHz from /proc/cpuinfo, for a cross-check of the measured frequency."""
-    try:
-        m = re.search(r"^cpu MHz\s*:\s*([\d.]+)", Path("/proc/cpuinfo").read_text(), re.M)
-    except OSError:
-        return None
-    return float(m.group(1)) if m else None
+    return 128, f"assumed 128-bit vectors on {machine or platform.machine()}"
 
 
 def _compile(source: str, out: Path, extra: list[str], openmp: bool = False) -> Path:
@@ -195,101 +71,85 @@ def _compile(source: str, out: Path, extra: list[str], openmp: bool = False) -> 
     return out
 
 
+def ops_flags(march: str | None = "native") -> list[str]:
+    """No vectorising or contraction, so each C operation stays one instruction; -march=`march` on x86-64 and
+    Arm for FMA (detect: this host's ISA; a probe kit names a portable one, or None for the default target)."""
+    flags = ["-fno-vectorize", "-fno-slp-vectorize", "-ffp-contract=off"]
+    return flags + ([f"-march={march}"] if march and platform.machine() in ("x86_64", "aarch64") else [])
+
+
+def build_program(program: str, out: Path, ops: list[str] | None = None) -> Path:
+    """Compile microbench/<program>.c into `out` with the flags detect uses (`ops` replaces ops.c's
+    native-ISA flags, for a probe kit built for other machines)."""
+    # -lm: a target without FMA instructions (a kit's ops-base) calls fma() for __builtin_fma
+    extra = {"ops": [*(ops_flags() if ops is None else ops), "-lm"], "libm": ["-lm"]}.get(program, [])
+    return _compile(f"{program}.c", out, extra, openmp=program in OPENMP_PROGRAMS)
+
+
 def _run(binary: Path, *args: object, env: dict | None = None) -> dict[str, float]:
     """Run a microbenchmark and parse its key=value lines."""
-    res = subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True, env=env, timeout=300)
-    if res.returncode:
-        raise ToolError(f"{binary.name} {' '.join(map(str, args))} failed: {res.stderr.strip()[:300]}")
-    out = {}
-    for line in res.stdout.splitlines():
-        key, _, value = line.partition("=")
-        if key != "sink":
-            out[key] = float(value)
-    return out
+    try:
+        return probeplan.run_program(binary, args, env)
+    except ProbeError as exc:
+        raise ToolError(str(exc)) from exc
 
 
-def _ops_flags() -> list[str]:
-    """No vectorising or contraction, so each C operation stays one instruction; native ISA for FMA."""
-    flags = ["-fno-vectorize", "-fno-slp-vectorize", "-ffp-contract=off"]
-    return flags + (["-march=native"] if platform.machine() in ("x86_64", "aarch64") else [])
+def run_steps(workdir: Path, steps: list[Step], progress: Progress) -> dict[str, list[dict]]:
+    """Compile the programs `steps` name into workdir and run them here: the raw results."""
+    binaries = {s.program: build_program(s.program, workdir / s.program) for s in steps}
+    try:
+        return probeplan.run_plan(steps, binaries.__getitem__, os.environ, progress)
+    except ProbeError as exc:
+        raise ToolError(str(exc)) from exc
 
 
-def measure_ops(workdir: Path, effort: Effort, progress: Progress) -> tuple[float, dict[str, dict[str, float]]]:
-    """(frequency GHz, op -> {latency, recip_throughput} in cycles)."""
-    progress("compiling and running ops.c (operation latency and throughput)")
-    binary = _compile("ops.c", workdir / "ops", _ops_flags())
-    runs = [_run(binary, effort.op_iterations) for _ in range(effort.op_runs)]
-    cycles = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+def _median_run(runs: list[dict]) -> dict[str, float]:
+    """Per key, the median over the runs of one step."""
+    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+
+
+def _line_ns(binary: Path, size: int, line_bytes: int, reps: int) -> float:
+    """Nanoseconds per line a level delivers (lines.c), over about 64 MiB of lines per repetition."""
+    return _run(binary, *lines_args(size, line_bytes, reps))["ns_per_line"]
+
+
+def ops_figures(runs: list[dict]) -> tuple[float, dict[str, dict[str, float]]]:
+    """(frequency GHz, op -> {latency, recip_throughput} in cycles) from ops.c's runs."""
+    cycles = _median_run(runs)
     ghz = max(run["ghz"] for run in runs)  # a dependent 64-bit add takes one cycle on every x86/Arm core
     ops = {op: {"latency": round(cycles[f"{op}.latency"], 2),
                 "recip_throughput": round(cycles[f"{op}.recip_throughput"], 3)} for op in OP_CLASSES}
     return ghz, ops
 
 
-def _chase_ns(binary: Path, size: int, loads: int) -> float:
-    return _run(binary, size, loads, 12345)["ns_per_load"]
-
-
-def _stream_gbs(binary: Path, size: int, reps: int, threads: list[int]) -> dict[int, float]:
-    kib = max(4, size // _KIB)
-    passes = max(1, (64 * _MIB) // (kib * _KIB)) if size < 64 * _MIB else 1
-    reps = reps if size < 64 * _MIB else max(1, reps // 3)  # a RAM-sized pass is long already
-    res = _run(binary, kib, passes, reps, *threads)
-    return {t: res[f"gbs_{t}"] for t in threads}
-
-
-def _line_ns(binary: Path, size: int, line_bytes: int, reps: int) -> float:
-    """Nanoseconds per line a level delivers (lines.c), over about 64 MiB of lines per repetition."""
-    kib = max(4, size // _KIB)
-    passes = max(1, (64 * _MIB) // (kib * _KIB))
-    return _run(binary, kib, line_bytes, passes, reps)["ns_per_line"]
-
-
-def measure_memory(workdir: Path, caches: list[SysCache], cores: int, ghz: float, l1_recip: float,
-                   effort: Effort, progress: Progress) -> tuple[list[dict], dict]:
+def memory_figures(raw: Mapping[str, list[dict]], caches: list[SysCache], cores: int, ghz: float,
+                   l1_recip: float, effort: Effort) -> tuple[list[dict], dict]:
     """Latency per cache level and for RAM (pointer chase), line throughput per level (lines),
     bandwidths (stream)."""
-    chase = _compile("chase.c", workdir / "chase", [])
-    lines = _compile("lines.c", workdir / "lines", [])
-    stream = _compile("stream.c", workdir / "stream", [], openmp=True)
     levels = []
     for i, cache in enumerate(caches):
-        # Just beyond the previous level (at most half this one): huge, partly virtual LLCs of
-        # cloud VMs would otherwise time TLB walks and far slices instead of the common case.
-        size = cache.size_bytes // 2 if i == 0 else min(cache.size_bytes // 2, 4 * caches[i - 1].size_bytes)
-        size = min(size, effort.ram_set_bytes // 2)
-        progress(f"L{cache.level}: pointer chase and line throughput over {size // _KIB} KiB")
-        lat_ns = min(_chase_ns(chase, size, effort.chase_loads) for _ in range(effort.chase_runs))
+        size = probeplan.level_set_bytes(caches, i, effort)
+        lat_ns = min(run["ns_per_load"] for run in raw[f"chase.L{cache.level}"])
         # L1 serves one access per load; deeper levels move one line per access they serve.
         if i == 0:
             recip, how = l1_recip, "ops.c independent loads"
         else:
-            line_ns = _line_ns(lines, size, cache.line_bytes, effort.stream_reps)
+            line_ns = raw[f"lines.L{cache.level}"][0]["ns_per_line"]
             recip, how = round(line_ns * ghz, 2), f"lines.c, one load per line ({line_ns:.3f} ns per line)"
-        if cache.associativity < 1:
-            raise ToolError(f"L{cache.level}: this host reports no associativity (sysfs ways_of_associativity, "
-                            f"lscpu WAYS); write the machine file by hand from the CPU's manual")
         group, group_note = instance_grouping(cache, cores)
         levels.append({"name": f"L{cache.level}", "size_bytes": cache.size_bytes, "line_bytes": cache.line_bytes,
                        "associativity": cache.associativity, "latency_cycles": round(lat_ns * ghz, 1),
                        "recip_throughput_cycles": recip, "shared": cache.shared, **group,
                        "source": f"geometry: sysfs or lscpu{group_note}; latency: chase.c over {size // _KIB} KiB "
                                  f"({lat_ns:.2f} ns); throughput: {how}"})
-    ram_set = min(effort.ram_set_bytes, max(2 * caches[-1].size_bytes, 64 * _MIB))
-    progress(f"RAM: pointer chase over {ram_set // _MIB} MiB, stream on 1 and {cores} threads")
-    # Two runs only: each builds a random cycle over the whole set, which takes seconds.
-    ram_ns = min(_chase_ns(chase, ram_set, max(1, effort.chase_loads // 4))
-                 for _ in range(min(2, effort.chase_runs)))
-    bw = _stream_gbs(stream, ram_set, effort.stream_reps, sorted({1, cores}))
+    ram_set = probeplan.ram_set_bytes(caches, effort)
+    ram_ns = min(run["ns_per_load"] for run in raw["chase.RAM"])
+    bw = {t: raw["stream"][0][f"gbs_{t}"] for t in sorted({1, cores})}
     note = "" if ram_set >= 2 * caches[-1].size_bytes else " (set not above the last-level cache: may be optimistic)"
     ram = {"latency_ns": round(ram_ns, 1), "bandwidth_one_core_gbs": round(bw[1], 2),
            "bandwidth_all_cores_gbs": round(max(bw.values()), 2),
            "source": f"chase.c over {ram_set // _MIB} MiB; stream.c read bandwidth on 1 and {cores} threads{note}"}
     return levels, ram
-
-
-COLD_FLUSH_BYTES = 64 << 20  # the benchmark harness's default flush (benchmarks/polybench/pbench.c)
-STRIDED_ROWS = 500           # rows of strided.c's column walks (a PolyBench MEDIUM matrix)
 
 
 def instance_grouping(cache: SysCache, cores: int) -> tuple[dict, str]:
@@ -305,28 +165,18 @@ def instance_grouping(cache: SysCache, cores: int) -> tuple[dict, str]:
     return {"cores_per_instance": k}, f"; one instance per {k} cores (sysfs shared_cpu_list or lscpu totals)"
 
 
-def measure_strided(workdir: Path, l1: SysCache, effort: Effort, progress: Progress) -> dict:
+def strided_figures(res: Mapping[str, float], l1: SysCache, effort: Effort) -> dict:
     """ns per cold line of a column walk over 1, 2, 4, .. of the L1's sets (strided.c), as ram fields."""
-    sets = l1.size_bytes // (l1.line_bytes * l1.associativity) if l1.associativity > 0 else 1
-    if sets & (sets - 1):
-        return {}
-    progress(f"compiling and running strided.c (cold column walks over 1..{sets} L1 sets)")
-    res = _run(_compile("strided.c", workdir / "strided", []), sets, l1.line_bytes, STRIDED_ROWS, effort.cold_reps)
+    sets = probeplan.l1_sets(l1)
     costs = [round(res[f"sets_{1 << i}"], 2) for i in range(sets.bit_length())]
     return {"strided_cold_line_ns": costs,
             "source": f"strided.c: cold column walks of {STRIDED_ROWS} rows, one load per line, over 1..{sets} "
                       f"L1 sets, median of {effort.cold_reps}"}
 
 
-def measure_parallel(workdir: Path, cores: int, effort: Effort, progress: Progress) -> dict:
-    """Fork/join and barrier cost with all cores (overhead.c, best of 5 repetitions)."""
-    progress(f"compiling and running overhead.c (OpenMP fork/join and barrier on {cores} threads)")
-    binary = _compile("overhead.c", workdir / "overhead", [], openmp=True)
-    res = _run(binary, effort.sync_rounds, 5, cores)
-    progress("compiling and running coldstart.c (the first parallel region after a cache flush)")
-    env = dict(os.environ, OMP_PROC_BIND="close", OMP_PLACES="cores")
-    cold = _run(_compile("coldstart.c", workdir / "coldstart", [], openmp=True), COLD_FLUSH_BYTES, effort.cold_reps,
-                *sorted({1, cores}), env=env)
+def parallel_figures(res: Mapping[str, float], cold: Mapping[str, float], cores: int, effort: Effort) -> dict:
+    """Fork/join and barrier cost with all cores (overhead.c, best of 5 repetitions), and the extra cost of
+    the first region after a flush (coldstart.c)."""
     extra = {t: max(0.0, cold[f"cold_ns_{t}"] - cold[f"warm_ns_{t}"]) for t in sorted({1, cores})}
     return {"fork_join_ns": round(res[f"fork_join_ns_{cores}"], 1), "barrier_ns": round(res[f"barrier_ns_{cores}"], 1),
             "cold_start_ns": round(extra[cores], 1), "cold_start_one_ns": round(extra[1], 1),
@@ -336,11 +186,8 @@ def measure_parallel(workdir: Path, cores: int, effort: Effort, progress: Progre
                       f"harness does it, less a warm one, median of {effort.cold_reps}, on {cores} threads and on 1"}
 
 
-def measure_calls(workdir: Path, ghz: float, effort: Effort, progress: Progress) -> dict:
+def calls_figures(res: Mapping[str, float], ghz: float) -> dict:
     """Cost of common C math library calls in cycles (libm.c, built like the benchmarks)."""
-    progress("compiling and running libm.c (C math library calls)")
-    binary = _compile("libm.c", workdir / "libm", ["-lm"])
-    res = _run(binary, max(4, effort.op_iterations * 2))
     names = sorted({key.split(".")[0] for key in res})
     return {name: {"latency": round(res[f"{name}.latency_ns"] * ghz, 1),
                    "recip_throughput": round(res[f"{name}.recip_ns"] * ghz, 1),
@@ -349,9 +196,6 @@ def measure_calls(workdir: Path, ghz: float, effort: Effort, progress: Progress)
             for name in names}
 
 
-# Page counts tlb.c sweeps: first-level knee (lines stay in L1), then the second level's.
-TLB_FIRST_PAGES = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768)
-TLB_SECOND_PAGES = (1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
 TLB_MIN_STEP_CYCLES = 0.1   # a smaller paged - dense step is noise: no TLB level is reported
 TLB_WALK_MIN_CYCLES = 2.0   # a page walk costs more than this over the first level's miss
 
@@ -400,13 +244,9 @@ def _knee(extra_cycles: dict[int, float], pages: tuple[int, ...], low: float, hi
     return entries
 
 
-def measure_tlb(workdir: Path, ghz: float, line_bytes: int, effort: Effort, progress: Progress) -> list[dict]:
-    """Data TLB levels of this host from tlb.c ([] when touching more pages costs nothing measurable)."""
-    progress("compiling and running tlb.c (address translation: TLB reach and miss costs)")
-    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+def tlb_figures(res: Mapping[str, float], ghz: float, page: int) -> list[dict]:
+    """Data TLB levels from tlb.c's output ([] when touching more pages costs nothing measurable)."""
     pages = TLB_FIRST_PAGES + TLB_SECOND_PAGES
-    res = _run(_compile("tlb.c", workdir / "tlb", []), page, line_bytes, max(1_000_000, effort.op_iterations * 10),
-               *pages)
     extra = {p: (res[f"paged_{p}"] - res[f"dense_{p}"]) * ghz for p in pages}
     rmw = {p: (res[f"rmw_paged_{p}"] - res[f"rmw_dense_{p}"]) * ghz for p in pages if f"rmw_paged_{p}" in res}
     levels = tlb_levels(extra, page, rmw)
@@ -421,33 +261,44 @@ def measure_tlb(workdir: Path, ghz: float, line_bytes: int, effort: Effort, prog
     return levels
 
 
-def measure_stores(workdir: Path, ghz: float, line_bytes: int, effort: Effort, progress: Progress) -> dict:
+def _step_here(workdir: Path, steps: list[Step], progress: Progress) -> dict[str, float]:
+    """Build and run the one step of `steps` here (its first run)."""
+    return run_steps(workdir, steps, progress)[steps[0].key][0]
+
+
+def measure_tlb(workdir: Path, ghz: float, line_bytes: int, effort: Effort, progress: Progress) -> list[dict]:
+    """tlb_figures of a tlb.c run here."""
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    return tlb_figures(_step_here(workdir, [probeplan.tlb_step(page, line_bytes, effort)], progress), ghz, page)
+
+
+def stores_figures(res: Mapping[str, float], ghz: float) -> dict:
     """Cycles per store into L1 when each store writes another line than the one before (stores.c)."""
-    progress("compiling and running stores.c (stores to the same or to another line)")
-    res = _run(_compile("stores.c", workdir / "stores", []), line_bytes, max(1_000_000, effort.op_iterations * 20))
     return {"store_new_line_cycles": round(res["new_line_ns"] * ghz, 3),
             "source": f"stores.c on this host: independent stores into L1, each to another line "
                       f"({res['new_line_ns']:.4f} ns) against along one line ({res['same_line_ns']:.4f} ns)"}
 
 
-TRANSFER_PHASES = 100
+def measure_stores(workdir: Path, ghz: float, line_bytes: int, effort: Effort, progress: Progress) -> dict:
+    """stores_figures of a stores.c run here."""
+    return stores_figures(_step_here(workdir, [probeplan.stores_step(line_bytes, effort)], progress), ghz)
 
 
-def measure_transfer(workdir: Path, ghz: float, caches: list[SysCache], cores: int, progress: Progress) -> dict:
+def transfer_figures(res: Mapping[str, float], ghz: float, lines: int) -> dict:
     """The [coherence] table: cycles per line a core pays for lines another core just wrote (transfer.c
-    over a quarter of the private L2, the size of a thread's share of a shared matrix); {} on one core."""
-    if cores < 2:
-        return {}
-    progress("compiling and running transfer.c (lines last written by another core)")
-    private = [c for c in caches if not c.shared] or caches[:1]
-    lines = max(64, private[-1].size_bytes // private[-1].line_bytes // 4)
-    env = dict(os.environ, OMP_PROC_BIND="close", OMP_PLACES="cores")
-    res = _run(_compile("transfer.c", workdir / "transfer", [], openmp=True), caches[0].line_bytes, lines,
-               TRANSFER_PHASES, env=env)
+    over a quarter of the private L2, the size of a thread's share of a shared matrix)."""
     return {"transfer_cycles": round(res["other_ns"] * ghz, 2),
             "source": f"transfer.c on this host, 2 threads on 2 cores at once: {lines} lines in rows of one page "
                       f"that change owner every phase ({res['other_ns']:.3f} ns per line per core; "
                       f"{res['same_ns']:.3f} ns when every row keeps its owner)"}
+
+
+def measure_transfer(workdir: Path, ghz: float, caches: list[SysCache], cores: int, progress: Progress) -> dict:
+    """transfer_figures of a transfer.c run here; {} on one core."""
+    if cores < 2:
+        return {}
+    res = _step_here(workdir, [probeplan.transfer_step(caches)], progress)
+    return transfer_figures(res, ghz, probeplan.transfer_lines(caches))
 
 
 def core_table(window: dict, stores: dict, mcpu: dict | None = None) -> dict:
@@ -459,37 +310,8 @@ def core_table(window: dict, stores: dict, mcpu: dict | None = None) -> dict:
     return {**figures, "source": "; ".join(part["source"] for part in parts if part)}
 
 
-# CPUID features that only newer cores have: a hypervisor may report an older model number (this
-# project's KVM guest shows family 6 model 167, Rocket Lake, on Golden Cove cores with AMX and
-# AVX512-FP16), and clang's -march=native then names the older core.
-_FEATURE_CORES = (("amx_tile", "sapphirerapids"), ("avx512_fp16", "sapphirerapids"))
-
-
-def llvm_processor(progress: Progress) -> dict:
-    """The [core] llvm_mcpu figure: the scheduling model llvm-mca should use for this host ({} if unknown)."""
-    progress("naming the core for llvm-mca (clang -march=native)")
-    flags = cpu_flags()
-    for feature, name in _FEATURE_CORES:
-        if feature in flags:
-            return {"llvm_mcpu": name, "source": f"llvm_mcpu: CPUID feature {feature} (Golden Cove or later)"}
-    proc = subprocess.run([str(toolchain().clang), "-march=native", "-###", "-c", "-x", "c", "/dev/null"],
-                          capture_output=True, text=True, check=False)
-    found = re.search(r'"-target-cpu" "([^"]+)"', proc.stderr)
-    if not found or found.group(1) in ("x86-64", "generic"):
-        return {}
-    return {"llvm_mcpu": found.group(1), "source": f"llvm_mcpu: clang-19 -march=native on this host"}
-
-
 WINDOW_OPS_PER_ITERATION = 6  # window.c's loops: load, fmul or fdiv, fadd, index add, compare, branch
 LONG_CHAIN_MIN_ITERATIONS = 256  # window.c's instances from here on save a constant time each
-
-
-def measure_window(workdir: Path, effort: Effort, progress: Progress) -> dict:
-    """How chain instances overlap in the out-of-order window, from window.c ({} when nothing fits)."""
-    progress("compiling and running window.c (overlap of dependence chain instances)")
-    binary = _compile("window.c", workdir / "window", [])
-    runs = [_run(binary, max(100_000, effort.op_iterations * 4)) for _ in range(3)]
-    return window_figures({key: statistics.median(run[key] for run in runs) for key in runs[0]})
 
 
 def window_figures(res: dict[str, float]) -> dict:
@@ -540,52 +362,88 @@ def _instance_line(series: dict[int, float]) -> tuple[float, float] | None:
     return float(c), float(-minus_b)
 
 
-def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
-    """A TOML-ready, validated machine dict for this host (quick: seconds instead of ~a minute)."""
-    say = progress or (lambda _msg: None)
-    effort = QUICK if quick else FULL
-    start = time.monotonic()
-    cores = physical_cores()
-    # whether a cache is shared is a property of the chip, not of this process's CPU affinity
-    caches = host_caches(physical_cores(cpus=range(os.cpu_count() or 1)))
-    if not caches:
-        raise ToolError(f"{SYSFS_CPU}/cpu0/cache: no cache description found; write the machine file by hand "
-                        "(see machines/SCHEMA.md)")
-    simd, simd_src = simd_width_bits()
-    with tempfile.TemporaryDirectory(prefix="pptmc-detect-") as tmp:
-        ghz, ops = measure_ops(Path(tmp), effort, say)
-        levels, ram = measure_memory(Path(tmp), caches, cores, ghz, ops["load"]["recip_throughput"], effort, say)
-        strided = measure_strided(Path(tmp), caches[0], effort, say)
-        if strided:
-            ram = {**ram, "strided_cold_line_ns": strided["strided_cold_line_ns"],
-                   "source": f"{ram['source']}; {strided['source']}"}
-        parallel = measure_parallel(Path(tmp), cores, effort, say)
-        calls = measure_calls(Path(tmp), ghz, effort, say)
-        core = core_table(measure_window(Path(tmp), effort, say),
-                          measure_stores(Path(tmp), ghz, caches[0].line_bytes, effort, say), llvm_processor(say))
-        tlbs = measure_tlb(Path(tmp), ghz, caches[0].line_bytes, effort, say)
-        coherence = measure_transfer(Path(tmp), ghz, caches, cores, say)
-    nominal = cpuinfo_mhz()
-    data = {"schema_version": SCHEMA_VERSION, "name": f"host-{platform.node() or 'unknown'}",
-            "description": f"{_model_name()} as measured by pptmc machines detect"
-                           f"{' --quick' if quick else ''} on {time.strftime('%Y-%m-%d')}",
+# CPUID features that only newer cores have: a hypervisor may report an older model number (this
+# project's KVM guest shows family 6 model 167, Rocket Lake, on Golden Cove cores with AMX and
+# AVX512-FP16), and clang's -march=native then names the older core.
+_FEATURE_CORES = (("amx_tile", "sapphirerapids"), ("avx512_fp16", "sapphirerapids"))
+
+
+def llvm_processor(progress: Progress, flags: set[str] | None = None, ask_clang: bool = True) -> dict:
+    """The [core] llvm_mcpu figure: the scheduling model llvm-mca should use for a host ({} if unknown): from
+    `flags` (this host's unless given), else clang -march=native, which only names this host (`ask_clang`)."""
+    progress("naming the core for llvm-mca (clang -march=native)")
+    flags = cpu_flags() if flags is None else flags
+    for feature, name in _FEATURE_CORES:
+        if feature in flags:
+            return {"llvm_mcpu": name, "source": f"llvm_mcpu: CPUID feature {feature} (Golden Cove or later)"}
+    if not ask_clang:
+        return {}
+    proc = subprocess.run([str(toolchain().clang), "-march=native", "-###", "-c", "-x", "c", "/dev/null"],
+                          capture_output=True, text=True, check=False)
+    found = re.search(r'"-target-cpu" "([^"]+)"', proc.stderr)
+    if not found or found.group(1) in ("x86-64", "generic"):
+        return {}
+    return {"llvm_mcpu": found.group(1), "source": "llvm_mcpu: clang-19 -march=native on this host"}
+
+
+def machine_from_raw(facts: Mapping, raw: Mapping[str, list[dict]], effort_name: str, mcpu: dict,
+                     measured_by: str = "pptmc machines detect", date: str | None = None) -> dict:
+    """A TOML-ready, validated machine dict from a host's facts and the raw results of probeplan.plan's runs
+    there (InputError naming the step when the raw results lack one)."""
+    effort = probeplan.EFFORTS[effort_name]
+    missing = probeplan.raw_problems(probeplan.plan(facts, effort), raw)
+    if missing:
+        raise InputError(f"raw microbenchmark results: {'; '.join(missing)}; run the microbenchmarks again")
+    try:
+        return _machine_dict(facts, raw, effort, mcpu, f"{measured_by}{' --quick' * (effort is QUICK)}"
+                             f" on {date or time.strftime('%Y-%m-%d')}")
+    except KeyError as exc:
+        raise InputError(f"raw microbenchmark results: a run lacks the figure {exc}; the microbenchmarks that "
+                         f"printed them are not this pptmc's; run them again") from exc
+
+
+def _machine_dict(facts: Mapping, raw: Mapping[str, list[dict]], effort: Effort, mcpu: dict, how: str) -> dict:
+    """machine_from_raw without the checks."""
+    caches, cores = facts_caches(facts), int(facts["cores"])
+    flags = set(facts["flags"])
+    simd, simd_src = simd_width_bits(flags, facts["machine"])
+    ghz, ops = ops_figures(raw["ops"])
+    levels, ram = memory_figures(raw, caches, cores, ghz, ops["load"]["recip_throughput"], effort)
+    if "strided" in raw:
+        strided = strided_figures(raw["strided"][0], caches[0], effort)
+        ram = {**ram, "strided_cold_line_ns": strided["strided_cold_line_ns"],
+               "source": f"{ram['source']}; {strided['source']}"}
+    core = core_table(window_figures(_median_run(raw["window"])), stores_figures(raw["stores"][0], ghz), mcpu)
+    tlbs = tlb_figures(raw["tlb"][0], ghz, int(facts["page_bytes"]))
+    coherence = transfer_figures(raw["transfer"][0], ghz, probeplan.transfer_lines(caches)) if cores >= 2 else {}
+    data = {"schema_version": SCHEMA_VERSION, "name": f"host-{facts['node']}",
+            "description": f"{facts['model_name']} as measured by {how}",
             "cores": cores, "frequency_ghz": round(ghz, 3), "bus_width_bytes": 8, "simd_width_bits": simd,
             "source": f"cores: sysfs topology; frequency: dependent add chain in ops.c "
-                      f"(/proc/cpuinfo says {nominal} MHz); bus width: assumed one 64-bit DDR channel; "
+                      f"(/proc/cpuinfo says {facts['cpu_mhz']} MHz); bus width: assumed one 64-bit DDR channel; "
                       f"SIMD: {simd_src}",
             "caches": levels, "ram": ram,
             "ops": {op: {**ops[op], "source": "ops.c on this host: dependent chain (latency), 8 independent "
                                               "chains (throughput)"} for op in OP_CLASSES},
-            "parallel": parallel, "calls": calls, **({"core": core} if core else {}),
+            "parallel": parallel_figures(raw["overhead"][0], raw["coldstart"][0], cores, effort),
+            "calls": calls_figures(raw["libm"][0], ghz), **({"core": core} if core else {}),
             **({"tlbs": tlbs} if tlbs else {}), **({"coherence": coherence} if coherence else {})}
-    validate_machine_dict(data, "detected host")
-    say(f"done in {time.monotonic() - start:.1f} s")
+    validate_machine_dict(data, f"machine measured by {how}")
     return data
 
 
-def _model_name() -> str:
+def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
+    """A TOML-ready, validated machine dict for this host (quick: seconds instead of ~a minute)."""
+    say = progress or (lambda _msg: None)
+    start = time.monotonic()
     try:
-        m = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
-    except OSError:
-        m = None
-    return m.group(1).strip() if m else platform.processor() or platform.machine()
+        facts = probeplan.host_facts()
+        steps = probeplan.plan(facts, QUICK if quick else FULL)
+    except ProbeError as exc:
+        raise ToolError(str(exc)) from exc
+    say(f"compiling {len({s.program for s in steps})} microbenchmarks, then {len(steps)} runs")
+    with tempfile.TemporaryDirectory(prefix="pptmc-detect-") as tmp:
+        raw = run_steps(Path(tmp), steps, say)
+    data = machine_from_raw(facts, raw, "quick" if quick else "full", llvm_processor(say))
+    say(f"done in {time.monotonic() - start:.1f} s")
+    return data

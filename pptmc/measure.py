@@ -18,6 +18,7 @@ import pandas as pd
 
 from analysis.options import DEFAULT_OPTIONS, ModelOptions
 from benchmarks.polybench.catalog import MEASURE_SIZE
+from machines import probeplan
 from machines.loader import dumps_toml, machine_to_dict
 from machines.model import Machine
 from common.errors import InputError
@@ -28,8 +29,9 @@ Progress = Callable[[str], None]
 DEFAULT_SIZE = MEASURE_SIZE
 MODEL_COLUMNS = ("t_mem_s", "t_cpu_s", "t_incore_s", "t_fill_overlap_s", "t_tlb_s", "t_coherence_s", "t_strided_s",
                  "t_overhead_s", "contention_s", "t_dram_s", "dram_bytes")
+SPEEDUP_COLUMNS = ("measured_speedup", "predicted_speedup", "speedup_error")
 COLUMNS = ("benchmark", "cores", "measured_s", "measured_min_s", "measured_max_s", "repeats", "predicted_s",
-           *MODEL_COLUMNS, "rel_error", "rel_error_min")
+           *MODEL_COLUMNS, "rel_error", "rel_error_min", *SPEEDUP_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -48,10 +50,7 @@ def pinned_environment(base: Mapping[str, str]) -> dict[str, str]:
     """`base` with OMP_PROC_BIND=close and OMP_PLACES=cores unless it sets them: on this 2-core VM an
     unpinned 2-thread run of lu took 27 ms in 4 of 15 runs instead of 7 (a thread migrated or shared a
     core); pinned, the slowest of 15 was 7.4 ms."""
-    env = dict(base)
-    env.setdefault("OMP_PROC_BIND", "close")
-    env.setdefault("OMP_PLACES", "cores")
-    return env
+    return probeplan.pinned_environment(base)
 
 
 def measure_benchmark(bench, cfg: MeasureConfig) -> list[dict]:
@@ -67,28 +66,36 @@ def measure_suite(benches, cfg: MeasureConfig, progress: Progress | None = None)
     varied 0.30-0.55 ms between two minutes); back-to-back repeats of one benchmark would all land in
     one such state, rounds spread every benchmark's samples over the whole measurement.
     """
-    from benchmarks.polybench.build import build_native, run_native
+    from benchmarks.polybench import build
 
     if cfg.repeats < 1:
         raise InputError(f"repeats {cfg.repeats}: give at least 1")
     say = progress or (lambda _msg: None)
-    exes = {bench.name: _native_binary(bench, cfg, build_native) for bench in benches}
+    exes = {bench.name: native_binary(bench, cfg.size, cfg.workdir / "native") for bench in benches}
     env = pinned_environment(os.environ) if cfg.pin else None
     samples: dict[tuple[str, int], list[float]] = {(name, t): [] for name in exes for t in cfg.threads}
     for round_no in range(cfg.repeats):
         say(f"round {round_no + 1} of {cfg.repeats}: {len(exes)} benchmarks on {','.join(map(str, cfg.threads))} threads")
         for (name, threads), times in samples.items():
-            times.append(run_native(exes[name], threads, cold=cfg.cold, env=env).region_seconds)
+            times.append(build.run_native(exes[name], threads, cold=cfg.cold, env=env).region_seconds)
+    return sample_table(samples)
+
+
+def sample_table(samples: Mapping[tuple[str, int], Sequence[float]]) -> pd.DataFrame:
+    """Median/min/max seconds and run count per (benchmark, threads): the measured side of every comparison,
+    from this host's runs or a probe kit's."""
     return pd.DataFrame([{"benchmark": name, "cores": threads, "measured_s": statistics.median(times),
-                          "measured_min_s": min(times), "measured_max_s": max(times), "repeats": cfg.repeats}
+                          "measured_min_s": min(times), "measured_max_s": max(times), "repeats": len(times)}
                          for (name, threads), times in samples.items()])
 
 
-def _native_binary(bench, cfg: MeasureConfig, build_native) -> Path:
-    """Build the original OpenMP program of `bench` into the work directory."""
-    exe = cfg.workdir / "native" / f"{bench.name}-{cfg.size}"
+def native_binary(bench, size: str, folder: Path) -> Path:
+    """Build the original OpenMP program of `bench` at `size` into folder/<name>-<size> (measure's build)."""
+    from benchmarks.polybench import build
+
+    exe = Path(folder) / f"{bench.name}-{size}"
     exe.parent.mkdir(parents=True, exist_ok=True)
-    build_native(bench, cfg.size, exe)
+    build.build_native(bench, size, exe)
     return exe
 
 
@@ -154,29 +161,41 @@ def predict_benchmark(bench, size: str, threads: Sequence[int], workdir: Path, m
     return runtimes.drop(columns="machine").reset_index(drop=True).assign(benchmark=bench.name)
 
 
-def validate_runtimes(benches, size: str, threads: tuple[int, ...], workdir: Path, machine: Machine,
-                      repeats: int = 5, progress: Progress | None = None,
-                      options: ModelOptions = DEFAULT_OPTIONS, pin: bool = True) -> pd.DataFrame:
-    """Measure and predict every benchmark on `machine` (the host), one table row per (benchmark, cores).
-
-    A benchmark whose prediction fails keeps its measurement, with the cause in the `error` column.
-    """
-    say = progress or (lambda _msg: None)
-    workdir = Path(workdir)
+def check_threads(threads: Sequence[int], machine: Machine) -> None:
+    """Refuse thread counts above the machine's cores, naming them."""
     too_many = [t for t in threads if t > machine.cores]
     if too_many:
         raise InputError(f"threads {','.join(map(str, too_many))}: machine {machine.name} has only "
                          f"{machine.cores} cores; measure at most that many")
-    cfg = MeasureConfig(workdir=workdir, size=size, threads=tuple(threads), repeats=repeats, pin=pin)
+
+
+def validate_runtimes(benches, size: str, threads: tuple[int, ...], workdir: Path, machine: Machine,
+                      repeats: int = 5, progress: Progress | None = None,
+                      options: ModelOptions = DEFAULT_OPTIONS, pin: bool = True) -> pd.DataFrame:
+    """Measure and predict every benchmark on `machine` (the host), one table row per (benchmark, cores)."""
+    say = progress or (lambda _msg: None)
+    check_threads(threads, machine)
+    cfg = MeasureConfig(workdir=Path(workdir), size=size, threads=tuple(threads), repeats=repeats, pin=pin)
     say(f"measuring {len(benches)} benchmarks at {size} on {','.join(map(str, threads))} threads, "
         f"{repeats} interleaved rounds")
     measured_all = measure_suite(benches, cfg, progress=say)
+    return compare_runtimes(benches, measured_all, size, threads, workdir, machine, options, say)
+
+
+def compare_runtimes(benches, measured_all: pd.DataFrame, size: str, threads: Sequence[int], workdir: Path,
+                     machine: Machine, options: ModelOptions = DEFAULT_OPTIONS,
+                     progress: Progress | None = None) -> pd.DataFrame:
+    """Predict every benchmark on `machine` and join with its measured rows (sample_table's, from this host or
+    a probe kit), with the 1 -> p speedups. A benchmark whose prediction fails keeps its measurement, with
+    the cause in the `error` column."""
+    say = progress or (lambda _msg: None)
+    check_threads(threads, machine)
     frames = []
     for bench in benches:
         measured = measured_all[measured_all.benchmark == bench.name].reset_index(drop=True)
         say(f"{bench.name}: predicting")
         try:
-            predicted = predict_benchmark(bench, size, threads, workdir, machine, options)
+            predicted = predict_benchmark(bench, size, threads, Path(workdir), machine, options)
         except Exception as exc:  # one broken pipeline must not discard the other measurements
             say(f"{bench.name}: prediction failed: {type(exc).__name__}: {exc}")
             frames.append(measured.assign(error=f"{type(exc).__name__}: {exc}"))
@@ -186,7 +205,18 @@ def validate_runtimes(benches, size: str, threads: tuple[int, ...], workdir: Pat
     for col in ("predicted_s", *MODEL_COLUMNS, "rel_error", "rel_error_min"):
         if col not in df:
             df[col] = float("nan")
-    return df[[*COLUMNS, "error"]]
+    return add_speedups(df)[[*COLUMNS, "error"]]
+
+
+def add_speedups(df: pd.DataFrame) -> pd.DataFrame:
+    """measured_speedup = measured_s on 1 thread / on p, predicted_speedup likewise, speedup_error =
+    predicted / measured - 1 (NaN where the benchmark has no 1-thread row)."""
+    one = df[df["cores"] == 1].set_index("benchmark")
+    base_measured = df["benchmark"].map(one["measured_s"])
+    base_predicted = df["benchmark"].map(one["predicted_s"])
+    out = df.assign(measured_speedup=base_measured / df["measured_s"],
+                    predicted_speedup=base_predicted / df["predicted_s"])
+    return out.assign(speedup_error=out["predicted_speedup"] / out["measured_speedup"] - 1.0)
 
 
 def runtime_summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -198,6 +228,8 @@ def runtime_summary(df: pd.DataFrame) -> pd.DataFrame:
                "max_abs_error": float(part["rel_error"].max())}
         if "rel_error_min" in part:
             row["mean_abs_error_vs_min"] = float(part["rel_error_min"].mean())
+        if "speedup_error" in part:  # 1 -> p for p > 1 (on one thread both speedups are 1 by definition)
+            row["mean_abs_speedup_error"] = float(part.loc[part["cores"] != 1, "speedup_error"].abs().mean())
         return row
 
     ok = df[df["rel_error"].notna()]
@@ -226,6 +258,37 @@ def write_runtime_figure(df: pd.DataFrame, path: Path) -> Path:
         ax.set_ylabel("region time [s]")
         ax.set_title(f"{c} thread(s): mean abs error {part['rel_error'].mean():.1%}")
         ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_speedup_figure(df: pd.DataFrame, path: Path) -> Path:
+    """Measured and predicted 1 -> p speedup against the thread count, one panel per benchmark."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = sorted(df.loc[df["measured_speedup"].notna(), "benchmark"].unique())
+    cols = min(4, max(1, len(names)))
+    rows = max(1, -(-len(names) // cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.8 * rows), squeeze=False)
+    for ax, name in zip(axes.flat, names):
+        part = df[df["benchmark"] == name].sort_values("cores")
+        ax.plot(part["cores"], part["cores"], ":", color="grey", label="linear")
+        ax.plot(part["cores"], part["measured_speedup"], "o-", label="measured")
+        ax.plot(part["cores"], part["predicted_speedup"], "s--", label="predicted")
+        ax.set_xscale("log", base=2)
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("threads")
+    for ax in list(axes.flat)[len(names):]:
+        ax.set_visible(False)
+    axes[0, 0].set_ylabel("speedup over 1 thread")
+    axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
     path = Path(path)
     with atomic_path(path) as tmp:

@@ -1,4 +1,4 @@
-"""`pptmc machines list|show|detect|validate`: inspect, check and create machine files."""
+"""`pptmc machines list|show|detect|validate|probe-kit|ingest`: inspect, check and create machine files."""
 from __future__ import annotations
 
 import argparse
@@ -84,9 +84,37 @@ def run_detect(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_probe_kit(args: argparse.Namespace) -> int:
+    """Write a probe kit: detect's microbenchmarks and the suite's native programs, prebuilt, with a runner."""
+    from pptmc.commands.measure import check_size, select
+    from pptmc.probekit import build_kit
+
+    size, benches = check_size(args.size), select(args.benchmarks)
+    manifest = build_kit(args.output, benches, size,
+                         progress=lambda msg: print(f"probe-kit: {msg}", file=sys.stderr, flush=True))
+    print(f"wrote {args.output} (kit {manifest['kit_version']}, {len(benches)} benchmarks at {size}); on the "
+          f"target: python3 {args.output}/run.py -o RESULTS [--threads 1,2,4,...]")
+    return 0
+
+
+def run_ingest(args: argparse.Namespace) -> int:
+    """Write the machine file of a probe kit's results, by detect's own formulas."""
+    from pptmc.probekit import load_results, results_machine
+
+    res = load_results(args.results)
+    data = results_machine(res, args.name)
+    validate_machine_dict(data, str(args.output))
+    write_text(args.output, f"# Written by `pptmc machines ingest` from {res.path} (probe kit "
+               f"{res.record['kit_version']}); schema: machines/SCHEMA.md\n" + dumps_toml(data))
+    print(f"wrote {args.output}")
+    return 0
+
+
 def register(subparsers) -> None:
     """Add `pptmc machines ...`."""
-    p = subparsers.add_parser("machines", help="list, show, validate or detect machine descriptions")
+    from benchmarks.polybench.catalog import MEASURE_SIZE
+
+    p = subparsers.add_parser("machines", help="list, show, validate, detect or ingest machine descriptions")
     sub = p.add_subparsers(dest="machines_command", metavar="ACTION", required=True)
     sub.add_parser("list", help="shipped machine files").set_defaults(run=run_list)
     show = sub.add_parser("show", help="print one machine")
@@ -101,3 +129,14 @@ def register(subparsers) -> None:
     det.add_argument("--name", help="machine name to record (default host-<hostname>)")
     det.add_argument("--quick", action="store_true", help="a few seconds of measuring; rougher figures")
     det.set_defaults(run=run_detect)
+    kit = sub.add_parser("probe-kit", help="write a self-contained kit that measures a machine without a compiler")
+    kit.add_argument("-o", "--output", required=True, help="kit folder to write (replaced if it is a kit)")
+    kit.add_argument("--benchmarks", help="comma-separated catalog names to include (default: all 14)")
+    kit.add_argument("--size", default=MEASURE_SIZE,
+                     help=f"dataset size of the native programs (default {MEASURE_SIZE})")
+    kit.set_defaults(run=run_probe_kit)
+    ing = sub.add_parser("ingest", help="write a machine file from a probe kit's results folder")
+    ing.add_argument("results", help="the folder `python3 KIT/run.py -o RESULTS` wrote")
+    ing.add_argument("-o", "--output", required=True, help="machine file to write (.toml)")
+    ing.add_argument("--name", help="machine name to record (default host-<the probed host's name>)")
+    ing.set_defaults(run=run_ingest)

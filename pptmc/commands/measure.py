@@ -30,7 +30,8 @@ def host_machine(args: argparse.Namespace, outdir: Path, say):
     return cached_host_machine(outdir, args.machine, args.detect, say)
 
 
-def _check_size(size: str) -> str:
+def check_size(size: str) -> str:
+    """A dataset size name, upper-cased; InputError listing the sizes otherwise."""
     from benchmarks.polybench.catalog import SIZES
 
     key = size.strip().upper()
@@ -40,41 +41,83 @@ def _check_size(size: str) -> str:
 
 
 def run_measure(args: argparse.Namespace) -> int:
-    """Measure, predict, join, and write the validation table, summary and figure."""
-    from pptmc.measure import runtime_summary, validate_runtimes, write_runtime_figure
-
+    """Measure (or take a probe kit's times), predict, join, and write the validation table, summary and figures."""
     say = (lambda msg: print(f"measure: {msg}", file=sys.stderr, flush=True))
-    threads = parse_threads(args.threads)
-    size = _check_size(args.size)
-    benches = select(args.benchmarks)
     if args.repeats < 1:
         raise InputError(f"--repeats {args.repeats}: give at least 1")
     outdir = Path(args.output)
-    machine = host_machine(args, outdir, say)
     options = model_options(args)
-    say(f"model: {options.describe()}")
-    df = validate_runtimes(benches, size, threads, outdir, machine, repeats=args.repeats, progress=say,
-                           options=options, pin=not args.no_pin)
+    if args.ingest:
+        df, machine, size = _ingested(args, outdir, options, say)
+    else:
+        from pptmc.measure import validate_runtimes
+
+        threads = parse_threads(args.threads or "1,2")
+        size = check_size(args.size)
+        benches = select(args.benchmarks)
+        machine = host_machine(args, outdir, say)
+        say(f"model: {options.describe()}")
+        df = validate_runtimes(benches, size, threads, outdir, machine, repeats=args.repeats, progress=say,
+                               options=options, pin=not args.no_pin)
+    return _report(df, outdir, machine.name, size, options, args.json)
+
+
+def _ingested(args: argparse.Namespace, outdir: Path, options, say) -> tuple:
+    """(table, machine, size) for a probe kit's results: its times against predictions on --machine, or on
+    the machine file its own microbenchmark figures make (as `pptmc machines ingest`)."""
+    from machines import load_machine
+    from machines.loader import validate_machine_dict
+    from pptmc.measure import compare_runtimes
+    from pptmc.probekit import load_results, results_machine, results_measured
+
+    res = load_results(Path(args.ingest))
+    measured = results_measured(res)
+    size = res.native["size"]
+    names = sorted(set(measured["benchmark"]))
+    benches = select(args.benchmarks or ",".join(names))
+    unmeasured = [b.name for b in benches if b.name not in names]
+    if unmeasured:
+        raise InputError(f"--benchmarks {','.join(unmeasured)}: {res.path / 'native.json'} has no times for them; "
+                         f"it has {','.join(names)}")
+    threads = tuple(parse_threads(args.threads)) if args.threads else tuple(sorted(set(measured["cores"])))
+    missing = sorted(set(threads) - set(measured["cores"]))
+    if missing:
+        raise InputError(f"--threads {','.join(map(str, missing))}: {res.path / 'native.json'} has times on "
+                         f"{','.join(map(str, sorted(set(measured['cores']))))} threads only")
+    machine = (load_machine(args.machine) if args.machine
+               else validate_machine_dict(results_machine(res), str(res.path / "probes.json")))
+    say(f"{res.path}: {len(benches)} benchmarks at {size} on {','.join(map(str, threads))} threads, measured on "
+        f"{res.record['host']['model_name']}; predicting on {machine.name}; model: {options.describe()}")
+    measured = measured[measured["cores"].isin(threads)]
+    return compare_runtimes(benches, measured, size, threads, outdir, machine, options, say), machine, size
+
+
+def _report(df, outdir: Path, machine: str, size: str, options, as_json: bool) -> int:
+    """Write the tables and figures into outdir and print the table (or JSON)."""
+    from pptmc.measure import runtime_summary, write_runtime_figure, write_speedup_figure
+
     summary = runtime_summary(df)
     for ext in ("csv", "parquet"):
         write_table(df, outdir / f"runtime_validation.{ext}")
     write_table(summary, outdir / "runtime_summary.csv")
     write_runtime_figure(df, outdir / "runtime_validation.png")
-    write_json(outdir / "runtime_validation.json", {"machine": machine.name, "size": size,
-                                                    "model": options.as_dict(),
+    if df["measured_speedup"].notna().any() and df["cores"].nunique() > 1:
+        write_speedup_figure(df, outdir / "runtime_speedup.png")
+    write_json(outdir / "runtime_validation.json", {"machine": machine, "size": size, "model": options.as_dict(),
                                                     "rows": df.to_dict("records"),
                                                     "summary": summary.to_dict("records")})
-    if args.json:
+    if as_json:
         print(json.dumps({"rows": df.to_dict("records"), "summary": summary.to_dict("records")}, indent=2))
     else:
-        print(_format(df, summary, machine.name, size))
+        print(_format(df, summary, machine, size))
     return 0
 
 
 def _format(df, summary, machine: str, size: str) -> str:
     """The validation table and summary as text."""
     cols = ["benchmark", "cores", "measured_s", "measured_min_s", "predicted_s", "t_mem_s", "t_cpu_s",
-            "t_incore_s", "t_tlb_s", "t_coherence_s", "t_overhead_s", "contention_s", "rel_error"]
+            "t_incore_s", "t_tlb_s", "t_coherence_s", "t_overhead_s", "contention_s", "rel_error",
+            "measured_speedup", "predicted_speedup"]
     head = f"runtime validation on {machine}, size {size} (times in seconds, rel_error vs the median)"
     return "\n".join([head, df[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"), "",
                       summary.to_string(index=False, float_format=lambda v: f"{v:.3f}")])
@@ -87,9 +130,14 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("measure", help="measure region times on this host and compare with predictions")
     p.add_argument("--benchmarks", help="comma-separated catalog names (default: all 14)")
     p.add_argument("--size", default=DEFAULT_SIZE, help=f"dataset size (default {DEFAULT_SIZE})")
-    p.add_argument("--threads", default="1,2", help="comma-separated OpenMP thread counts (default 1,2)")
+    p.add_argument("--threads", help="comma-separated OpenMP thread counts, any up to the machine's cores (default "
+                                     "1,2; with --ingest, those the results have)")
     p.add_argument("--repeats", type=int, default=5, help="runs per thread count; median, min, max kept")
-    p.add_argument("--machine", help="machine file or shipped name (default: detect this host once, cached in DIR)")
+    p.add_argument("--machine", help="machine file or shipped name (default: detect this host once, cached in DIR; "
+                                     "with --ingest, the machine file of the results' own figures)")
+    p.add_argument("--ingest", metavar="RESULTS",
+                   help="compare with the native times a probe kit measured (python3 KIT/run.py -o RESULTS) instead "
+                        "of measuring here; --size, --repeats and --no-pin do not apply")
     p.add_argument("--detect", action="store_true", help="re-detect the host machine file even if DIR has one")
     p.add_argument("--no-pin", action="store_true",
                    help="leave thread placement to the OS (default: OMP_PROC_BIND=close, OMP_PLACES=cores "
