@@ -1,24 +1,28 @@
 """`pptmc suite`: the paper's experiment over the built-in PolyBench suite, one pipeline per benchmark and size.
 
 Each selected benchmark runs at each suite size it defines (POW2 only for catalog.POW2_KERNELS), and
-every table has a `size` column. Benchmarks run in parallel processes; a failing benchmark is reported
-with its cause and does not stop the others. Machine-readable tables are written first, the human report (figures and
-index.html) is built from those tables alone.
+every table has a `size` column. The work runs as Dask tasks (pptmc/dask_suite.py: a local cluster by
+default, or the one --scheduler names), or with `jobs` in local processes, one benchmark each; a failing
+benchmark is reported with its cause and does not stop the others. Machine-readable tables are written
+first, the human report (figures and index.html) is built from those tables alone.
 """
 from __future__ import annotations
 
 import dataclasses
-import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 
 from analysis.options import DEFAULT_OPTIONS, ModelOptions
 from common.io import program_output_to, write_json, write_table
 from pptmc.pipeline import PipelineConfig, PipelineResult, benchmark_config, run_pipeline
+from pptmc.suite_tasks import describe
+
+if TYPE_CHECKING:  # dask loads in ~0.5 s: only a suite run on it imports it
+    from pptmc.dask_suite import Job
 
 
 @dataclass(frozen=True)
@@ -31,7 +35,9 @@ class SuiteConfig:
     benchmarks: tuple[str, ...] = ()       # empty: all
     machines: tuple[str, ...] = ("haswell-i7-5960x", "broadwell-e5-2699v4", "zen2-epyc-7702p")
     cores: tuple[int, ...] = (1, 2, 4, 8, 16)
-    jobs: int = 2
+    jobs: int = 2                          # local processes, one benchmark each (without a scheduler)
+    scheduler: str | None = None           # Dask: local, local:N, tcp://HOST:PORT, slurm or pbs (pptmc/cluster.py)
+    cluster_config: Path | None = None     # the queue options of --scheduler slurm|pbs
     options: ModelOptions = DEFAULT_OPTIONS   # the model (analysis/options.py)
     validate: bool = False                 # also compare hit rates with the simulated ground truth
     measure: bool = False                  # also time the native programs on this host
@@ -111,7 +117,7 @@ def _run_one(task: tuple[str, PipelineConfig]) -> BenchmarkOutcome:
     try:
         return BenchmarkOutcome(pcfg.source.stem, run_pipeline(pcfg), size=size)
     except Exception as exc:  # reported per benchmark; the suite goes on
-        return BenchmarkOutcome(pcfg.source.stem, None, _describe(exc), size=size)
+        return BenchmarkOutcome(pcfg.source.stem, None, describe(exc), size=size)
 
 
 def _in_parallel(worker, tasks: list, jobs: int, desc: str, show_progress: bool) -> list:
@@ -160,13 +166,7 @@ def _validate_one(task: tuple[SuiteConfig, object]) -> ValidationOutcome:
                                        interleaves=(cfg.options.interleave,), options=cfg.options)
         return ValidationOutcome(bench.name, table.assign(size=cfg.size), size=cfg.size)
     except Exception as exc:  # reported per benchmark; the others go on
-        return ValidationOutcome(bench.name, None, _describe(exc), size=cfg.size)
-
-
-def _describe(exc: BaseException) -> str:
-    """A user error's own message; a traceback for anything unexpected."""
-    detail = str(exc) if hasattr(exc, "exit_code") else "".join(traceback.format_exception(exc))
-    return f"{type(exc).__name__}: {detail}"
+        return ValidationOutcome(bench.name, None, describe(exc), size=cfg.size)
 
 
 def run_validation(cfg: SuiteConfig, show_progress: bool = True) -> list[ValidationOutcome]:
@@ -174,6 +174,39 @@ def run_validation(cfg: SuiteConfig, show_progress: bool = True) -> list[Validat
     ground truth."""
     tasks = size_tasks(cfg)
     return _in_parallel(_validate_one, tasks, cfg.jobs, "validate", show_progress)
+
+
+def run_suite_and_validation(cfg: SuiteConfig, show_progress: bool = True,
+                             say: Callable[[str], None] = lambda _msg: None) -> tuple[list[BenchmarkOutcome], list[ValidationOutcome] | None]:
+    """The suite's pipelines and, with cfg.validate, their validation: on the Dask cluster cfg.scheduler
+    names (one task graph), or in cfg.jobs local processes (the pipelines, then the validations)."""
+    if cfg.scheduler is None:
+        return run_suite(cfg, show_progress), run_validation(cfg, show_progress) if cfg.validate else None
+    return _on_cluster(cfg, show_progress, say)
+
+
+def _on_cluster(cfg: SuiteConfig, show_progress: bool, say: Callable[[str], None]
+                ) -> tuple[list[BenchmarkOutcome], list[ValidationOutcome] | None]:
+    """run_suite_and_validation on Dask: one job per benchmark and size, its folders on absolute paths
+    (the workers may start in another folder, on other hosts that see the same file system)."""
+    from pptmc.cluster import open_cluster, parse_scheduler
+    from pptmc.dask_suite import Job, TaskFunctions, run_jobs
+
+    shared = dataclasses.replace(cfg, outdir=cfg.outdir.resolve())
+    items = size_tasks(shared)
+    jobs = [Job(label(shared, bench.name, scfg.size), pipeline_config(scfg, bench),
+                (scfg, bench) if cfg.validate else None) for scfg, bench in items]
+    with open_cluster(parse_scheduler(cfg.scheduler), cfg.cluster_config, say) as client:
+        run_jobs(client, jobs, TaskFunctions(validate=_validate_one), show_progress, _failed_validation)
+    outcomes = [BenchmarkOutcome(job.cfg.source.stem, job.result, job.error, size=scfg.size)
+                for job, (scfg, _) in zip(jobs, items)]
+    return outcomes, [job.validation for job in jobs] if cfg.validate else None
+
+
+def _failed_validation(job: Job, error: str) -> ValidationOutcome:
+    """The outcome of a validation task that did not run to its end (its worker died, or it was refused)."""
+    scfg, bench = job.validate_args
+    return ValidationOutcome(bench.name, None, error, size=scfg.size)
 
 
 def run_measurement(cfg: SuiteConfig, say=lambda _msg: None) -> pd.DataFrame:
@@ -314,7 +347,8 @@ def _write_suite_manifest(cfg: SuiteConfig, outcomes: list[BenchmarkOutcome], na
     runs = {}
     for o in outcomes:
         if o.result is not None:
-            record = read_manifest(o.result.profiles_dir.parent, RESULTS, "rerun `pptmc suite`")
+            workdir = o.result.trace_path.parent.parent  # <workdir>/trace/<name>.pptrace
+            record = read_manifest(workdir, RESULTS, "rerun `pptmc suite`")
             runs[label(cfg, o.name, o.size)] = record.get("run_id") if record else None
     inputs = {"sizes": list(suite_sizes(cfg)), "machines": list(cfg.machines), "cores": list(cfg.cores),
               "model": cfg.options.as_dict(), "benchmark_runs": runs}

@@ -34,11 +34,12 @@ def run_groups(groups: list[list[int]], counts: list[int], run: Callable, memory
     forked worker processes (each re-reads the trace), started first; results in `counts` order.
 
     fork: the chunk factory (often a closure) reaches the workers without pickling. Where
-    fork is unavailable the groups run one after another here (same results)."""
+    fork is unavailable, or this process may not start any (a daemonic one, such as a Dask
+    worker's), the groups run one after another here (same results)."""
     import multiprocessing as mp
 
     budget = memory_budget // len(groups)  # the processes run at the same time
-    if "fork" not in mp.get_all_start_methods():
+    if "fork" not in mp.get_all_start_methods() or mp.current_process().daemon:
         done = {p: r for g in groups for p, r in zip(g, run(g, budget, progress))}
         return [done[p] for p in counts]
     ctx = mp.get_context("fork")

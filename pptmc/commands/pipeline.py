@@ -131,8 +131,10 @@ def suite_config(args: argparse.Namespace) -> "SuiteConfig":
     from pptmc.suite import SuiteConfig, select_benchmarks, size_tasks
 
     sizes = parse_sizes(args.size, args.validate)
+    scheduler, cluster_config = checked_scheduler(args)
     cfg = SuiteConfig(outdir=checked_output_folder(args.output), size=sizes[0], sizes=sizes,
-                       benchmarks=_names(args.benchmarks or ""), machines=checked_machines(args.machines), cores=tuple(parse_cores(args.cores)), jobs=args.jobs,
+                       benchmarks=_names(args.benchmarks or ""), machines=checked_machines(args.machines), cores=tuple(parse_cores(args.cores)),
+                       jobs=args.jobs or 1, scheduler=scheduler, cluster_config=cluster_config,
                        options=model_options(args), validate=args.validate, measure=args.measure,
                        measure_size=args.measure_size, measure_threads=tuple(parse_cores(args.measure_threads, "--measure-threads")),
                        host_machine=args.host_machine)
@@ -143,17 +145,42 @@ def suite_config(args: argparse.Namespace) -> "SuiteConfig":
     return cfg
 
 
+def checked_scheduler(args: argparse.Namespace) -> tuple[str | None, Path | None]:
+    """--scheduler (default `local`: a Dask cluster on this machine) or --jobs (local processes, no Dask),
+    and --cluster-config, checked before any work starts; a batch system's config file is read now."""
+    from pptmc.cluster import (BATCH_SYSTEMS, DEFAULT_CLUSTER_CONFIG, check_batch_system, parse_scheduler,
+                               read_cluster_config)
+
+    if args.jobs is not None and args.scheduler is not None:
+        raise InputError("--jobs runs local processes and --scheduler a Dask cluster: give one of them")
+    if args.jobs is not None and args.jobs < 1:
+        raise InputError(f"--jobs {args.jobs}: give a positive number of processes")
+    if args.jobs is not None:
+        scheduler = None
+    else:
+        scheduler = args.scheduler or "local"
+        spec = parse_scheduler(scheduler)
+    config = Path(args.cluster_config) if args.cluster_config else None
+    if scheduler is None or spec.kind not in BATCH_SYSTEMS:
+        if config is not None:
+            raise InputError("--cluster-config: only --scheduler slurm or pbs reads a cluster file")
+        return scheduler, None
+    config = config or Path(DEFAULT_CLUSTER_CONFIG)
+    read_cluster_config(config, spec.kind)
+    check_batch_system(spec.kind)
+    return scheduler, config
+
+
 def run_suite_command(args: argparse.Namespace) -> int:
     """`pptmc suite`: every benchmark, tables + figures + index.html; non-zero if any benchmark failed."""
-    from pptmc.suite import label, run_measurement, run_suite, run_validation, write_results
+    from pptmc.suite import label, run_measurement, run_suite_and_validation, write_results
 
     from common.locks import folder_lock
 
     cfg = suite_config(args)
     _stderr(f"model: {cfg.options.describe()}")
     with folder_lock(cfg.outdir):
-        outcomes = run_suite(cfg, show_progress=not args.json)
-        validation = run_validation(cfg, show_progress=not args.json) if cfg.validate else None
+        outcomes, validation = run_suite_and_validation(cfg, show_progress=not args.json, say=_stderr)
         measured = run_measurement(cfg, say=_stderr) if cfg.measure else None
         tables = write_results(cfg, outcomes, validation, measured)
     failed = {label(cfg, o.name, o.size): o.error for o in outcomes if o.error}
@@ -217,7 +244,17 @@ def register(sub) -> None:
                             "benchmarks/polybench/README.md); each benchmark runs at each listed size it has, and "
                             "every table has a `size` column (default: MINI, and with --validate MINI,POW2)")
     suite.add_argument("-o", "--output", default="results/suite", help="results folder")
-    suite.add_argument("-j", "--jobs", type=int, default=2, help="benchmarks run in parallel")
+    suite.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                       help="run N benchmarks at a time in local processes, without Dask (default: Dask, "
+                            "--scheduler local)")
+    suite.add_argument("--scheduler", default=None, metavar="WHERE",
+                       help="the Dask cluster the tasks run on: local (default: one worker per core of this "
+                            "machine), local:N (N workers), tcp://HOST:PORT (a running scheduler whose workers "
+                            "see the -o folder), slurm or pbs (workers started as batch jobs, with the queue "
+                            "options of --cluster-config); README.md, \"Running on a cluster\"")
+    suite.add_argument("--cluster-config", default=None, metavar="FILE",
+                       help="TOML file with a [slurm] or [pbs] table of queue options for --scheduler slurm|pbs "
+                            "(default: ./pptmc-cluster.toml)")
     suite.add_argument("--validate", action="store_true",
                        help="also compare hit rates with the simulated ground truth (analysis/VALIDATION.md)")
     suite.add_argument("--measure", action="store_true",
