@@ -9,7 +9,7 @@ from pathlib import Path
 from analysis.options import INTERLEAVES, MODES
 from analysis.sampling.options import DEFAULT_WINDOW_LENGTH, SOURCE_WINDOW, STREAM_METHODS, STREAM_WINDOW
 from pptmc.commands.args import add_strict, check_complete, parse_cores, seed
-from common.errors import InputError
+from common.errors import InputError, PptmcError
 from common.io import write_json, write_table
 
 
@@ -185,7 +185,7 @@ def run_hitrates(args: argparse.Namespace) -> int:
     """Predict (and optionally simulate) hit rates; write one table."""
     import pandas as pd
 
-    from analysis.hitrates.rates import predict_hit_rates
+    from analysis.hitrates.rates import predict_hit_rates, with_mpki
     from analysis.profiles.profileset import ProfileSet
     from machines import load_machine
 
@@ -196,7 +196,8 @@ def run_hitrates(args: argparse.Namespace) -> int:
     if sampled:
         print(f"note: {args.profiles} holds sampled profiles (rate {sampled.get('rate')}, "
               f"{sampled.get('method')}); the hit rates are estimates", file=sys.stderr)
-    table = predict_hit_rates(ps, machine, set_aware=args.hit_rates == "set-aware").assign(source=args.hit_rates)
+    table = with_mpki(predict_hit_rates(ps, machine, set_aware=args.hit_rates == "set-aware"),
+                      _operations(ps.trace)).assign(source=args.hit_rates)
     if sampled and sampled.get("rate"):
         table = with_intervals(table, float(sampled["rate"]))
     if args.simulate:
@@ -213,6 +214,18 @@ def run_hitrates(args: argparse.Namespace) -> int:
     else:
         print(table.to_string(index=False))
     return 0
+
+
+def _operations(trace: str) -> float:
+    """The traced regions' counted operations, for mpki; 0 (mpki NaN, with a note) when the trace or the
+    instrumented binary it names is gone."""
+    from analysis.runtime.facts import RegionRecord, operation_count
+
+    try:
+        return operation_count(RegionRecord.load(Path(trace)))
+    except (PptmcError, OSError) as exc:
+        print(f"note: mpki left empty: {exc}", file=sys.stderr)
+        return 0.0
 
 
 def _plain(obj):
