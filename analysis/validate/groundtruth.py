@@ -46,7 +46,7 @@ MEMORY_BUDGET = 64 << 20  # bytes of merge buffers kept in memory over all live 
 # The OS's page frames are one draw of many: a physically indexed level's hit rate is averaged over this many
 # seeded frame maps (placement_sd: their spread), since one map can put a program's few pages in few colours
 FRAME_SEEDS = 4
-_SIM_VERSION = 6  # bump when the simulation's semantics change (invalidates cached tables)
+_SIM_VERSION = 7  # bump when the simulation's semantics change (invalidates cached tables)
 
 Progress = Callable[[str], None] | None
 

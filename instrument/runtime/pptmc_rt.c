@@ -120,7 +120,9 @@ static uint8_t *comp_buf;      /* compressed chunk: 88-byte header + zstd frame 
 static size_t comp_cap;
 static uint64_t *sum_blocks, *sum_edges;  /* scratch for the footer's count sums */
 static size_t buf_words = BUF_WORDS;  /* PPTMC_CHUNK_BYTES overrides it (tests use small chunks) */
-static uint32_t next_tid;
+static uint32_t next_tid;     /* one past the largest thread id given out (the footer's n_threads) */
+static uint64_t tid_taken[65536 / 64];  /* thread ids in use (they are uint16 in the trace) */
+extern int omp_get_thread_num(void) __attribute__((weak));  /* absent from a program without OpenMP */
 static uint64_t n_chunks, total_acc, total_sized, file_crc;  /* sized: memcpy/memset/masked-lane events */
 static int64_t loop_seq;
 static int64_t *loops;        /* instance records: loop_id, trip, schedule, chunk */
@@ -172,6 +174,19 @@ static void stack_bounds(tbuf *t) {
 }
 
 /* Give the calling thread its own signal stack, so a stack overflow still reaches the handler. */
+/* A new thread's id: its OpenMP thread number when the program has OpenMP and no other thread holds that
+ * id, so a threaded trace's thread t is OpenMP thread t (the validator places threads on cores by it:
+ * an L3 per CCX serves threads 0-3, ...); else the smallest free id. Called with `lock` held. */
+static uint32_t claim_tid(void) {
+    uint32_t id = 0;
+    int num = omp_get_thread_num ? omp_get_thread_num() : -1;
+    if (num >= 0 && num < 65536 && !(tid_taken[num / 64] >> (num % 64) & 1)) id = (uint32_t)num;
+    else while (id < 65535 && (tid_taken[id / 64] >> (id % 64) & 1)) id++;
+    tid_taken[id / 64] |= 1ULL << (id % 64);
+    if (id + 1 > next_tid) next_tid = id + 1;
+    return id;
+}
+
 static void alt_stack(void) {
     stack_t old;
     if (sigaltstack(NULL, &old) == 0 && !(old.ss_flags & SS_DISABLE)) return;
@@ -203,7 +218,7 @@ __attribute__((noinline, cold)) static tbuf *tb_init(void) {
     stack_bounds(t);
     if (tracing) alt_stack();
     pthread_mutex_lock(&lock);
-    t->tid = next_tid++;
+    t->tid = claim_tid();
     t->next = all_threads;
     all_threads = t;
     pthread_mutex_unlock(&lock);
