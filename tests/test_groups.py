@@ -76,6 +76,8 @@ CCX = Machine("ccx", "synthetic", 8, 2.0, (level("L1", 8, 0), level("L3", 64, 0,
 
 
 def test_groupings_follow_placement():
+    with pytest.raises(InputError, match="16 threads placed close on its 8 cores"):
+        grouping_of(CCX, 1, 16, "close")
     assert grouping_of(CCX, 1, 4, "close") == (0, 0, 1, 1)
     assert grouping_of(CCX, 1, 4, "spread") == (0, 1, 2, 3)
     assert grouping_of(CCX, 1, 2, "close") == (0, 0)

@@ -42,6 +42,10 @@ def grouping_of(machine: Machine, level_index: int, threads: int, placement: str
     """The instance (renumbered 0, 1, ... in thread order) of each thread at one level of `machine`."""
     level = machine.caches[level_index]
     per = level.instance_cores(machine.cores)
+    if threads > machine.cores and per < machine.cores:
+        raise InputError(f"machine {machine.name}: {threads} threads placed {placement} on its {machine.cores} cores "
+                         f"(its `cores` field): which instance of {level.name} (one per {per} cores) a thread "
+                         f"shares depends on how the OS would stack them; give --cores up to {machine.cores}")
     raw = [core // per for core in thread_cores(threads, machine.cores, placement)]
     order = {inst: k for k, inst in enumerate(dict.fromkeys(raw))}
     return tuple(order[inst] for inst in raw)
