@@ -246,3 +246,26 @@ def test_cli_jobs_same_profiles(trace, tmp_path, monkeypatch):
         assert run(["profile", str(path), "--cores", "1,2,4,8", "--jobs", jobs, "-o", str(tmp_path / jobs)]) == 0
     a, b = ProfileSet.load(tmp_path / "1"), ProfileSet.load(tmp_path / "2")
     assert all(x.equals(y) for x, y in zip(a.tables(), b.tables()))
+
+
+def test_cli_profile_for_machines_makes_their_instance_crds(trace, tmp_path, monkeypatch, capsys):
+    """`profile --machines M --placement P` makes the per-instance CRDs `hitrates --placement P` reads on M;
+    without them hitrates says what to rerun."""
+    from dataclasses import replace
+
+    info, ch = trace
+    path = tmp_path / "prog.trace"
+    path.write_bytes(b"fake")
+    monkeypatch.setattr(instrument, "open_trace", lambda p: FakeReader(info, ch), raising=False)
+    m = replace(mach(lv("L1", 8, 2), lv("L3", 64, 8, shared=True)), cores=4)
+    m = replace(m, caches=(m.caches[0], replace(m.caches[1], cores_per_instance=2)))
+    monkeypatch.setattr(machines, "load_machine", lambda name: m)
+    grouped, plain = tmp_path / "grouped", tmp_path / "plain"
+    assert run(["profile", str(path), "--cores", "1,2,4", "--machines", "m", "--placement", "spread",
+                "-o", str(grouped)]) == 0
+    assert run(["profile", str(path), "--cores", "1,2,4", "-o", str(plain)]) == 0
+    assert ProfileSet.load(grouped).instance_crds("0.0.1.1") and ProfileSet.load(grouped).instance_crds("0.1")
+    assert run(["hitrates", str(grouped), "--machine", "m", "--placement", "spread", "-o", str(tmp_path / "r")]) == 0
+    with pytest.raises(InputError, match="pptmc profile --machines"):
+        run(["hitrates", str(plain), "--machine", "m", "--placement", "spread", "-o", str(tmp_path / "r2")])
+    capsys.readouterr()

@@ -97,8 +97,8 @@ def _level_profiles(profiles: ProfileSet, machine: Machine, index: int, cores: i
     if len(crds) != max(grouping) + 1:
         raise InputError(f"machine {machine.name}: {level.name} serves {level.instance_cores(machine.cores)} cores "
                          f"per instance, so {cores} threads placed {placement} use {max(grouping) + 1} instances, "
-                         f"but the profiles have no CRDs for that grouping; rerun the profile step with this "
-                         f"machine and --placement {placement} (pptmc run/suite do)")
+                         f"but the profiles have no CRDs for that grouping; rerun `pptmc profile --machines "
+                         f"{machine.name} --placement {placement}` (pptmc run and suite make them)")
     return crds, 0
 
 

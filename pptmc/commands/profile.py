@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from analysis.options import INTERLEAVES, MODES
+from analysis.options import PLACEMENTS, INTERLEAVES, MODES
 from analysis.sampling.options import DEFAULT_WINDOW_LENGTH, SOURCE_WINDOW, STREAM_METHODS, STREAM_WINDOW
 from pptmc.commands.args import add_strict, check_complete, parse_cores, seed
 from common.errors import InputError, PptmcError
@@ -32,6 +32,11 @@ def register(subparsers) -> None:
                    help="also profile distances within each line's set class of B low line-id bits, for the "
                         "set-aware hit rates (default 6: the 64 line slots of a 4 KiB page, which fix the sets "
                         "of a 64-set L1 and the in-page set bits of L2s; 0: none)")
+    p.add_argument("--machines", default="", metavar="M[,M...]",
+                   help="also make what these machines' hit rates read: their levels' set-class widths, and one "
+                        "CRD per occupied instance of a shared level serving a group of cores (an L3 per CCX)")
+    p.add_argument("--placement", choices=PLACEMENTS, default="close",
+                   help="with --machines: threads on cores, as OpenMP's proc_bind (default close)")
     p.add_argument("--writebacks", action="store_true",
                    help="also profile each core count's write-back gaps (DRAM write traffic; one more pass)")
     p.add_argument("--sample-rate", type=float, default=None, metavar="R",
@@ -60,6 +65,9 @@ def register(subparsers) -> None:
     h.add_argument("--machine", required=True, help="machine name or machine TOML file")
     h.add_argument("--hit-rates", choices=("set-aware", "sdcm"), default="set-aware",
                    help="set-aware (default; needs profiles made with --set-bits) or sdcm (the paper's)")
+    h.add_argument("--placement", choices=PLACEMENTS, default="close",
+                   help="threads on cores (default close): which instances of a cache shared by a group of cores "
+                        "they use (the profiles need that grouping: pptmc profile --machines M --placement P)")
     h.add_argument("--simulate", metavar="TRACE", help="also run the LRU cache simulator on this trace")
     h.add_argument("--hierarchical", action="store_true",
                    help="simulator: a level sees only the misses of the level above (default: every access, "
@@ -88,8 +96,8 @@ def run_profile(args: argparse.Namespace) -> int:
         check_memory(cores, str(args.trace))
         ps = compute_profiles(args.trace, cores, args.mode, args.interleave, args.seed,
                               args.refs_per_turn, args.line_size, progress=True, paper_chunk=args.paper_chunk,
-                              coherence=args.coherence, jobs=args.jobs, class_bits=parse_set_bits(args.set_bits),
-                              writebacks=args.writebacks)
+                              coherence=args.coherence, jobs=args.jobs, writebacks=args.writebacks,
+                              **_for_machines(args, cores))
         extra: dict = {}
     else:
         from analysis.sampling.confidence import check_sample_size, sample_warning
@@ -115,6 +123,21 @@ def run_profile(args: argparse.Namespace) -> int:
         label = f", sampled at {args.sample_rate:g} ({args.sample_method})" if extra else ""
         print(f"wrote {out} ({len(summary)} profiles, mode {ps.mode}{label}){note}")
     return 0
+
+
+def _for_machines(args: argparse.Namespace, cores: list[int]) -> dict:
+    """compute_profiles' class widths, groupings and class-CRD flag: --set-bits's, plus what --machines need."""
+    bits = parse_set_bits(args.set_bits)
+    if not args.machines:
+        return {"class_bits": bits}
+    from analysis.hitrates.rates import class_widths, shared_classes_needed
+    from analysis.profiles.groups import groupings_for
+    from machines import load_machine
+
+    machines = [load_machine(name.strip()) for name in args.machines.split(",") if name.strip()]
+    return {"class_bits": tuple(sorted(set(bits) | set(class_widths(machines)))),
+            "groupings": groupings_for(machines, cores, args.placement),
+            "class_crds": shared_classes_needed(machines)}
 
 
 def parse_set_bits(text: str) -> tuple[int, ...]:
@@ -196,7 +219,8 @@ def run_hitrates(args: argparse.Namespace) -> int:
     if sampled:
         print(f"note: {args.profiles} holds sampled profiles (rate {sampled.get('rate')}, "
               f"{sampled.get('method')}); the hit rates are estimates", file=sys.stderr)
-    table = with_mpki(predict_hit_rates(ps, machine, set_aware=args.hit_rates == "set-aware"),
+    table = with_mpki(predict_hit_rates(ps, machine, set_aware=args.hit_rates == "set-aware",
+                                        placement=args.placement),
                       _operations(ps.trace)).assign(source=args.hit_rates)
     if sampled and sampled.get("rate"):
         table = with_intervals(table, float(sampled["rate"]))
