@@ -11,7 +11,8 @@ so a ClassEngine is one ReuseEngine per class, fed each class's accesses in orde
 change (a line's invalidations concern that line only, and the line stays in its class). The class
 profiles of a core count are made by the same CoreCountTask as the plain ones, with ClassEngines, in
 a pass of their own without the plain sweep's sharing (Mirrors, Suffixes, replays, runs): each of
-those relies on the plain engine's one time axis.
+those relies on the plain engine's one time axis. Without class CRDs (no shared level reads them),
+the shared role is a `StaleOnly`: the coherence directory's walk, for the class PRDs' coherence misses.
 """
 from __future__ import annotations
 
