@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from common.errors import PptmcError
+
 TIMING_PREFIXES = ("seconds_",)  # wall-clock figures differ between any two runs
 GROUND_TRUTH_TABLES = ("validation_accuracy.csv", "validation_outliers.csv")  # derived from measured runs
 GROUND_TRUTH_COLUMNS = ("ground_truth", "abs_error_pp", "error_vs_no_coherence_pp", "gt_")
@@ -80,6 +82,15 @@ def common_benchmarks(old: Path, new: Path) -> set[str]:
     return names[0] & names[1]
 
 
+def checked(folder: Path, tables: list[str]) -> None:
+    """Refuse a suite folder whose results.json (written last by pptmc suite) does not match the tables
+    read from it; a folder from before results.json existed is compared as it is."""
+    from common.manifest import RESULTS, check_results
+
+    if (folder / RESULTS).is_file():
+        check_results(folder, tables, f"rerun `pptmc suite -o {folder}`")
+
+
 def compare_runs(old: Path, new: Path, benchmarks: set[str] | None = None,
                  model_only: bool = False) -> list[TableDiff]:
     """One TableDiff per CSV table present in both folders (with `model_only`, not the ground truth's)."""
@@ -87,6 +98,8 @@ def compare_runs(old: Path, new: Path, benchmarks: set[str] | None = None,
     tables = sorted({p.name for p in old.glob("*.csv")} & {p.name for p in new.glob("*.csv")})
     if model_only:
         tables = [t for t in tables if t not in GROUND_TRUTH_TABLES]
+    for folder in (old, new):
+        checked(folder, tables)
     return [compare_table(t, pd.read_csv(old / t), pd.read_csv(new / t), wanted, model_only) for t in tables]
 
 
@@ -99,7 +112,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="leave out the ground truth of real multithreaded runs (it varies between runs)")
     args = parser.parse_args(argv)
     wanted = {b for b in args.benchmarks.split(",") if b} or None
-    diffs = compare_runs(args.old, args.new, wanted, args.model_only)
+    try:
+        diffs = compare_runs(args.old, args.new, wanted, args.model_only)
+    except PptmcError as exc:
+        print(f"compare_runs: {exc}", file=sys.stderr)
+        return 2
     for d in diffs:
         verdict = "identical" if d.identical else f"DIFFERENT ({d.differing_cells} cells; {d.first_difference})"
         added = f" (new columns: {', '.join(d.added_columns)})" if d.added_columns else ""

@@ -130,3 +130,21 @@ def test_suite_manifest_lists_its_tables_and_report_and_a_crash_leaves_none(tmp_
     with pytest.raises(RuntimeError, match="simulated crash"):
         _suite(outdir)
     assert not (outdir / RESULTS).exists()
+
+
+def test_compare_runs_refuses_a_suite_folder_that_does_not_match_its_manifest(tmp_path, capsys):
+    """benchmarks.compare_runs reads suite tables back: a table changed after results.json is refused (exit 2),
+    an intact pair compares, and a folder from before results.json existed is compared as it is."""
+    from benchmarks.compare_runs import main
+    from common.manifest import write_manifest
+
+    for name in ("old", "new"):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "status.csv").write_text("benchmark,ok\natax,True\n")
+        (d / "hit_rates.csv").write_text("benchmark,cores,level,cumulative_hit_rate\natax,1,L1,0.5\n")
+    write_manifest(tmp_path / "new", "pptmc suite results", files=["status.csv", "hit_rates.csv"], name=RESULTS)
+    assert main([str(tmp_path / "old"), str(tmp_path / "new")]) == 0
+    (tmp_path / "new" / "hit_rates.csv").write_text("benchmark,cores,level,cumulative_hit_rate\natax,1,L1,0.6\n")
+    assert main([str(tmp_path / "old"), str(tmp_path / "new")]) == 2
+    assert "hit_rates.csv" in capsys.readouterr().err
