@@ -159,6 +159,35 @@ def test_a_full_disk_leaves_no_result_and_a_rerun_recovers(tmp_path):
         assert (tmp_path / "prof" / name).read_bytes() == (tmp_path / "ref" / name).read_bytes()
 
 
+def test_a_full_tmpfs_leaves_no_result_and_a_rerun_recovers(tmp_path):
+    """The same on a real full file system: a 16 KiB tmpfs (where this test may mount one: root with
+    CAP_SYS_ADMIN; skipped elsewhere, where the file-size limit above stands in)."""
+    import shutil
+
+    from pptmc import cli
+
+    small = tmp_path / "small"
+    small.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(small)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        source = Path(__file__).parent / "outside" / "dot"
+        for f in source.iterdir():
+            shutil.copy(f, tmp_path / f.name)
+        assert cli.run(["run", str(tmp_path / "main.c"), "--machines", "haswell-i7-5960x", "--cores", "1,2",
+                        "-o", str(tmp_path / "clean")]) == 0
+        trace = str(next((tmp_path / "clean" / "trace").glob("*.pptrace")))
+        full = _pptmc_limited(["profile", trace, "--cores", "1,2", "-o", str(small / "prof")], None, tmp_path)
+        assert full.returncode != 0 and "Traceback" not in full.stderr, full.stderr
+        assert "could not write" in full.stderr and "No space left" in full.stderr, full.stderr
+        assert not (small / "prof").exists() and not list(small.iterdir())  # nothing left, the space given back
+        ref = _pptmc_limited(["profile", trace, "--cores", "1,2", "-o", "ref"], None, tmp_path)
+        assert ref.returncode == 0 and (tmp_path / "ref" / "manifest.json").is_file()
+    finally:
+        subprocess.run(["umount", str(small)], capture_output=True)
+
+
 @pytest.mark.parametrize("signal_name", ["SIGINT", "SIGKILL"])
 def test_a_run_stopped_midway_recovers_to_the_clean_runs_bytes(tmp_path, signal_name):
     """`pptmc run` stopped by SIGINT or SIGKILL part-way (wherever it is when the signal lands), then run
