@@ -1,5 +1,6 @@
-"""Where `pptmc suite` runs its Dask tasks: a local cluster, a running scheduler, or workers asked of a
-batch system (Slurm, PBS) through dask-jobqueue with the queue options of a small TOML file.
+"""Where `pptmc suite` (and `pptmc validate` and `profile` given --scheduler) runs its Dask tasks: a local
+cluster, a running scheduler, or workers asked of a batch system (Slurm, PBS) through dask-jobqueue with the
+queue options of a small TOML file; and run_tasks, which runs validate's and profile's tasks.
 
 Every worker declares a `memory` resource (its memory limit, or what it was started with via
 `--resources memory=BYTES`), and each suite task asks for what it needs, so the scheduler never runs
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from common.errors import InputError
+from common.errors import InputError, PptmcError
 
 if TYPE_CHECKING:  # dask loads in ~0.5 s: only the commands that run on it import it
     from distributed import Client
@@ -200,3 +201,176 @@ def _connect(address: str) -> Iterator[Client]:
                          f"({type(exc).__name__}); start one (`dask scheduler`) or check the address") from None
     with client:
         yield client
+
+
+# --- tasks of `pptmc validate` and `pptmc profile` (the suite's own graph is pptmc/dask_suite.py) ---------
+
+POLL_S = 0.5  # how often the progress line asks the scheduler what runs
+
+
+@dataclass(frozen=True)
+class TaskCall:
+    """One cluster task: its name (in its key and its errors), what it runs, and the memory it asks for."""
+
+    name: str
+    fn: Callable
+    args: tuple
+    need: int  # bytes of the workers' `memory` resource
+
+
+@dataclass(frozen=True)
+class UserError:
+    """A task's user-facing error (a PptmcError), sent back as its value: the client raises it as this
+    process would have, and the worker does not log a traceback for what is the user's to fix."""
+
+    error: PptmcError
+
+
+def user_errors_returned(fn: Callable, *args: Any) -> Any:
+    """fn(*args) on a worker: its value, or its PptmcError wrapped in a UserError (bugs still raise)."""
+    try:
+        return fn(*args)
+    except PptmcError as exc:
+        return UserError(exc)
+
+
+def running_tasks(client: Client, keys: set) -> int:
+    """How many of `keys` run now on the whole cluster (a worker holds more than it runs while its threads
+    or its memory are taken)."""
+    threads = client.nthreads()
+    return sum(min(threads.get(worker, 1), sum(1 for k in held if k in keys))
+               for worker, held in client.processing().items())
+
+
+def run_tasks(client: Client, calls: list[TaskCall], desc: str, progress: bool,
+              then: Callable[[TaskCall, Any], list[TaskCall]] | None = None) -> dict[str, Any]:
+    """Run `calls`, and the calls then(call, result) adds as each one finishes; their results by name.
+    The first task that fails stops the others and raises: its own error (a user error reads as it would
+    in this process), or a PptmcError naming the task when its workers died or the cluster was lost."""
+    run = TaskRun(client, desc, progress)
+    try:
+        run.submit(calls)
+        while run.pending:
+            for call, value in run.finished():
+                run.submit(then(call, value) if then else [])
+        return run.results
+    except BaseException:
+        client.cancel(list(run.pending))
+        raise
+    finally:
+        run.bar.close()
+
+
+class TaskRun:
+    """The client's side of run_tasks: what is submitted, what came back, and the progress line (tasks done
+    of those known, and how many run now on the whole cluster)."""
+
+    def __init__(self, client: Client, desc: str, progress: bool) -> None:
+        """Nothing submitted yet."""
+        from tqdm import tqdm
+
+        self.client, self.desc, self.progress = client, desc, progress
+        self.pending: dict[Any, TaskCall] = {}
+        self.results: dict[str, Any] = {}
+        self.bar = tqdm(total=0, desc=desc, unit="task", disable=not progress)
+
+    def submit(self, calls: list[TaskCall]) -> None:
+        """Submit each call asking for its memory; one that no worker has the memory for is refused at once."""
+        import uuid
+
+        from pptmc.dask_plugin import MEMORY
+
+        if not calls:
+            return
+        with self._connection():
+            largest = max(worker_capacity(self.client).values(), default=0.0)
+            for call in calls:
+                if call.need > largest:
+                    raise PptmcError(f"{self.desc} task {call.name} needs {call.need / 2**30:.2f} GiB of memory, "
+                                     f"but the largest worker has {largest / 2**30:.2f} GiB; give fewer core counts "
+                                     f"or machines, fewer workers per machine (--scheduler local:N), or workers "
+                                     f"with more memory")
+                key = f"pptmc-{self.desc}-{call.name}-{uuid.uuid4().hex[:8]}"
+                future = self.client.submit(user_errors_returned, call.fn, *call.args, key=key,
+                                            resources={MEMORY: call.need}, pure=False)
+                self.pending[future] = call
+                self.bar.total += 1
+        self.bar.refresh()
+
+    def finished(self) -> list[tuple[TaskCall, Any]]:
+        """The tasks that finished within POLL_S, with their values (each filed under results)."""
+        from distributed import wait
+
+        with self._connection():
+            try:
+                done, _ = wait(list(self.pending), timeout=POLL_S, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                done = set()
+            if self.progress:
+                self.bar.set_postfix_str(f"running {running_tasks(self.client, {f.key for f in self.pending})}")
+        out = []
+        for future in done:
+            call = self.pending.pop(future)
+            self.results[call.name] = value = self._value(future, call)
+            self.bar.update(1)
+            out.append((call, value))
+        return out
+
+    def _value(self, future: Any, call: TaskCall) -> Any:
+        """A finished task's value; its own exception re-raised, a PptmcError when its workers died."""
+        try:
+            value = future.result()
+        except Exception as exc:
+            if type(exc).__name__ != "KilledWorker":
+                raise
+            raise PptmcError(f"{self.desc} task {call.name}: every worker that ran it died (out of memory?): "
+                             f"{exc}") from None
+        finally:
+            future.release()
+        if isinstance(value, UserError):
+            raise value.error
+        return value
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[None]:
+        """The client's own calls: a lost scheduler is one PptmcError."""
+        try:
+            yield
+        except (OSError, TimeoutError) as exc:
+            raise PptmcError(f"--scheduler: lost the connection to the Dask scheduler ({type(exc).__name__}: "
+                             f"{exc})") from None
+
+
+def profiles_on_cluster(client: Client, trace: Path, cores: list[int], progress: bool, **options: Any) -> Any:
+    """analysis.profiles.sweep.compute_profiles with its groups of core counts (job_groups) as cluster tasks,
+    one per worker (two at least, so that a lone worker still does the work), each re-reading the trace as
+    --jobs' processes do and asking for the memory its engines take; the set-class and shared-level passes
+    run here beside them, as with --jobs. Same ProfileSet as in one process; its `trace` is `trace` as given
+    (the tasks read it at its absolute path, which every worker must see)."""
+    import dataclasses
+
+    from analysis.profiles.jobs import groups_run_by
+    from analysis.profiles.sweep import compute_profiles
+
+    workers = len(client.scheduler_info(n_workers=-1)["workers"])
+    with groups_run_by(group_runner(client, trace.resolve(), options.get("line_size", 64), progress)):
+        ps = compute_profiles(trace.resolve(), cores, progress=progress, jobs=max(2, workers), **options)
+    return dataclasses.replace(ps, trace=str(trace))
+
+
+def group_runner(client: Client, trace: Path, line_size: int, progress: bool) -> Callable:
+    """run_groups' runner on the cluster: one task per group of core counts, sized by the trace's distinct
+    lines (pptmc.suite_tasks.memory_need: the engines of the group's core counts, its buffers, its share of
+    the waiting references)."""
+    from analysis.options import DEFAULT_OPTIONS
+    from pptmc.suite_tasks import distinct_lines, memory_need
+
+    def runner(groups: list[list[int]], run: Callable, budget: int) -> list:
+        """Each group's results, in the groups' order."""
+        lines, accesses = distinct_lines(trace, line_size)
+        calls = [TaskCall("c" + "-".join(map(str, g)), run, (g, budget, False),
+                          memory_need((), tuple(g), DEFAULT_OPTIONS, lines, accesses)) for g in groups]
+        results = run_tasks(client, calls, "profile", progress)
+        return [results[call.name] for call in calls]
+
+    return runner

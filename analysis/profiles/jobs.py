@@ -1,12 +1,31 @@
 """Worker processes for groups of core counts (profile_configs with jobs > 1): which counts go
-together, and running the groups in forked processes."""
+together, and running the groups in forked processes, or through a runner the caller installs
+(`groups_run_by`: pptmc profile --scheduler runs them as cluster tasks)."""
 from __future__ import annotations
 
+import contextlib
 import itertools
-from typing import Callable
+from contextvars import ContextVar
+from typing import Callable, Iterator
 
 from analysis.profiles.profileset import ReuseProfile
 from common.errors import PptmcError
+
+GroupResults = list[tuple[list[ReuseProfile], ReuseProfile]]  # one group's (PRDs, CRD) per core count
+# runner(groups, run, budget) -> each group's results, in the groups' order; run(group, budget, progress)
+GroupRunner = Callable[[list[list[int]], Callable, int], list[GroupResults]]
+_RUNNER: ContextVar[GroupRunner | None] = ContextVar("pptmc_group_runner", default=None)
+
+
+@contextlib.contextmanager
+def groups_run_by(runner: GroupRunner) -> Iterator[None]:
+    """Inside this block (in this thread), run_groups hands its groups to `runner` instead of forking
+    processes: the caller decides where they run (a cluster's tasks) without the sweep knowing of it."""
+    token = _RUNNER.set(runner)
+    try:
+        yield
+    finally:
+        _RUNNER.reset(token)
 
 
 def job_groups(counts: list[int], jobs: int) -> list[list[int]]:
@@ -32,6 +51,7 @@ def run_groups(groups: list[list[int]], counts: list[int], run: Callable, memory
                 progress: bool) -> list[tuple[list[ReuseProfile], ReuseProfile]]:
     """run(group, budget, progress) for every group: the first in this process, the others in
     forked worker processes (each re-reads the trace), started first; results in `counts` order.
+    Inside `groups_run_by(runner)`, runner(groups, run, budget) runs them all instead.
 
     fork: the chunk factory (often a closure) reaches the workers without pickling. Where
     fork is unavailable, or this process may not start any (a daemonic one, such as a Dask
@@ -39,6 +59,10 @@ def run_groups(groups: list[list[int]], counts: list[int], run: Callable, memory
     import multiprocessing as mp
 
     budget = memory_budget // len(groups)  # the processes run at the same time
+    runner = _RUNNER.get()
+    if runner is not None:
+        done = {p: r for g, results in zip(groups, runner(groups, run, budget)) for p, r in zip(g, results)}
+        return [done[p] for p in counts]
     if "fork" not in mp.get_all_start_methods() or mp.current_process().daemon:
         done = {p: r for g in groups for p, r in zip(g, run(g, budget, progress))}
         return [done[p] for p in counts]

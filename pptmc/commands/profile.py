@@ -55,6 +55,13 @@ def register(subparsers) -> None:
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="worker processes for groups of core counts (default 1); each re-reads the trace, "
                         "same profiles, more CPU time in total but less wall time")
+    p.add_argument("--scheduler", default=None, metavar="WHERE",
+                   help="run the groups of core counts as Dask tasks, one group per worker, each re-reading the "
+                        "trace (same profiles): local (one worker per core), local:N, tcp://HOST:PORT (a running "
+                        "scheduler whose workers see the trace), slurm or pbs (README.md, \"Running on a "
+                        "cluster\"); instead of --jobs")
+    p.add_argument("--cluster-config", default=None, metavar="FILE",
+                   help="TOML file of queue options for --scheduler slurm|pbs (default ./pptmc-cluster.toml)")
     p.add_argument("-o", "--output", required=True, help="output directory")
     p.add_argument("--json", action="store_true", help="print a machine-readable summary")
     add_strict(p)
@@ -84,20 +91,33 @@ def run_profile(args: argparse.Namespace) -> int:
     """Compute and save a ProfileSet."""
     from analysis.profiles.sweep import compute_profiles
     from common.locks import output_folder
+    from pptmc.commands.validate import checked_cluster
 
     if not Path(args.trace).is_file():
         raise InputError(f"{args.trace}: trace file not found; record one with `pptmc trace`")
     if args.paper_chunk < 0:
         raise InputError(f"--paper-chunk {args.paper_chunk}: must be 0 (even split) or a positive chunk size")
     cores = parse_cores(args.cores)
+    scheduler, cluster_config = checked_cluster(args.scheduler, args.cluster_config,
+                                                None if args.jobs == 1 else args.jobs)
+    if scheduler is not None and args.sample_rate is not None:
+        raise InputError("--scheduler runs the exact sweep's groups of core counts; --sample-rate samples in "
+                         "this process: give one of them")
     if args.sample_rate is None:
         from analysis.profiles.limits import check_memory
 
         check_memory(cores, str(args.trace))
-        ps = compute_profiles(args.trace, cores, args.mode, args.interleave, args.seed,
-                              args.refs_per_turn, args.line_size, progress=True, paper_chunk=args.paper_chunk,
-                              coherence=args.coherence, jobs=args.jobs, writebacks=args.writebacks,
-                              **_for_machines(args, cores))
+        sweep = dict(mode=args.mode, interleave=args.interleave, seed=args.seed, refs_per_turn=args.refs_per_turn,
+                     line_size=args.line_size, paper_chunk=args.paper_chunk, coherence=args.coherence,
+                     writebacks=args.writebacks, **_for_machines(args, cores))
+        if scheduler is None:
+            ps = compute_profiles(args.trace, cores, progress=True, jobs=args.jobs, **sweep)
+        else:
+            from pptmc.cluster import open_cluster, parse_scheduler, profiles_on_cluster
+
+            say = (lambda msg: print(f"[profile] {msg}", file=sys.stderr))
+            with open_cluster(parse_scheduler(scheduler), cluster_config, say) as client:
+                ps = profiles_on_cluster(client, Path(args.trace), cores, not args.json, **sweep)
         extra: dict = {}
     else:
         from analysis.sampling.confidence import check_sample_size, sample_warning

@@ -51,6 +51,12 @@ def _add_options(p: argparse.ArgumentParser) -> None:
                    help="cache of builds and traces (default OUTPUT/work, else a temporary directory)")
     p.add_argument("--threshold", type=float, default=3.0, help="outlier threshold in points (default 3)")
     p.add_argument("--json", action="store_true", default=False, help="print JSON instead of tables")
+    p.add_argument("--scheduler", default=None, metavar="WHERE",
+                   help="run the ground truth's thread counts and the model's variants as Dask tasks: local "
+                        "(one worker per core), local:N, tcp://HOST:PORT (a running scheduler whose workers see "
+                        "--workdir), slurm or pbs (README.md, \"Running on a cluster\"); default: in this process")
+    p.add_argument("--cluster-config", default=None, metavar="FILE",
+                   help="TOML file of queue options for --scheduler slurm|pbs (default ./pptmc-cluster.toml)")
 
 
 def register(subparsers) -> None:
@@ -128,6 +134,7 @@ def run_validate(a: argparse.Namespace) -> int:
     if not a.machine:
         raise InputError("pptmc validate: give at least one --machine (see pptmc machines list)")
     cores = parse_cores(a.cores)
+    scheduler, cluster_config = checked_cluster(a.scheduler, a.cluster_config)
     program = resolve_program(a, prog_args)
     say = (lambda msg: print(f"[validate] {msg}", file=sys.stderr))
     options = ModelOptions(seed=a.seed, hit_rates=a.hit_rates, coherence=a.coherence)
@@ -138,8 +145,8 @@ def run_validate(a: argparse.Namespace) -> int:
                               args=tuple(program.args), include_dirs=tuple(program.include_dirs),
                               extra_sources=tuple(program.extra_sources), modes=_both(a.mode, CHOICES["mode"]),
                               interleaves=_both(a.interleave, CHOICES["interleave"]), progress=say,
-                              options=options,
-                              refs_per_turn=a.refs_per_turn)
+                              options=options, refs_per_turn=a.refs_per_turn, scheduler=scheduler,
+                              cluster_config=cluster_config, show_progress=not a.json)
     summary, bad = accuracy_summary(df), outliers(df, a.threshold)
     if a.output:
         _write(a.output, {"validation": df, "accuracy": summary, "outliers": bad}, say)
@@ -153,6 +160,19 @@ def run_validate(a: argparse.Namespace) -> int:
         print(bad[["machine", "cores", "level", "mode", "interleave", "abs_error_pp", "diagnosis"]]
               .to_string(index=False, float_format=lambda x: f"{x:.2f}"))
     return 0
+
+
+def checked_cluster(scheduler: str | None, cluster_config: str | None, jobs: int | None = None
+                    ) -> tuple[str | None, Path | None]:
+    """--scheduler and --cluster-config checked before any work, as `pptmc suite` checks them (none: no
+    cluster, the work runs in this process or --jobs' processes)."""
+    from pptmc.commands.pipeline import checked_scheduler
+
+    if scheduler is None:
+        if cluster_config is not None:
+            raise InputError("--cluster-config: only --scheduler slurm or pbs reads a cluster file")
+        return None, None
+    return checked_scheduler(argparse.Namespace(jobs=jobs, scheduler=scheduler, cluster_config=cluster_config))
 
 
 def _write(out: Path, tables: dict, say) -> None:
