@@ -237,12 +237,29 @@ def runtime_summary(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows + [stats(ok, "all")])
 
 
-def write_runtime_figure(df: pd.DataFrame, path: Path) -> Path:
-    """Predicted vs measured region time per benchmark, one panel per thread count (log scale)."""
+def _pyplot():
+    """Matplotlib with a file-only backend (no display where the suite runs)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _saved(fig, path: Path) -> Path:
+    """Lay the figure out, write it atomically in the format its suffix names, close it."""
+    fig.tight_layout()
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", dpi=110)
+    _pyplot().close(fig)
+    return path
+
+
+def write_runtime_figure(df: pd.DataFrame, path: Path) -> Path:
+    """Predicted vs measured region time per benchmark, one panel per thread count (log scale)."""
+    plt = _pyplot()
     import numpy as np
 
     cores = sorted(df["cores"].unique())
@@ -258,20 +275,12 @@ def write_runtime_figure(df: pd.DataFrame, path: Path) -> Path:
         ax.set_ylabel("region time [s]")
         ax.set_title(f"{c} thread(s): mean abs error {part['rel_error'].mean():.1%}")
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", dpi=110)
-    plt.close(fig)
-    return path
+    return _saved(fig, path)
 
 
 def write_speedup_figure(df: pd.DataFrame, path: Path) -> Path:
     """Measured and predicted 1 -> p speedup against the thread count, one panel per benchmark."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     names = sorted(df.loc[df["measured_speedup"].notna(), "benchmark"].unique())
     cols = min(4, max(1, len(names)))
@@ -289,9 +298,4 @@ def write_speedup_figure(df: pd.DataFrame, path: Path) -> Path:
         ax.set_visible(False)
     axes[0, 0].set_ylabel("speedup over 1 thread")
     axes[0, 0].legend(fontsize=7)
-    fig.tight_layout()
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", dpi=110)
-    plt.close(fig)
-    return path
+    return _saved(fig, path)

@@ -204,20 +204,16 @@ def trace_step(cfg: PipelineConfig, binary: Path, progress: Progress) -> Path:
 def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress, bar: bool = False) -> Path:
     """Private and concurrent reuse profiles for every core count (cached); `bar`: show the sweep's
     progress bar (the longest stage) on stderr."""
-    from analysis.hitrates.rates import class_widths, shared_classes_needed
-    from analysis.profiles.groups import groupings_for
+    from analysis.hitrates.rates import profile_needs
     from analysis.profiles.sweep import compute_profiles
     from machines import load_machine
 
     out = cfg.workdir / "profiles"
     opt = cfg.options
-    machines = [load_machine(name) for name in cfg.machines]
-    class_bits = class_widths(machines, opt.hit_rates)
-    class_crds = shared_classes_needed(machines, opt.hit_rates)
-    groupings = groupings_for(machines, list(cfg.cores), opt.placement)
+    needs = profile_needs([load_machine(name) for name in cfg.machines], cfg.cores, opt.hit_rates, opt.placement)
     params = {"cores": cfg.cores, "mode": opt.mode, "interleave": opt.interleave, "seed": opt.seed,
-              "line": cfg.line_size, "coherence": opt.coherence, "class_bits": class_bits,
-              "groupings": groupings, "writebacks": cfg.dram_traffic, "class_crds": class_crds,
+              "line": cfg.line_size, "coherence": opt.coherence, "class_bits": needs.class_bits,
+              "groupings": needs.groupings, "writebacks": cfg.dram_traffic, "class_crds": needs.class_crds,
               "code": code_digest("analysis")}
     key = step_key([trace], params)
     stamp = out / ".key"
@@ -228,8 +224,7 @@ def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress, bar: bool
         progress("profile")
         profiles = compute_profiles(trace, list(cfg.cores), mode=opt.mode, interleave=opt.interleave,
                                     seed=opt.seed, line_size=cfg.line_size, coherence=opt.coherence, progress=bar,
-                                    class_bits=class_bits, groupings=groupings, writebacks=cfg.dram_traffic,
-                                    class_crds=class_crds)
+                                    writebacks=cfg.dram_traffic, **needs._asdict())
         with output_folder(out, "pptmc profile (pipeline step)") as folder:  # replaced whole, with a manifest
             profiles.save(folder)
         mark_done(stamp, key)

@@ -203,15 +203,13 @@ def memory_need(machines: tuple[str, ...], cores: tuple[int, ...], options, line
     most BYTES_PER_LINE per distinct line each: one trace's worth for one core, two for more, again per
     set-class width, one per grouping of shared instances), the per-core buffers, the waiting references
     (up to the pass's budget) and the task's own arrays (TASK_BASE_BYTES)."""
-    from analysis.hitrates.rates import class_widths
-    from analysis.profiles.groups import groupings_for
+    from analysis.hitrates.rates import profile_needs
     from analysis.profiles.interleave import default_memory_budget
     from analysis.profiles.limits import BYTES_PER_LINE, estimated_bytes
     from machines import load_machine
 
-    loaded = [load_machine(name) for name in machines]
-    widths = class_widths(loaded, options.hit_rates)
-    groupings = groupings_for(loaded, list(cores), options.placement)
+    needs = profile_needs([load_machine(name) for name in machines], cores, options.hit_rates, options.placement)
+    widths, groupings = needs.class_bits, needs.groupings
     engines = sum(1 if p == 1 else 2 for p in cores) * (1 + len(widths)) + len(groupings)
     passes = 1 + bool(widths or groupings)  # the class and grouping passes run beside the plain one
     waiting = passes * min(default_memory_budget(), BUFFER_BYTES_PER_ACCESS * accesses)

@@ -134,20 +134,24 @@ def _pptmc_limited(argv: list[str], max_file_bytes: int | None, cwd) -> subproce
                           preexec_fn=limit)
 
 
-def test_a_full_disk_leaves_no_result_and_a_rerun_recovers(tmp_path):
-    """Writes that fail (the file-size limit stands in for a full disk) end in pptmc's message and a
-    non-zero exit, no traceback and no folder that passes for a result; the rerun gives the clean run's
-    bytes."""
+def _dot_trace(tmp_path: Path) -> str:
+    """The outside-corpus `dot` program copied into tmp_path and run cleanly (1 and 2 cores); its trace."""
     import shutil
 
     from pptmc import cli
 
-    source = Path(__file__).parent / "outside" / "dot"
-    for f in source.iterdir():
+    for f in (Path(__file__).parent / "outside" / "dot").iterdir():
         shutil.copy(f, tmp_path / f.name)
     assert cli.run(["run", str(tmp_path / "main.c"), "--machines", "haswell-i7-5960x", "--cores", "1,2",
                     "-o", str(tmp_path / "clean")]) == 0
-    trace = str(next((tmp_path / "clean" / "trace").glob("*.pptrace")))
+    return str(next((tmp_path / "clean" / "trace").glob("*.pptrace")))
+
+
+def test_a_full_disk_leaves_no_result_and_a_rerun_recovers(tmp_path):
+    """Writes that fail (the file-size limit stands in for a full disk) end in pptmc's message and a
+    non-zero exit, no traceback and no folder that passes for a result; the rerun gives the clean run's
+    bytes."""
+    trace = _dot_trace(tmp_path)
     profile = ["profile", trace, "--cores", "1,2", "-o", "prof"]
     full = _pptmc_limited(profile, 4096, tmp_path)
     assert full.returncode != 0 and "Traceback" not in full.stderr, full.stderr
@@ -162,22 +166,13 @@ def test_a_full_disk_leaves_no_result_and_a_rerun_recovers(tmp_path):
 def test_a_full_tmpfs_leaves_no_result_and_a_rerun_recovers(tmp_path):
     """The same on a real full file system: a 16 KiB tmpfs (where this test may mount one: root with
     CAP_SYS_ADMIN; skipped elsewhere, where the file-size limit above stands in)."""
-    import shutil
-
-    from pptmc import cli
-
     small = tmp_path / "small"
     small.mkdir()
     if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(small)],
                                            capture_output=True).returncode != 0:
         pytest.skip("cannot mount a tmpfs here")
     try:
-        source = Path(__file__).parent / "outside" / "dot"
-        for f in source.iterdir():
-            shutil.copy(f, tmp_path / f.name)
-        assert cli.run(["run", str(tmp_path / "main.c"), "--machines", "haswell-i7-5960x", "--cores", "1,2",
-                        "-o", str(tmp_path / "clean")]) == 0
-        trace = str(next((tmp_path / "clean" / "trace").glob("*.pptrace")))
+        trace = _dot_trace(tmp_path)
         full = _pptmc_limited(["profile", trace, "--cores", "1,2", "-o", str(small / "prof")], None, tmp_path)
         assert full.returncode != 0 and "Traceback" not in full.stderr, full.stderr
         assert "could not write" in full.stderr and "No space left" in full.stderr, full.stderr

@@ -15,7 +15,8 @@ import pandas as pd
 from analysis.hitrates.sdcm import expected_hits
 from analysis.profiles.profileset import ProfileSet
 from common.errors import InputError
-from machines.model import Machine, thread_cores
+from analysis.profiles.groups import grouping_of
+from machines.model import Machine
 
 COLUMNS = ["cores", "dram_read_bytes", "dram_writeback_bytes", "writebacks", "accesses"]
 
@@ -43,6 +44,4 @@ def dram_traffic(profiles: ProfileSet, hits: pd.DataFrame, machine: Machine, pla
 
 def _instances(machine: Machine, cores: int, placement: str) -> int:
     """Instances of the last level that `cores` threads placed by `placement` occupy."""
-    llc = machine.caches[-1]
-    per = llc.instance_cores(machine.cores)
-    return len({core // per for core in thread_cores(cores, machine.cores, placement)})
+    return max(grouping_of(machine, len(machine.caches) - 1, cores, placement)) + 1

@@ -21,11 +21,11 @@ accesses of its stream (equal to the cumulative rate here; the simulator reports
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import pandas as pd
 
-from analysis.profiles.groups import grouping_name, grouping_of
+from analysis.profiles.groups import grouping_name, grouping_of, groupings_for
 from analysis.profiles.profileset import ProfileSet, ReuseProfile
 from analysis.hitrates.sdcm import expected_hits
 from machines.model import CacheLevel, Machine
@@ -58,6 +58,23 @@ def class_widths(machines: Sequence[Machine], hit_rates: str = "set-aware") -> t
     if hit_rates != "set-aware":
         return ()
     return tuple(sorted({lv.known_set_bits(m.page_bytes) for m in machines for lv in m.caches} - {0}))
+
+
+class ProfileNeeds(NamedTuple):
+    """What the hit rates of some machines read beyond the plain profiles (compute_profiles' keywords):
+    per-set-class widths, whether class CRDs too, and the groupings of shared instances."""
+
+    class_bits: tuple[int, ...]
+    class_crds: bool
+    groupings: tuple[tuple[int, ...], ...]
+
+
+def profile_needs(machines: Sequence[Machine], cores: Sequence[int], hit_rates: str = "set-aware",
+                  placement: str = "close") -> ProfileNeeds:
+    """The profiles these machines' hit rates read with predictor `hit_rates` and threads placed by
+    `placement` at these core counts (one place for the pipeline, pptmc predict and pptmc profile)."""
+    return ProfileNeeds(class_widths(machines, hit_rates), shared_classes_needed(machines, hit_rates),
+                        groupings_for(machines, list(cores), placement))
 
 
 def shared_classes_needed(machines: Sequence[Machine], hit_rates: str = "set-aware") -> bool:

@@ -27,8 +27,7 @@ def _read_rates(path_text: str):
 
 def direct_sources(args: argparse.Namespace, machine, cores: list[int], options):
     """The trace's facts computed on the spot (no cache): profiles, trace terms, page profiles."""
-    from analysis.hitrates.rates import class_widths, shared_classes_needed
-    from analysis.profiles.groups import groupings_for
+    from analysis.hitrates.rates import profile_needs
     from analysis.predict import RegionSources
     from analysis.profiles.sweep import compute_profiles
     from analysis.runtime.tlb import page_profiles
@@ -39,9 +38,7 @@ def direct_sources(args: argparse.Namespace, machine, cores: list[int], options)
     profiles = None if table is not None else compute_profiles(
         trace, cores, mode=options.mode, interleave=options.interleave, seed=options.seed,
         line_size=machine.line_bytes, coherence=options.coherence,
-        class_bits=class_widths([machine], options.hit_rates),
-        groupings=groupings_for([machine], cores, options.placement),
-        class_crds=shared_classes_needed([machine], options.hit_rates))
+        **profile_needs([machine], cores, options.hit_rates, options.placement)._asdict())
     return RegionSources(
         trace=trace, binary=Path(args.binary) if args.binary else None, profiles=profiles,
         terms_for=lambda m: trace_terms(trace, m, options.cpu_form),

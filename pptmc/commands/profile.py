@@ -150,14 +150,12 @@ def _for_machines(args: argparse.Namespace, cores: list[int]) -> dict:
     bits = parse_set_bits(args.set_bits)
     if not args.machines:
         return {"class_bits": bits}
-    from analysis.hitrates.rates import class_widths, shared_classes_needed
-    from analysis.profiles.groups import groupings_for
+    from analysis.hitrates.rates import profile_needs
     from machines import load_machine
 
     machines = [load_machine(name.strip()) for name in args.machines.split(",") if name.strip()]
-    return {"class_bits": tuple(sorted(set(bits) | set(class_widths(machines)))),
-            "groupings": groupings_for(machines, cores, args.placement),
-            "class_crds": shared_classes_needed(machines)}
+    needs = profile_needs(machines, cores, placement=args.placement)
+    return {**needs._asdict(), "class_bits": tuple(sorted(set(bits) | set(needs.class_bits)))}
 
 
 def parse_set_bits(text: str) -> tuple[int, ...]:
