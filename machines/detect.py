@@ -4,7 +4,9 @@ The C microbenchmarks in machines/microbench/ are compiled with clang-19 -O2 and
 machines/probeplan.py plans them: ops.c (latency: dependent chains; throughput: independent chains),
 chase.c (pointer-chasing latency per working-set size), lines.c (lines per second each level delivers)
 and stream.c (OpenMP read bandwidth from RAM), tlb.c (cost of touching more pages than the TLBs map),
-stores.c (stores that cannot pair in one line), transfer.c (lines last written by another core). Times
+stores.c (stores that cannot pair in one line), transfer.c (lines last written by another core), and per
+active-core count cores.c (one core's throughput while p run) with stream.c, overhead.c and transfer.c again
+for the [curves] table (machines/detect_curves.py). Times
 come back in ns and become cycles with the frequency measured by the dependent integer-add chain (1 cycle
 per add). `machine_from_raw` turns the runs' raw output into the machine file, for `detect_host` on this
 host and for a probe kit's results (pptmc machines ingest) alike.
@@ -25,6 +27,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from machines import probeplan
+from machines.detect_curves import curve_figures
 from machines.loader import SCHEMA_VERSION, validate_machine_dict
 from machines.model import OP_CLASSES
 from machines.probeplan import (COLD_FLUSH_BYTES, FULL, QUICK, STRIDED_ROWS, SYSFS_CPU, TLB_FIRST_PAGES,  # noqa: F401
@@ -35,7 +38,7 @@ from common.errors import InputError, ToolError
 from common.toolchain import toolchain
 
 Progress = Callable[[str], None]
-OPENMP_PROGRAMS = frozenset({"stream", "overhead", "coldstart", "transfer"})
+OPENMP_PROGRAMS = frozenset({"stream", "overhead", "coldstart", "transfer", "cores"})
 _KIB = 1024
 _MIB = 1024 * 1024
 
@@ -165,25 +168,27 @@ def instance_grouping(cache: SysCache, cores: int) -> tuple[dict, str]:
     return {"cores_per_instance": k}, f"; one instance per {k} cores (sysfs shared_cpu_list or lscpu totals)"
 
 
-def strided_figures(res: Mapping[str, float], l1: SysCache, effort: Effort) -> dict:
+def strided_figures(res: Mapping[str, float], l1: SysCache, effort: Effort, flush: int = COLD_FLUSH_BYTES) -> dict:
     """ns per cold line of a column walk over 1, 2, 4, .. of the L1's sets (strided.c), as ram fields."""
     sets = probeplan.l1_sets(l1)
     costs = [round(res[f"sets_{1 << i}"], 2) for i in range(sets.bit_length())]
     return {"strided_cold_line_ns": costs,
             "source": f"strided.c: cold column walks of {STRIDED_ROWS} rows, one load per line, over 1..{sets} "
-                      f"L1 sets, median of {effort.cold_reps}"}
+                      f"L1 sets, each after a {flush >> 20} MiB flush, median of {effort.cold_reps}"}
 
 
-def parallel_figures(res: Mapping[str, float], cold: Mapping[str, float], cores: int, effort: Effort) -> dict:
+def parallel_figures(res: Mapping[str, float], cold: Mapping[str, float], cores: int, effort: Effort,
+                     flush: int = COLD_FLUSH_BYTES) -> dict:
     """Fork/join and barrier cost with all cores (overhead.c, best of 5 repetitions), and the extra cost of
-    the first region after a flush (coldstart.c)."""
+    the first region after a flush (coldstart.c, of `flush` bytes)."""
     extra = {t: max(0.0, cold[f"cold_ns_{t}"] - cold[f"warm_ns_{t}"]) for t in sorted({1, cores})}
     return {"fork_join_ns": round(res[f"fork_join_ns_{cores}"], 1), "barrier_ns": round(res[f"barrier_ns_{cores}"], 1),
             "cold_start_ns": round(extra[cores], 1), "cold_start_one_ns": round(extra[1], 1),
             "source": f"overhead.c on this host, {cores} threads: empty parallel region (fork/join) and a "
                       f"one-iteration-per-thread omp for (implied barrier), best of 5 x {effort.sync_rounds}; "
-                      f"coldstart.c: the first region after a {COLD_FLUSH_BYTES >> 20} MiB flush as the benchmark "
-                      f"harness does it, less a warm one, median of {effort.cold_reps}, on {cores} threads and on 1"}
+                      f"coldstart.c: the first region after a {flush >> 20} MiB flush as the benchmark "
+                      f"harness does it (written, read and freed), less a warm one, median of {effort.cold_reps}, "
+                      f"on {cores} threads and on 1"}
 
 
 def calls_figures(res: Mapping[str, float], ghz: float) -> dict:
@@ -409,8 +414,9 @@ def _machine_dict(facts: Mapping, raw: Mapping[str, list[dict]], effort: Effort,
     simd, simd_src = simd_width_bits(flags, facts["machine"])
     ghz, ops = ops_figures(raw["ops"])
     levels, ram = memory_figures(raw, caches, cores, ghz, ops["load"]["recip_throughput"], effort)
+    flush = probeplan.cold_flush_bytes(caches, cores)
     if "strided" in raw:
-        strided = strided_figures(raw["strided"][0], caches[0], effort)
+        strided = strided_figures(raw["strided"][0], caches[0], effort, flush)
         ram = {**ram, "strided_cold_line_ns": strided["strided_cold_line_ns"],
                "source": f"{ram['source']}; {strided['source']}"}
     core = core_table(window_figures(_median_run(raw["window"])), stores_figures(raw["stores"][0], ghz), mcpu)
@@ -425,9 +431,10 @@ def _machine_dict(facts: Mapping, raw: Mapping[str, list[dict]], effort: Effort,
             "caches": levels, "ram": ram,
             "ops": {op: {**ops[op], "source": "ops.c on this host: dependent chain (latency), 8 independent "
                                               "chains (throughput)"} for op in OP_CLASSES},
-            "parallel": parallel_figures(raw["overhead"][0], raw["coldstart"][0], cores, effort),
+            "parallel": parallel_figures(raw["overhead"][0], raw["coldstart"][0], cores, effort, flush),
             "calls": calls_figures(raw["libm"][0], ghz), **({"core": core} if core else {}),
-            **({"tlbs": tlbs} if tlbs else {}), **({"coherence": coherence} if coherence else {})}
+            **({"tlbs": tlbs} if tlbs else {}), **({"coherence": coherence} if coherence else {}),
+            "curves": curve_figures(raw, caches, cores, ghz, effort)}
     validate_machine_dict(data, f"machine measured by {how}")
     return data
 

@@ -11,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from machines.curves import check_curves, curves_to_dict
 from machines.fields import Checker, finite, kind_name, power_of_two
 from machines.model import INDEXINGS, OP_CLASSES, CacheLevel, Machine, OpCost, Parallel, Ram, TlbLevel
 from common.errors import InputError
@@ -20,7 +21,7 @@ SUPPORTED_SCHEMA_VERSIONS = (1,)
 
 _TOP_KEYS = {"schema_version", "name", "description", "cores", "frequency_ghz", "bus_width_bytes",
              "simd_width_bits", "source", "caches", "ram", "ops", "parallel", "calls", "core", "tlbs",
-             "coherence", "page_bytes"}
+             "coherence", "page_bytes", "curves"}
 _RAM_KEYS = {"latency_ns", "bandwidth_one_core_gbs", "bandwidth_all_cores_gbs", "strided_cold_line_ns", "source"}
 _OP_KEYS = {"latency", "recip_throughput", "source"}
 _PARALLEL_KEYS = {"fork_join_ns", "barrier_ns", "cold_start_ns", "cold_start_one_ns", "source"}
@@ -344,7 +345,7 @@ def _collect_sources(data: dict) -> dict[str, str]:
             sources[f"tlbs[{i}]"] = tlb.get("source", "")
     if isinstance(data.get("ram"), dict):
         sources["ram"] = data["ram"].get("source", "")
-    for table in ("parallel", "core", "coherence"):
+    for table in ("parallel", "core", "coherence", "curves"):
         if isinstance(data.get(table), dict):
             sources[table] = data[table].get("source", "")
     for op, entry in (data.get("ops") or {}).items() if isinstance(data.get("ops"), dict) else ():
@@ -390,6 +391,7 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
     tlbs = _check_tlbs(chk, data)
     transfer = _check_coherence(chk, data)
     page = _check_page(chk, data, caches)
+    curves = check_curves(chk, data, cores)
     if chk.errors:
         raise InputError(f"{source}: invalid machine file: " + "; ".join(chk.errors)
                          + " (schema: machines/SCHEMA.md)")
@@ -398,7 +400,7 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
                    sources=_collect_sources(data), schema_version=version, parallel=parallel,
                    calls=calls, reorder_window_ops=window, store_new_line_cycles=store_new_line,
                    chain_lookahead_ops=lookahead, tlbs=tlbs, llvm_mcpu=mcpu, transfer_cycles=transfer,
-                   page_bytes=page)
+                   page_bytes=page, curves=curves)
 
 
 def _check_instances(chk: Checker, caches: tuple[CacheLevel, ...], cores: int | None) -> None:
@@ -471,6 +473,8 @@ def machine_to_dict(m: Machine) -> dict:
     if m.calls:
         out["calls"] = {name: {"latency": cost.latency, "recip_throughput": cost.recip_throughput,
                                "source": src.get(f"calls.{name}", "")} for name, cost in m.calls.items()}
+    if m.curves is not None:
+        out["curves"] = curves_to_dict(m.curves, src.get("curves", ""))
     return out
 
 
@@ -522,7 +526,7 @@ def _toml_value(value: Any) -> str:
 
 def dumps_toml(data: dict) -> str:
     """Write a machine dict as TOML; hand-written because the stdlib only reads TOML and the
-    schema needs just scalars, arrays of numbers, two arrays of tables and one level of sub-tables."""
+    schema needs just scalars, arrays of numbers, two arrays of tables and two levels of sub-tables."""
     scalars = [f"{k} = {_toml_value(v)}" for k, v in data.items() if not isinstance(v, (dict, list))]
     lines = scalars + [""]
     for cache in data.get("caches", []):
@@ -540,4 +544,9 @@ def dumps_toml(data: dict) -> str:
             lines += [f"[{table}]"] + [f"{k} = {_toml_value(v)}" for k, v in data[table].items()] + [""]
     for name, entry in data.get("calls", {}).items():
         lines += [f"[calls.{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in entry.items()] + [""]
+    if "curves" in data:
+        curves = data["curves"]
+        lines += ["[curves]"] + [f"{k} = {_toml_value(v)}" for k, v in curves.items() if k != "spread"] + [""]
+        if "spread" in curves:
+            lines += ["[curves.spread]"] + [f"{k} = {_toml_value(v)}" for k, v in curves["spread"].items()] + [""]
     return "\n".join(lines)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from machines.curves import Curves
+
 # Operation classes with a latency and a reciprocal throughput in every machine file.
 INDEXINGS = ("virtual", "physical", "hashed")
 PLACEMENTS = ("close", "spread")  # OpenMP proc_bind: thread t on core t, or threads spread evenly over the cores
@@ -161,6 +163,9 @@ class Machine:
     # pages back the arrays): it fixes which set bits a physically indexed cache takes from the virtual address
     page_bytes: int = 4096
     schema_version: int = 1
+    # optional [curves] table: figures measured per active-core count (machines/curves.py); None = the model
+    # scales the all-core and one-core figures as it always has
+    curves: Curves | None = None
 
     @property
     def line_bytes(self) -> int:

@@ -21,7 +21,9 @@ Progress = Callable[[str], None]
 KIB = 1024
 MIB = 1024 * 1024
 PINNED = {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"}  # one thread per core, no migration (pptmc measure)
-COLD_FLUSH_BYTES = 64 << 20  # the benchmark harness's default flush (benchmarks/polybench/pbench.c)
+COLD_FLUSH_BYTES = 64 << 20  # the harness's default flush (benchmarks/polybench/pbench.c): the least detect flushes
+STABLE_WINDOW = 3            # a repeated step is stable when its last 3 runs agree ...
+STABLE_SPREAD = 0.05         # ... within 5% (max - min over the median) on every figure
 STRIDED_ROWS = 500           # rows of strided.c's column walks (a PolyBench MEDIUM matrix)
 TRANSFER_PHASES = 100
 CHASE_SEED = 12345
@@ -61,7 +63,9 @@ class Effort:
     ram_set_bytes: int
     sync_rounds: int = 20_000
     chase_runs: int = 1
-    cold_reps: int = 15   # coldstart.c: each repetition writes and frees a 64 MiB flush buffer (~15 ms)
+    cold_reps: int = 15   # coldstart.c: each repetition writes and frees a flush buffer (cold_flush_bytes)
+    curve_runs: int = 8   # the most runs of a curve step (repeated until stable: stable_window)
+    curve_reps: int = 7   # repetitions inside one run of cores.c (best kept)
 
 
 # Many short stream repetitions (64 MiB each, ~1 ms in L2) and the best kept: a repetition longer than
@@ -70,14 +74,15 @@ class Effort:
 FULL = Effort(op_iterations=500_000, op_runs=3, chase_loads=500_000, stream_reps=15, ram_set_bytes=1024 * MIB,
               chase_runs=7)
 QUICK = Effort(op_iterations=200_000, op_runs=1, chase_loads=200_000, stream_reps=1, ram_set_bytes=128 * MIB,
-               sync_rounds=2_000, cold_reps=3)
+               sync_rounds=2_000, cold_reps=3, curve_runs=4, curve_reps=3)
 EFFORTS = {"full": FULL, "quick": QUICK}
 
 
 @dataclass(frozen=True)
 class Step:
     """One microbenchmark run: `program` (a microbench/*.c name) with `args`, `runs` times; raw results
-    keep every run under `key`. `pinned`: run with OMP_PROC_BIND=close and OMP_PLACES=cores."""
+    keep every run under `key`. `pinned`: run with OMP_PROC_BIND=close and OMP_PLACES=cores. `max_runs` above
+    `runs`: run again, up to max_runs times, until the last STABLE_WINDOW runs are stable (stable_window)."""
 
     key: str
     program: str
@@ -85,6 +90,12 @@ class Step:
     runs: int = 1
     pinned: bool = False
     note: str = ""
+    max_runs: int = 0
+
+    @property
+    def most_runs(self) -> int:
+        """The most runs the step may make."""
+        return max(self.runs, self.max_runs)
 
 
 def _read(path: Path) -> str:
@@ -263,6 +274,55 @@ def transfer_lines(caches: list[SysCache]) -> int:
     return max(64, private[-1].size_bytes // private[-1].line_bytes // 4)
 
 
+def llc_total_bytes(caches: list[SysCache], cores: int) -> int:
+    """The last-level cache of all `cores` cores: one instance per group of cores sharing it (one per core
+    when private)."""
+    last = caches[-1]
+    if not last.shared:
+        return last.size_bytes * cores
+    return last.size_bytes * (-(-cores // last.cores_sharing) if last.cores_sharing else 1)
+
+
+def cold_flush_bytes(caches: list[SysCache], cores: int) -> int:
+    """The flush of detect's cold measurements (coldstart.c, strided.c): the harness's 64 MiB, or twice the
+    last-level cache found where that is more, so that nothing measured before survives it."""
+    return max(COLD_FLUSH_BYTES, 2 * llc_total_bytes(caches, cores))
+
+
+def curve_cores(cores: int) -> list[int]:
+    """The active-core counts the curves are measured at: powers of two up to `cores`, and `cores`."""
+    return sorted({1 << k for k in range(cores.bit_length()) if 1 << k <= cores} | {cores})
+
+
+def shared_slice_bytes(caches: list[SysCache], effort: Effort) -> int:
+    """Each thread's slice in cores.c's shared-cache reads: what lines.c times the first shared level over (just
+    beyond the private levels), or the last level's set on a machine without a shared one."""
+    shared = [i for i, c in enumerate(caches) if c.shared]
+    return level_set_bytes(caches, shared[0] if shared else len(caches) - 1, effort)
+
+
+def curve_steps(caches: list[SysCache], cores: int, effort: Effort) -> list[Step]:
+    """The runs of the [curves] table: cores.c, stream.c, overhead.c and transfer.c on each curve_cores count,
+    threads pinned, each repeated until stable (at least STABLE_WINDOW runs, at most effort.curve_runs)."""
+    points, line = curve_cores(cores), caches[0].line_bytes
+    ram, slice_kib = ram_set_bytes(caches, effort), shared_slice_bytes(caches, effort) // KIB
+    on = f"on {','.join(map(str, points))} threads"
+    runs = {"runs": STABLE_WINDOW, "max_runs": max(STABLE_WINDOW, effort.curve_runs), "pinned": True}
+    steps = [Step("curves.cores", "cores", (effort.op_iterations * 4, slice_kib, line, effort.curve_reps, *points),
+                  note=f"cores.c (one core's op and shared-cache line throughput {on})", **runs),
+             # at least 3 repetitions of a RAM-sized pass (stream_args takes a third of them): best of 3
+             Step("curves.stream", "stream", stream_args(ram, max(effort.stream_reps, 9), points),
+                  note=f"stream.c (RAM bandwidth {on})", **runs),
+             Step("curves.overhead", "overhead", (effort.sync_rounds, 5, *points),
+                  note=f"overhead.c (fork/join and barrier {on})", **runs)]
+    pairs = [p for p in points if p >= 2]
+    if pairs:
+        steps.append(Step("curves.transfer", "transfer", (line, transfer_lines(caches), TRANSFER_PHASES, *pairs),
+                          note=f"transfer.c (lines written by p cores in turn, p = {','.join(map(str, pairs))})",
+                          **runs))
+    return steps
+
+
 def stores_step(line_bytes: int, effort: Effort) -> Step:
     """stores.c: independent stores into L1, to the same and to another line."""
     return Step("stores", "stores", (line_bytes, max(1_000_000, effort.op_iterations * 20)),
@@ -294,20 +354,21 @@ def plan(facts: Mapping, effort: Effort) -> list[Step]:
     caches, cores = facts_caches(facts), int(facts["cores"])
     check_associativity(caches)
     l1, sets = caches[0], l1_sets(caches[0])
+    flush = cold_flush_bytes(caches, cores)
     steps = [Step("ops", "ops", (effort.op_iterations,), effort.op_runs,
                   note="ops.c (operation latency and throughput)"), *memory_steps(caches, cores, effort)]
     if sets:
-        steps.append(Step("strided", "strided", (sets, l1.line_bytes, STRIDED_ROWS, effort.cold_reps),
+        steps.append(Step("strided", "strided", (sets, l1.line_bytes, STRIDED_ROWS, effort.cold_reps, flush),
                           note=f"strided.c (cold column walks over 1..{sets} L1 sets)"))
     steps += [Step("overhead", "overhead", (effort.sync_rounds, 5, cores),
                    note=f"overhead.c (OpenMP fork/join and barrier on {cores} threads)"),
-              Step("coldstart", "coldstart", (COLD_FLUSH_BYTES, effort.cold_reps, *sorted({1, cores})), pinned=True,
+              Step("coldstart", "coldstart", (flush, effort.cold_reps, *sorted({1, cores})), pinned=True,
                    note="coldstart.c (the first parallel region after a cache flush)"),
               Step("libm", "libm", (max(4, effort.op_iterations * 2),), note="libm.c (C math library calls)"),
               Step("window", "window", (max(100_000, effort.op_iterations * 4),), 3,
                    note="window.c (overlap of dependence chain instances)"),
               stores_step(l1.line_bytes, effort), tlb_step(int(facts["page_bytes"]), l1.line_bytes, effort)]
-    return steps + ([transfer_step(caches)] if cores >= 2 else [])
+    return steps + ([transfer_step(caches)] if cores >= 2 else []) + curve_steps(caches, cores, effort)
 
 
 def parse_key_values(stdout: str) -> dict[str, float]:
@@ -345,28 +406,53 @@ def step_environment(step: Step, base: Mapping[str, str]) -> dict[str, str]:
     return {**base, **PINNED} if step.pinned else dict(base)
 
 
+def relative_spread(values: list[float]) -> float:
+    """(max - min) / median of `values`: how far repeats of one figure disagree (0 for a zero median)."""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return (ordered[-1] - ordered[0]) / abs(median) if median else 0.0
+
+
+def stable_window(runs: list[dict]) -> list[dict]:
+    """The runs a repeated step's figures come from: its last STABLE_WINDOW (all, when fewer)."""
+    return runs[-STABLE_WINDOW:]
+
+
+def is_stable(runs: list[dict]) -> bool:
+    """The last STABLE_WINDOW runs agree within STABLE_SPREAD on every figure they print."""
+    window = stable_window(runs)
+    return len(window) == STABLE_WINDOW and all(relative_spread([run[key] for run in window]) < STABLE_SPREAD
+                                                for key in window[0])
+
+
 def run_plan(steps: list[Step], binary_of: Callable[[str], Path], env: Mapping[str, str],
              progress: Progress, done: Callable[[Step, float], None] | None = None) -> dict[str, list[dict]]:
-    """Run every step (`binary_of(program)` gives the executable), one at a time; the raw results."""
+    """Run every step (`binary_of(program)` gives the executable), one at a time, a step with max_runs again
+    until stable or max_runs; the raw results."""
     raw: dict[str, list[dict]] = {}
     for number, step in enumerate(steps, start=1):
         progress(f"[{number}/{len(steps)}] {step.note or step.key}")
         start = time.monotonic()
-        raw[step.key] = [run_program(binary_of(step.program), step.args, step_environment(step, env))
-                         for _ in range(step.runs)]
+        runs = [run_program(binary_of(step.program), step.args, step_environment(step, env))
+                for _ in range(step.runs)]
+        while len(runs) < step.max_runs and not is_stable(runs):
+            runs.append(run_program(binary_of(step.program), step.args, step_environment(step, env)))
+        raw[step.key] = runs
         if done:
             done(step, time.monotonic() - start)
     return raw
 
 
 def raw_problems(steps: list[Step], raw: Mapping) -> list[str]:
-    """What raw results lack against the plan: a step with no or too few runs, or a run that is no mapping of
-    numbers (an empty list means they are complete)."""
+    """What raw results lack against the plan: a step with no, too few or too many runs, or a run that is no
+    mapping of numbers (an empty list means they are complete)."""
     problems = []
     for step in steps:
         runs = raw.get(step.key)
-        if not isinstance(runs, list) or len(runs) != step.runs:
-            problems.append(f"{step.key}: expected {step.runs} run(s), found "
+        if not isinstance(runs, list) or not step.runs <= len(runs) <= step.most_runs:
+            expected = f"{step.runs} to {step.most_runs}" if step.most_runs > step.runs else str(step.runs)
+            problems.append(f"{step.key}: expected {expected} run(s), found "
                             f"{len(runs) if isinstance(runs, list) else 'none'}")
         elif not all(isinstance(r, dict) and r and all(isinstance(v, (int, float)) for v in r.values())
                      for r in runs):

@@ -118,6 +118,10 @@ def test_ingest_writes_the_machine_the_kit_measured(kit_and_results, tmp_path):
     assert m.ram.latency_ns == pytest.approx(min(r["ns_per_load"] for r in probes["chase.RAM"]), abs=0.05)
     assert m.ram.bandwidth_one_core_gbs == pytest.approx(probes["stream"][0]["gbs_1"], abs=0.005)
     assert "probe kit" in m.description
+    # the curves over active cores come through: one-core bandwidth = the median of the curve step's last 3 runs
+    assert m.curves is not None and m.curves.cores[0] == 1 and m.curves.cores[-1] == host_cores()
+    one_core = sorted(r["gbs_1"] for r in probes["curves.stream"][-3:])
+    assert m.curves.figures["bandwidth_gbs"][0] == pytest.approx(one_core[1], rel=1e-3)
 
 
 def test_measure_ingest_compares_the_kits_times_with_predictions(kit_and_results, tmp_path, capsys):

@@ -17,7 +17,7 @@ from analysis.runtime.schedule import busiest_share
 from analysis.runtime.terms.coherence import coherence_cycles
 from analysis.runtime.terms.column_walks import strided_cycles
 from analysis.runtime.terms.contention import dram_traffic_bytes
-from analysis.runtime.terms.cpu import cpu_time
+from analysis.runtime.terms.cpu import at_cores, cpu_time
 from analysis.runtime.terms.memory import memory_time
 from analysis.runtime.terms.overhead import overhead_seconds
 from analysis.runtime.terms.translation import tlb_cycles
@@ -76,9 +76,9 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     word = mem_bytes / mem_accesses if mem_accesses else 8.0
     memory = memory_time(machine, rates, per_core, word, block_bytes, gap_bytes)
     l1_issue = per_core * rates.served()[0] * machine.caches[0].recip_throughput_cycles
-    cpu = cpu_time(machine, ops, share, blocks, loop_bounds, l1_issue)
+    cpu = at_cores(cpu_time(machine, ops, share, blocks, loop_bounds, l1_issue), machine, cores)
     added = AddedCycles(tlb=tlb_cycles(machine, ops.load, share, tlb_miss_rates, tlb_update_misses),
-                        coherence=coherence_cycles(machine, per_core, coherence_miss_rate),
+                        coherence=coherence_cycles(machine, per_core, coherence_miss_rate, cores),
                         strided=strided_cycles(machine, share, strided_extra_ns))
     if dram_bytes is None:
         dram_bytes = dram_traffic_bytes(mem_accesses, rates.local, machine.line_bytes, ops.store_fraction)

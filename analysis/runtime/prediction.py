@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from analysis.runtime.choices import ModelChoice
 from analysis.runtime.inputs import HitRates
 from analysis.runtime.terms.contention import dram_bandwidth_gbs, dram_floor_seconds, loaded_seconds
+from analysis.runtime.terms.core_curves import scaling_forms
 from analysis.runtime.terms.cpu import CpuTime
 from analysis.runtime.terms.memory import MemoryTime
 from machines.model import Machine
@@ -40,7 +41,7 @@ class RuntimePrediction:
     t_mem_s: float
     t_cpu_s: float
     dram_bytes: float                # whole region, all cores
-    dram_bandwidth_gbs: float        # min(cores x one-core, all-core)
+    dram_bandwidth_gbs: float        # the bandwidth curve at p, else min(cores x one-core, all-core)
     t_dram_s: float                  # DRAM bytes / bandwidth: the contention floor
     contention_s: float              # max(0, contended time - unloaded time)
     t_overhead_s: float              # fork/join and barriers (0 on one core or without [parallel])
@@ -51,6 +52,9 @@ class RuntimePrediction:
     t_incore_s: float = 0.0          # part of t_cpu_s: llvm-mca's loop bodies beyond the per-block model
     t_strided_s: float = 0.0         # column walks' cold lines beyond a stream's cost (terms/column_walks.py)
     t_fill_overlap_s: float = 0.0    # taken off t_cpu_s: streamed L2 fills hidden under core time (fill_overlap.py)
+    # which terms read the machine's curves over active cores and which their fixed forms: "fallback" (no curves),
+    # else "curves (DRAM bandwidth, ...)" and "; fallback (...)" for the rest (terms/core_curves.py)
+    core_scaling: str = "fallback"
 
     def as_row(self) -> dict:
         """Flat dict for a table: hit rates become one column per level."""
@@ -128,4 +132,5 @@ def assemble(machine: Machine, cores: int, share: float, rates: HitRates, terms:
         t_dram_s=dram_floor_seconds(machine, cores, terms.dram_bytes), contention_s=max(0.0, loaded - unloaded),
         t_overhead_s=terms.overhead_s, t_tlb_s=tlb_s, t_coherence_s=coh_s, runtime_s=loaded + terms.overhead_s,
         uncosted_calls=cpu.uncosted_calls, t_incore_s=sec(cpu.in_core) if critical else 0.0,
-        t_strided_s=strided_s, t_fill_overlap_s=sec(cpu.fill_overlap) if critical else 0.0)
+        t_strided_s=strided_s, t_fill_overlap_s=sec(cpu.fill_overlap) if critical else 0.0,
+        core_scaling=scaling_forms(machine))

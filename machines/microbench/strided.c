@@ -1,5 +1,5 @@
 /* What a cold cache line costs when a loop walks down a column: one load per line, a stride of
- * about a page between loads, after the benchmark harness's 64 MiB flush.
+ * about a page between loads, after a flush (by default the benchmark harness's 64 MiB).
  *
  * Hardware prefetchers follow a walk along a row, so a stream of cold lines costs line / bandwidth;
  * a walk whose every load lands on another page is not prefetched the same way, and how many of the
@@ -8,7 +8,8 @@
  * d = 1, 2, 4, .., SETS the walk's stride is an odd multiple of SETS / d lines near SETS lines; it walks
  * 8 neighbouring line-columns of ROWS rows (as a column loop over a matrix of doubles does), timed after
  * a flush, median of REPS repetitions.
- * Usage: strided SETS LINE_BYTES ROWS REPS   Output: `sets_<d>=<ns per line>` lines.
+ * FLUSH_BYTES (default 64 MiB, the harness's) sizes the flush: more than the last-level cache evicts it all.
+ * Usage: strided SETS LINE_BYTES ROWS REPS [FLUSH_BYTES]   Output: `sets_<d>=<ns per line>` lines.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -17,7 +18,7 @@
 #include <time.h>
 
 #define COLUMNS 8
-#define FLUSH_BYTES ((size_t)64 << 20)
+static size_t flush_bytes = (size_t)64 << 20;
 
 static double now(void) {
     struct timespec ts;
@@ -27,14 +28,16 @@ static double now(void) {
 
 static double sink;
 
+/* write, then read, a buffer larger than the caches; allocated once, so a large flush does not page-fault
+ * its way through the kernel at every repetition */
 static void flush(void) {
-    size_t n = FLUSH_BYTES / sizeof(double);
-    double *buf = malloc(n * sizeof *buf), s = 0;
-    if (!buf) { fprintf(stderr, "strided: out of memory\n"); exit(3); }
+    static double *buf;
+    size_t n = flush_bytes / sizeof(double);
+    double s = 0;
+    if (!buf && !(buf = malloc(n * sizeof *buf))) { fprintf(stderr, "strided: out of memory\n"); exit(3); }
     for (size_t i = 0; i < n; i++) buf[i] = (double)i;
     for (size_t i = 0; i < n; i += 8) s += buf[i];
     sink += s;
-    free(buf);
 }
 
 static int cmp(const void *a, const void *b) {
@@ -65,11 +68,13 @@ static double walk_ns(const char *a, size_t stride, int rows, int reps) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5) { fprintf(stderr, "usage: strided SETS LINE_BYTES ROWS REPS\n"); return 2; }
+    if (argc != 5 && argc != 6) { fprintf(stderr, "usage: strided SETS LINE_BYTES ROWS REPS [FLUSH_BYTES]\n"); return 2; }
     long sets = atol(argv[1]), line = atol(argv[2]);
     int rows = atoi(argv[3]), reps = atoi(argv[4]);
-    if (sets < 1 || (sets & (sets - 1)) || line < 64 || rows < 16 || reps < 1 || reps > 64) {
-        fprintf(stderr, "strided: need SETS a power of two, LINE_BYTES >= 64, ROWS >= 16, 1 <= REPS <= 64\n");
+    if (argc == 6) flush_bytes = (size_t)atoll(argv[5]);
+    if (sets < 1 || (sets & (sets - 1)) || line < 64 || rows < 16 || reps < 1 || reps > 64 || flush_bytes < 64) {
+        fprintf(stderr, "strided: need SETS a power of two, LINE_BYTES >= 64, ROWS >= 16, 1 <= REPS <= 64, "
+                        "FLUSH_BYTES >= 64\n");
         return 2;
     }
     size_t bytes = (size_t)rows * 2 * sets * line + COLUMNS * line;

@@ -9,25 +9,29 @@
  * pages at once (on the Intel host both cost extra on their own: interleaved 50-line rows sharing pages
  * took 4.1 ns per line per core with no line moving, neighbouring pages 2.7, rows a page apart 1.3).
  * Times are per line and per core: a phase's time over the lines one thread updates.
- * Usage: transfer LINE_BYTES LINES PHASES   Output: other_ns=<ns per line> same_ns=<ns per line>
+ * With thread counts after PHASES, for each count P: P threads, row i belonging to thread (i + p) % P in
+ * phase p, so every line is written by P cores in turn, each taking it from the core that wrote it last.
+ * Usage: transfer LINE_BYTES LINES PHASES [THREADS...]
+ * Output: other_ns=<ns per line> same_ns=<ns per line> (2 threads), or other_ns_<P>=<ns per line> per P
  */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-static double run(double *a, size_t row_words, size_t rows, size_t line_words, int phases, int migrate) {
+static double run(double *a, size_t row_words, size_t rows, size_t line_words, int phases, int migrate,
+                  int threads) {
     double best = 1e30;
     for (int rep = 0; rep < 5; rep++) {
         double t0 = 0, t1 = 0;
-#pragma omp parallel num_threads(2)
+#pragma omp parallel num_threads(threads)
         {
             int me = omp_get_thread_num();
             for (int p = 0; p < phases; p++) {
 #pragma omp barrier
                 if (me == 0 && p == 1) t0 = omp_get_wtime();  /* phase 0 only places the rows */
                 for (size_t i = 0; i < rows; i++) {
-                    if ((int)((i + (migrate ? (size_t)p : 0)) % 2) != me)
+                    if ((int)((i + (migrate ? (size_t)p : 0)) % (size_t)threads) != me)
                         continue;
                     double *row = a + 2 * i * row_words;
                     for (size_t j = 0; j < row_words; j++)
@@ -37,15 +41,22 @@ static double run(double *a, size_t row_words, size_t rows, size_t line_words, i
 #pragma omp barrier
             if (me == 0) t1 = omp_get_wtime();
         }
-        double per_thread_lines = (double)(rows / 2) * (double)(row_words / line_words);
+        double per_thread_lines = (double)(rows / (size_t)threads) * (double)(row_words / line_words);
         double t = (t1 - t0) / ((double)(phases - 1) * per_thread_lines);
         if (t < best) best = t;
     }
     return best * 1e9;
 }
 
+/* rows for `lines` lines of one page each, a multiple of `threads` and at least two per thread */
+static size_t row_count(size_t lines, size_t line_words, size_t row_words, size_t threads) {
+    size_t rows = (lines * line_words + row_words - 1) / row_words;
+    rows = rows < 2 * threads ? 2 * threads : rows;
+    return (rows + threads - 1) / threads * threads;
+}
+
 int main(int argc, char **argv) {
-    if (argc != 4) { fprintf(stderr, "usage: transfer LINE_BYTES LINES PHASES\n"); return 2; }
+    if (argc < 4) { fprintf(stderr, "usage: transfer LINE_BYTES LINES PHASES [THREADS...]\n"); return 2; }
     size_t line = (size_t)atoll(argv[1]), lines = (size_t)atoll(argv[2]);
     int phases = atoi(argv[3]);
     long page = sysconf(_SC_PAGESIZE);
@@ -54,13 +65,25 @@ int main(int argc, char **argv) {
         return 2;
     }
     size_t row_words = (size_t)page / sizeof(double), line_words = line / sizeof(double);
-    size_t rows = (lines * line_words + row_words - 1) / row_words;
-    rows = rows < 4 ? 4 : rows + rows % 2;  /* even: both threads get the same number of rows */
-    double *a = aligned_alloc((size_t)page, 2 * rows * (size_t)page);
-    if (!a) { fprintf(stderr, "transfer: out of memory\n"); return 3; }
-    for (size_t i = 0; i < 2 * rows * row_words; i++) a[i] = 1.0;
-    printf("other_ns=%.4f\n", run(a, row_words, rows, line_words, phases, 1));
-    printf("same_ns=%.4f\n", run(a, row_words, rows, line_words, phases, 0));
-    free(a);
+    if (argc == 4) {  /* two threads, every thread the same number of rows */
+        size_t rows = row_count(lines, line_words, row_words, 2);
+        double *a = aligned_alloc((size_t)page, 2 * rows * (size_t)page);
+        if (!a) { fprintf(stderr, "transfer: out of memory\n"); return 3; }
+        for (size_t i = 0; i < 2 * rows * row_words; i++) a[i] = 1.0;
+        printf("other_ns=%.4f\n", run(a, row_words, rows, line_words, phases, 1, 2));
+        printf("same_ns=%.4f\n", run(a, row_words, rows, line_words, phases, 0, 2));
+        free(a);
+        return 0;
+    }
+    for (int k = 4; k < argc; k++) {
+        int threads = atoi(argv[k]);
+        if (threads < 2) { fprintf(stderr, "transfer: THREADS must be at least 2\n"); return 2; }
+        size_t rows = row_count(lines, line_words, row_words, (size_t)threads);
+        double *a = aligned_alloc((size_t)page, 2 * rows * (size_t)page);
+        if (!a) { fprintf(stderr, "transfer: out of memory\n"); return 3; }
+        for (size_t i = 0; i < 2 * rows * row_words; i++) a[i] = 1.0;
+        printf("other_ns_%d=%.4f\n", threads, run(a, row_words, rows, line_words, phases, 1, threads));
+        free(a);
+    }
     return 0;
 }

@@ -5,6 +5,7 @@ import argparse
 import json
 import sys
 
+from machines.curves import curve_note
 from machines.loader import dumps_toml, list_machines, load_machine, machine_to_dict, validate_machine_dict
 from machines.warnings import machine_warnings
 from machines.model import Machine
@@ -45,6 +46,8 @@ def _optional_lines(m: Machine) -> list[str]:
         lines.append(f"  coherence: line from another core's cache {m.transfer_cycles:g} cyc")
     if m.calls:
         lines.append(f"  calls priced: {', '.join(sorted(m.calls))}")
+    lines.append(f"  {curve_note(m.curves)}" if m.curves else "  no curves over active cores: the runtime model "
+                 "scales the one-core and all-core figures (fallback)")
     return lines
 
 

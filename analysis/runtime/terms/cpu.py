@@ -6,17 +6,20 @@
   (loop_bound.py), less the L1 issue T_mem already charges and the streamed fills hidden under core time
   (fill_overlap.py):  T_CPU = max(0, sum_b s N_b core_b + T_incore - L1 hits x L1 recip. throughput - fills).
   Without the executed blocks it falls back to the throughput form.
+Where the machine has the curve curves.op_throughput_scale, every form is divided by its value at p: one
+core's operations run that much slower while p cores run (at_cores).
 Loads and stores are priced by T_mem. Machine fields: ops[class].latency, ops[class].recip_throughput,
-caches[0].recip_throughput_cycles (and those of block_core, loop_bound, fill_overlap).
+caches[0].recip_throughput_cycles (and those of block_core, loop_bound, fill_overlap), curves.op_throughput_scale.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 from analysis.runtime.choices import PAPER_CPU_FORMS
 from analysis.runtime.inputs import CPU_CLASSES, BlockWork, OpCounts
 from analysis.runtime.terms.block_core import block_core_cycles, uncosted_calls
+from analysis.runtime.terms.core_curves import curve_value
 from analysis.runtime.terms.fill_overlap import fill_overlap_total
 from analysis.runtime.terms.loop_bound import in_core_extra_cycles
 from common.errors import InputError
@@ -74,3 +77,13 @@ def cpu_time(machine: Machine, ops: OpCounts, share: float, blocks: Sequence[Blo
     cycles["critical-path"] = (_critical_path(blocks, machine, share, l1_issue_cycles, in_core, hidden) if blocks
                                else cycles["throughput"])
     return CpuTime(cycles, in_core, hidden, uncosted_calls(blocks, machine))
+
+
+def at_cores(cpu: CpuTime, machine: Machine, cores: int) -> CpuTime:
+    """`cpu` while `cores` cores run: every form (and the in-core and hidden-fill parts of the critical-path
+    form) divided by the machine's op-throughput curve at p; unchanged where the machine has no such curve."""
+    scale = curve_value(machine, "op_throughput_scale", cores)
+    if scale is None:
+        return cpu
+    return replace(cpu, cycles={form: c / scale for form, c in cpu.cycles.items()}, in_core=cpu.in_core / scale,
+                   fill_overlap=cpu.fill_overlap / scale)
