@@ -289,6 +289,12 @@ def cold_flush_bytes(caches: list[SysCache], cores: int) -> int:
     return max(COLD_FLUSH_BYTES, 2 * llc_total_bytes(caches, cores))
 
 
+def harness_flush_environment(facts: Mapping) -> dict[str, str]:
+    """PBENCH_FLUSH_BYTES for cold native runs on the host `facts` describe: the flush detect's cold figures
+    were measured after (cold_flush_bytes), so a measured region starts as cold as the model assumes."""
+    return {"PBENCH_FLUSH_BYTES": str(cold_flush_bytes(facts_caches(facts), facts["cores"]))}
+
+
 def curve_cores(cores: int) -> list[int]:
     """The active-core counts the curves are measured at: powers of two up to `cores`, and `cores`."""
     return sorted({1 << k for k in range(cores.bit_length()) if 1 << k <= cores} | {cores})

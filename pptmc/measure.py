@@ -72,13 +72,25 @@ def measure_suite(benches, cfg: MeasureConfig, progress: Progress | None = None)
         raise InputError(f"repeats {cfg.repeats}: give at least 1")
     say = progress or (lambda _msg: None)
     exes = {bench.name: native_binary(bench, cfg.size, cfg.workdir / "native") for bench in benches}
-    env = pinned_environment(os.environ) if cfg.pin else None
+    env = pinned_environment(os.environ) if cfg.pin else dict(os.environ)
+    if cfg.cold:
+        env.update(cold_flush_environment(say))
     samples: dict[tuple[str, int], list[float]] = {(name, t): [] for name in exes for t in cfg.threads}
     for round_no in range(cfg.repeats):
         say(f"round {round_no + 1} of {cfg.repeats}: {len(exes)} benchmarks on {','.join(map(str, cfg.threads))} threads")
         for (name, threads), times in samples.items():
             times.append(build.run_native(exes[name], threads, cold=cfg.cold, env=env).region_seconds)
     return sample_table(samples)
+
+
+def cold_flush_environment(say: Callable[[str], None]) -> dict[str, str]:
+    """The harness's flush for cold runs, as detect's cold figures (probeplan.cold_flush_bytes: beyond the
+    host's last-level cache); the harness's 64 MiB where the host describes no caches, which `say` reports."""
+    try:
+        return probeplan.harness_flush_environment(probeplan.host_facts())
+    except probeplan.ProbeError as exc:
+        say(f"cold runs flush the harness's default 64 MiB: {exc}")
+        return {}
 
 
 def sample_table(samples: Mapping[tuple[str, int], Sequence[float]]) -> pd.DataFrame:

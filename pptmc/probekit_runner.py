@@ -127,7 +127,8 @@ def run_probes(facts: dict, effort: str, env: dict[str, str], steps_log: list[di
 
 
 def region_seconds(exe: Path, threads: int, env: dict[str, str]) -> float:
-    """One cold-cache run of a native benchmark on `threads` pinned threads: its parallel-region seconds."""
+    """One cold-cache run of a native benchmark on `threads` pinned threads (env carries the flush size,
+    probeplan.harness_flush_environment): its parallel-region seconds."""
     run_env = {**probeplan.pinned_environment(env), "OMP_NUM_THREADS": str(threads), "PBENCH_COLD": "1",
                "PBENCH_DUMP": "0"}
     try:
@@ -188,7 +189,7 @@ def measure(args: argparse.Namespace, kit: dict, facts: dict, threads: list[int]
         record["files"]["facts.json"] = write_json(work / "facts.json", facts)
         raw = run_probes(facts, record["effort"], env, log)
         record["files"]["probes.json"] = write_json(work / "probes.json", raw)
-        native = run_native(kit, threads, args.repeats, env, log)
+        native = run_native(kit, threads, args.repeats, {**env, **probeplan.harness_flush_environment(facts)}, log)
         record["files"]["native.json"] = write_json(work / "native.json", native)
     except KeyboardInterrupt:
         log.append({"step": "interrupted", "status": "error", "error": "interrupted"})

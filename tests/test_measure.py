@@ -116,7 +116,30 @@ def test_measure_runs_pinned_by_default_and_not_with_pin_off(tmp_path, monkeypat
     assert len(seen) == 2 and all(e["OMP_PROC_BIND"] == "close" and e["OMP_PLACES"] == "cores" for e in seen)
     seen.clear()
     measure_benchmark(by_name("atax"), MeasureConfig(workdir=tmp_path, threads=(2,), repeats=1, pin=False))
-    assert seen == [None]
+    assert len(seen) == 1 and "OMP_PROC_BIND" not in seen[0]
+
+
+def test_cold_runs_flush_beyond_the_last_level_cache(tmp_path, monkeypatch):
+    """Cold native runs flush more than the host's largest cache (read here from sysfs), at least the
+    harness's 64 MiB, so a measured region starts as cold as detect's figures."""
+    import glob
+
+    import benchmarks.polybench.build as build
+    from pptmc.measure import MeasureConfig, measure_benchmark
+
+    sizes = []
+    for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
+        text = open(path).read().strip()
+        sizes.append(int(text[:-1]) << {"K": 10, "M": 20, "G": 30}[text[-1]] if text[-1] in "KMG" else int(text))
+    if not sizes:
+        pytest.skip("no cache description in sysfs")
+    seen = []
+    monkeypatch.setattr(build, "build_native", lambda bench, size, exe: exe)
+    monkeypatch.setattr(build, "run_native", lambda exe, threads, cold=False, dump=False, env=None, timeout=600.0:
+                        seen.append(env) or build.NativeRun(checksums={}, arrays={}, region_seconds=1e-3))
+    measure_benchmark(by_name("atax"), MeasureConfig(workdir=tmp_path, threads=(1,), repeats=1))
+    flush = int(seen[0]["PBENCH_FLUSH_BYTES"])
+    assert flush >= 64 << 20 and flush > max(sizes)
 
 
 def test_measure_suite_interleaves_rounds_and_takes_each_pairs_median(tmp_path, monkeypatch):
