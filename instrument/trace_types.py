@@ -63,6 +63,9 @@ class TraceInfo:
     loops: list[LoopInstance] = field(default_factory=list)
     n_threads: int = 1
     extra: dict = field(default_factory=dict)
+    # distinct 64-byte lines the accesses touch, from the footer's sketch (instrument/distinct_lines.py;
+    # standard error RELATIVE_ERROR there); None for traces recorded without it
+    distinct_lines_estimate: int | None = None
 
 
 @dataclass

@@ -22,13 +22,14 @@ from instrument.chunk_decoder import ChunkDecoder
 from instrument.decode_base import decode_tables
 from instrument.decode_replay import DecodeReplay, REPLAY_BATCHES
 from instrument.decode_sink import WORD_LINE, WORD_STACK, WORD_STORE, SampledBatch, SampleSink
+from instrument.distinct_lines import footer_estimate
 from instrument.trace_format import (CHUNK_HEADER, END_MAGIC, FOOTER_MAGIC, FORMAT_VERSION, TRAILER, ChunkHeader,
                                      chunk_header_bytes, iter_chunk_headers, read_footer, read_header)
 from instrument.trace_types import BlockInfo, LoopInstance, TraceChunk, TraceInfo
 
 # names other packages read from here: the sampling decode's words and batches
-__all__ = ["FORMAT_VERSION", "WORD_LINE", "WORD_STACK", "WORD_STORE", "SampledBatch", "TraceReader", "mark_incomplete",
-           "open_trace", "read_footer"]
+__all__ = ["FORMAT_VERSION", "WORD_LINE", "WORD_STACK", "WORD_STORE", "SampledBatch", "TraceReader", "distinct_lines_of",
+           "mark_incomplete", "open_trace", "read_footer"]
 
 
 class TraceReader:
@@ -67,7 +68,13 @@ class TraceReader:
                          program=self.header.get("program", ""), args=list(self.header.get("args", [])),
                          complete=bool(self.footer.get("complete")), n_accesses=n_acc,
                          blocks=blocks, block_counts=counts, edge_counts=edges, loops=loops,
-                         n_threads=int(self.footer.get("n_threads", 1)), extra=extra)
+                         n_threads=int(self.footer.get("n_threads", 1)), extra=extra,
+                         distinct_lines_estimate=footer_estimate(self.footer, self.path))
+
+    @property
+    def distinct_lines_estimate(self) -> int | None:
+        """Distinct 64-byte lines of the trace, from the footer's sketch (None: recorded without it)."""
+        return self.info.distinct_lines_estimate
 
     def disk_chunks(self) -> Iterator[tuple[ChunkHeader, bytes]]:
         """Compressed chunks in file order, each verified."""
@@ -118,6 +125,22 @@ class TraceReader:
 def open_trace(path: Path) -> TraceReader:
     """Open a trace file; truncation or a foreign file is an InputError naming the file."""
     return TraceReader(Path(path))
+
+
+def distinct_lines_of(path: Path) -> int | None:
+    """The footer's distinct-line estimate, reading the footer alone (a check made before any work does not
+    decode the header's tables); None when the file holds no trace footer or the trace has no sketch."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None
+    with open(path, "rb") as f:
+        try:
+            footer = read_footer(f, path, size)[0]
+        except InputError:
+            return None
+    return footer_estimate(footer, path)
 
 
 def mark_incomplete(path: Path, reason: str, exit_status: int | None) -> str:

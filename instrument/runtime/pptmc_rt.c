@@ -43,6 +43,21 @@ extern int xomp_trace_enabled __attribute__((weak));
 #define SLACK_WORDS 8u         /* the longest slow-path event */
 #define ADDR_BITS 48           /* user-space addresses on x86-64/aarch64 fit in 48 bits */
 #define ALT_STACK_BYTES (256u << 10)  /* per-thread signal stack: a stack overflow is still handled */
+/* Distinct-line sketch (FORMAT.md, "distinct_lines"): a HyperLogLog of every access's 64-byte line, so
+ * `pptmc profile` can bound its engines' memory before reading the trace. Hand-written because it must run
+ * inside the inlined hot path with no allocation or library (a few lines; no maintained C library fits
+ * there). 2^12 one-byte registers per thread (1.6 % standard error), merged by maximum into the footer. */
+#define SKETCH_BITS 12
+#define SKETCH_REGS (1u << SKETCH_BITS)
+#define SKETCH_LINE_SHIFT 6
+/* The registers live outside the program's heap, data and mmap area, so that they move none of the program's
+ * allocations: one mapping, made before main at a fixed address far below the top-down mmap area and far
+ * above the program and its heap, with a page per thread id (touched only by the threads that exist).
+ * Threads with larger ids (or a system where that address is taken) get a page of their own from mmap,
+ * which may move the program's later mappings. (The hook's code itself moves the program's data and heap
+ * by whole pages, as any change to the inlined hooks does.) */
+#define SKETCH_POOL_ADDR 0x100000000000ull  /* 16 TiB */
+#define SKETCH_POOL_THREADS 1024u
 
 /* Each site has a stride predictor (last address, last stride); an access whose address is
  * last + stride writes nothing. Otherwise the hot path writes one in-memory word:
@@ -63,6 +78,7 @@ struct job;
 typedef struct tbuf {
     uint64_t *cur, *end;       /* the inlined hot path touches only these and `pred` */
     predictor *pred;           /* per site */
+    uint8_t *sketch;           /* SKETCH_REGS registers: this thread's distinct-line sketch */
     struct tbuf *next;
     uint64_t *words;           /* the buffer being filled: bufs[slot] */
     uint64_t *bufs[2];         /* double buffering: the writer thread drains one while the other fills */
@@ -119,6 +135,7 @@ static int exit_status = -1;   /* the status passed to exit(), recorded by on_ex
 static uint8_t *comp_buf;      /* compressed chunk: 88-byte header + zstd frame */
 static size_t comp_cap;
 static uint64_t *sum_blocks, *sum_edges;  /* scratch for the footer's count sums */
+static uint8_t *sketch_pool;  /* SKETCH_POOL_THREADS pages of registers, one per thread id */
 static size_t buf_words = BUF_WORDS;  /* PPTMC_CHUNK_BYTES overrides it (tests use small chunks) */
 static uint32_t next_tid;     /* one past the largest thread id given out (the footer's n_threads) */
 static uint64_t tid_taken[65536 / 64];  /* thread ids in use (they are uint16 in the trace) */
@@ -194,6 +211,27 @@ static void alt_stack(void) {
     if (ss.ss_sp) sigaltstack(&ss, NULL);
 }
 
+/* Thread id `tid`'s sketch registers, zeroed: its page of the pool, else a page of its own. */
+static uint8_t *sketch_page(uint32_t tid) {
+    if (sketch_pool && tid < SKETCH_POOL_THREADS) return sketch_pool + (size_t)tid * SKETCH_REGS;
+    void *p = mmap(NULL, SKETCH_REGS, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) die("out of memory");
+    return p;
+}
+
+/* Reserve the sketch pool at SKETCH_POOL_ADDR (left NULL where that address is taken). */
+static void map_sketch_pool(void) {
+    size_t bytes = (size_t)SKETCH_POOL_THREADS * SKETCH_REGS;
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+#ifdef MAP_FIXED_NOREPLACE
+    flags |= MAP_FIXED_NOREPLACE;  /* older kernels take it as a hint: checked below */
+#endif
+    void *p = mmap((void *)SKETCH_POOL_ADDR, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+    if (p == MAP_FAILED) return;
+    if ((uint64_t)p != SKETCH_POOL_ADDR) { munmap(p, bytes); return; }
+    sketch_pool = p;
+}
+
 __attribute__((noinline, cold)) static tbuf *tb_init(void) {
     tbuf *t = calloc(1, sizeof *t);
     if (!t) die("out of memory");
@@ -219,6 +257,7 @@ __attribute__((noinline, cold)) static tbuf *tb_init(void) {
     if (tracing) alt_stack();
     pthread_mutex_lock(&lock);
     t->tid = claim_tid();
+    if (tracing) t->sketch = sketch_page(t->tid);  /* before it is listed: the footer reads every listed one */
     t->next = all_threads;
     all_threads = t;
     pthread_mutex_unlock(&lock);
@@ -431,6 +470,23 @@ __attribute__((always_inline)) void __pptmc_bb(int id, int *prev) {
     *t->cur++ = (uint64_t)id << 3 | W_BLOCK;
 }
 
+/* splitmix64's finaliser: a fixed hash, so the sketch (and the estimate) is the same on every run. */
+static inline uint64_t mix64(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Add the line of address `a` to the thread's sketch: register = top SKETCH_BITS bits of the hash, value =
+ * 1 + leading zeros of the other bits (at most 64 - SKETCH_BITS + 1). */
+static inline void sketch_add(uint8_t *reg, uint64_t a) {
+    uint64_t h = mix64(a >> SKETCH_LINE_SHIFT);
+    uint8_t rank = (uint8_t)(__builtin_clzll(h << SKETCH_BITS | 1ull << (SKETCH_BITS - 1)) + 1);
+    uint8_t *r = reg + (h >> (64 - SKETCH_BITS));
+    if (rank > *r) *r = rank;
+}
+
 /* A mispredicted access: write the deviation from the prediction. */
 static inline void mem_record(tbuf *t, int site, uint64_t dev) {
     if (t->cur >= t->end) flush(t);
@@ -461,6 +517,8 @@ __attribute__((always_inline)) void __pptmc_mem(int site, const void *p) {
     }
     predictor *s = &t->pred[site];
     uint64_t a = (uint64_t)p;
+    /* every access's line goes into the sketch, predicted or not; the site's previous line is in already */
+    if ((a ^ s->last) >> SKETCH_LINE_SHIFT) sketch_add(t->sketch, a);
     if (__builtin_expect(a == s->last + s->stride, 1)) {
         s->last = a;
         return;
@@ -480,6 +538,7 @@ void __pptmc_sync(int k) {
 void __pptmc_memn(int site, const void *p, long n) {
     if (!tracing) return;
     tbuf *t = room();
+    sketch_add(t->sketch, (uint64_t)p);  /* the row's line, as the analysis takes it: its first byte's */
     t->cur[0] = (uint64_t)site << 3 | W_MEMN;
     t->cur[1] = (uint64_t)p;
     t->cur[2] = (uint64_t)n;
@@ -675,6 +734,24 @@ static void print_counts(obuf *o) {
     ob_str(o, "]");
 }
 
+/* Print the JSON member "distinct_lines": every thread's sketch merged (register-wise maximum), as hex. */
+static void print_sketch(obuf *o) {
+    static const char hex[] = "0123456789abcdef";
+    ob_str(o, ", \"distinct_lines\": {\"sketch\": \"hll-splitmix64\", \"line_bytes\": ");
+    ob_u64(o, 1u << SKETCH_LINE_SHIFT);
+    ob_str(o, ", \"bits\": ");
+    ob_u64(o, SKETCH_BITS);
+    ob_str(o, ", \"registers\": \"");
+    for (unsigned i = 0; i < SKETCH_REGS; i++) {  /* merged register by register: no scratch to allocate */
+        uint8_t v = 0;
+        for (tbuf *t = all_threads; t; t = t->next)
+            if (t->sketch && t->sketch[i] > v) v = t->sketch[i];
+        char d[2] = {hex[v >> 4], hex[v & 15]};
+        ob_put(o, d, 2);
+    }
+    ob_str(o, "\"}");
+}
+
 /* Append the footer and trailer (FORMAT.md). `reason` and `signal` are JSON-safe text or NULL;
  * `status` < 0 and `lost` < 0 are left out. Returns 0, or -1 when a write failed. */
 static int append_footer(int complete, const char *reason, const char *sig, int status, int lost) {
@@ -700,6 +777,7 @@ static int append_footer(int complete, const char *reason, const char *sig, int 
     ob_str(o, __pptmc_table_hash);
     ob_str(o, "\", ");
     print_counts(o);
+    print_sketch(o);
     if (!__atomic_load_n(&loops_moving, __ATOMIC_SEQ_CST)) {  /* else the reader rebuilds them from the chunks */
         ob_str(o, ", \"loops\": [");
         for (size_t i = 0; i < loops_len; i += 4) {
@@ -922,6 +1000,7 @@ static void start_tracing(const char *trace_out) {
     out_fd = open(trace_out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (out_fd < 0 || !hdr) die("cannot open PPTMC_TRACE_OUT (and PPTMC_TRACE_HEADER must be set)");
     copy_header_file(hdr);  /* written at once: a crash still leaves a readable header */
+    map_sketch_pool();
     const char *cb = getenv("PPTMC_CHUNK_BYTES");
     if (cb && atol(cb) >= 4096) buf_words = (size_t)atol(cb) / 8;
     enc_buf = calloc(buf_words, 16);

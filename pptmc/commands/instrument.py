@@ -114,7 +114,8 @@ def _info(a) -> int:
              "args": info.args, "complete": info.complete, "n_accesses": info.n_accesses,
              "n_blocks": len(info.blocks), "n_threads": info.n_threads, "n_loops": len(info.loops),
              "blocks_entered": sum(c for b, c in info.block_counts.items() if not info.blocks[b].is_shared_var_block), "bytes": Path(info.path).stat().st_size,
-             **info.extra}
+             # the footer's sketch (instrument/distinct_lines.py); None: recorded without it
+             "distinct_lines_estimate": info.distinct_lines_estimate, **info.extra}
     if a.verify:  # every chunk's checksums, its zstd frame, its events, and the footer's whole-file CRC
         facts["verified_accesses"] = sum(len(chunk) for chunk in reader.chunks(columns=("addr",)))
         facts["verified"] = True
