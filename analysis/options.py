@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from analysis.runtime.choices import CONTENTIONS, CPU_FORMS, LAYOUTS
+from analysis.runtime.choices import CONTENTIONS, CPU_FORMS, LAYOUTS, NUMA_PAGES
 from common.errors import InputError
 
 # The choices of the earlier stages, defined here (a light module: the CLI builds its parsers from it
@@ -19,7 +19,7 @@ HIT_RATE_MODELS = ("set-aware", "sdcm", "simulated")  # HitRatePredictors (analy
 PLACEMENTS = ("close", "spread")                    # threads on cores (machines/model.py: thread_cores)
 
 _CHOICES = {"mode": MODES, "interleave": INTERLEAVES, "hit_rates": HIT_RATE_MODELS, "placement": PLACEMENTS,
-            "layout": LAYOUTS,
+            "numa_pages": NUMA_PAGES, "layout": LAYOUTS,
             "cpu_form": CPU_FORMS, "contention": CONTENTIONS}
 
 
@@ -32,7 +32,8 @@ class ModelOptions:
     seed: int = 0                      # seed of the random interleaving
     coherence: bool = True             # write-invalidate coherence between private caches
     hit_rates: str = "set-aware"       # which HitRatePredictor turns profiles into hit rates
-    placement: str = "close"           # OpenMP proc_bind: which cores, so which shared-cache instances, threads use
+    placement: str = "close"           # OpenMP proc_bind: which cores (shared-cache instances, sockets) threads use
+    numa_pages: str = "master"         # where the data's pages live: socket 0, interleaved, or each thread's own socket
     layout: str = "pipelined"
     cpu_form: str = "critical-path"
     contention: str = "roofline"
@@ -55,7 +56,8 @@ class ModelOptions:
     def runtime_args(self) -> dict:
         """The runtime model's keyword arguments (analysis/runtime/model.py: predict_table)."""
         return {"layout": self.layout, "contention": self.contention, "cpu_form": self.cpu_form,
-                "block_bytes": self.block_bytes, "gap_bytes": self.gap_bytes}
+                "block_bytes": self.block_bytes, "gap_bytes": self.gap_bytes, "placement": self.placement,
+                "numa_pages": self.numa_pages}
 
     def as_dict(self) -> dict:
         """Machine-readable form, written beside every result table."""

@@ -14,6 +14,7 @@ from typing import Any
 from machines.curves import check_curves, curves_to_dict
 from machines.fields import Checker, finite, kind_name, power_of_two
 from machines.model import INDEXINGS, OP_CLASSES, CacheLevel, Machine, OpCost, Parallel, Ram, TlbLevel
+from machines.sockets import RAM_FIGURES, check_sockets, ram_figures_to_dict, read_ram_figures
 from common.errors import InputError
 
 SCHEMA_VERSION = 1
@@ -21,8 +22,9 @@ SUPPORTED_SCHEMA_VERSIONS = (1,)
 
 _TOP_KEYS = {"schema_version", "name", "description", "cores", "frequency_ghz", "bus_width_bytes",
              "simd_width_bits", "source", "caches", "ram", "ops", "parallel", "calls", "core", "tlbs",
-             "coherence", "page_bytes", "curves"}
-_RAM_KEYS = {"latency_ns", "bandwidth_one_core_gbs", "bandwidth_all_cores_gbs", "strided_cold_line_ns", "source"}
+             "coherence", "page_bytes", "curves", "sockets"}
+_RAM_KEYS = {"latency_ns", "bandwidth_one_core_gbs", "bandwidth_all_cores_gbs", "strided_cold_line_ns", "source",
+             *RAM_FIGURES}
 _OP_KEYS = {"latency", "recip_throughput", "source"}
 _PARALLEL_KEYS = {"fork_join_ns", "barrier_ns", "cold_start_ns", "cold_start_one_ns", "source"}
 _COLD_KEYS = ("cold_start_ns", "cold_start_one_ns")
@@ -164,12 +166,13 @@ def _check_ram(chk: Checker, data: dict) -> Ram | None:
     vals = [chk.get(ram, k, "ram.", "number", positive=True)
             for k in ("latency_ns", "bandwidth_one_core_gbs", "bandwidth_all_cores_gbs")]
     chk.get(ram, "source", "ram.", "str")
+    remote = read_ram_figures(chk, ram)
     if any(v is None for v in vals):
         return None
     if vals[1] > vals[2]:
         chk.fail("ram.bandwidth_one_core_gbs", f"{vals[1]} exceeds bandwidth_all_cores_gbs {vals[2]}")
     return Ram(latency_ns=float(vals[0]), bandwidth_one_core_gbs=float(vals[1]),
-               bandwidth_all_cores_gbs=float(vals[2]), strided_cold_line_ns=_strided_costs(chk, ram))
+               bandwidth_all_cores_gbs=float(vals[2]), strided_cold_line_ns=_strided_costs(chk, ram), **remote)
 
 
 def _strided_costs(chk: Checker, ram: dict) -> tuple[float, ...]:
@@ -392,6 +395,7 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
     transfer = _check_coherence(chk, data)
     page = _check_page(chk, data, caches)
     curves = check_curves(chk, data, cores)
+    sockets = check_sockets(chk, data, cores, caches, ram)
     if chk.errors:
         raise InputError(f"{source}: invalid machine file: " + "; ".join(chk.errors)
                          + " (schema: machines/SCHEMA.md)")
@@ -400,7 +404,7 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
                    sources=_collect_sources(data), schema_version=version, parallel=parallel,
                    calls=calls, reorder_window_ops=window, store_new_line_cycles=store_new_line,
                    chain_lookahead_ops=lookahead, tlbs=tlbs, llvm_mcpu=mcpu, transfer_cycles=transfer,
-                   page_bytes=page, curves=curves)
+                   page_bytes=page, curves=curves, sockets=sockets)
 
 
 def _check_instances(chk: Checker, caches: tuple[CacheLevel, ...], cores: int | None) -> None:
@@ -451,10 +455,12 @@ def machine_to_dict(m: Machine) -> dict:
                     "bandwidth_all_cores_gbs": m.ram.bandwidth_all_cores_gbs,
                     **({"strided_cold_line_ns": list(m.ram.strided_cold_line_ns)}
                        if m.ram.strided_cold_line_ns else {}),
-                    "source": src.get("ram", "")},
+                    **ram_figures_to_dict(m.ram), "source": src.get("ram", "")},
             "ops": ops}
     if m.page_bytes != 4096:
         out["page_bytes"] = m.page_bytes
+    if m.sockets != 1:
+        out["sockets"] = m.sockets
     if "parallel" in src or m.parallel != Parallel():  # optional table: written only when the file had one
         out["parallel"] = {"fork_join_ns": m.parallel.fork_join_ns, "barrier_ns": m.parallel.barrier_ns,
                            **{k: getattr(m.parallel, k) for k in _COLD_KEYS if getattr(m.parallel, k)},

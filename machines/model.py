@@ -93,6 +93,11 @@ class Ram:
     # lines fall into 2^i of the first-level cache's sets, i = 0 .. log2(sets) (strided.c); () = such
     # lines cost what a stream's do (line / one-core bandwidth)
     strided_cold_line_ns: tuple[float, ...] = ()
+    # optional: load-to-use latency of a line homed on another socket's memory (0 = not given: the same as
+    # latency_ns); and the sustained bandwidth one socket's memory controllers serve (0 = not given:
+    # bandwidth_all_cores_gbs / Machine.sockets)
+    remote_latency_ns: float = 0.0
+    bandwidth_socket_gbs: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -166,10 +171,33 @@ class Machine:
     # optional [curves] table: figures measured per active-core count (machines/curves.py); None = the model
     # scales the all-core and one-core figures as it always has
     curves: Curves | None = None
+    # optional top-level figure: sockets (NUMA nodes), each with its own memory controllers; cores are numbered
+    # socket by socket, so core c sits on socket c // (cores // sockets)
+    sockets: int = 1
 
     @property
     def line_bytes(self) -> int:
         return self.caches[0].line_bytes
+
+    @property
+    def cores_per_socket(self) -> int:
+        """Cores of one socket (the loader checks that `sockets` divides `cores`)."""
+        return self.cores // self.sockets
+
+    def socket_of(self, core: int) -> int:
+        """The socket core `core` sits on: cores are numbered socket by socket."""
+        return core // self.cores_per_socket
+
+    @property
+    def remote_latency_ns(self) -> float:
+        """DRAM latency of a line homed on another socket: the file's figure, else the local one."""
+        return self.ram.remote_latency_ns or self.ram.latency_ns
+
+    @property
+    def socket_bandwidth_gbs(self) -> float:
+        """Sustained bandwidth one socket's memory controllers serve: the file's figure, else an equal share of
+        the all-core figure."""
+        return self.ram.bandwidth_socket_gbs or self.ram.bandwidth_all_cores_gbs / self.sockets
 
     def cycles_to_seconds(self, cycles: float) -> float:
         return cycles / (self.frequency_ghz * 1e9)

@@ -19,6 +19,7 @@ from analysis.runtime.terms.column_walks import strided_cycles
 from analysis.runtime.terms.contention import dram_traffic_bytes
 from analysis.runtime.terms.cpu import at_cores, cpu_time
 from analysis.runtime.terms.memory import memory_time
+from analysis.runtime.terms.numa import dram_latency_ns
 from analysis.runtime.terms.overhead import overhead_seconds
 from analysis.runtime.terms.translation import tlb_cycles
 from common.errors import InputError
@@ -49,7 +50,8 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
                     blocks: Sequence[BlockWork] = (),
                     tlb_miss_rates: Mapping[str, float] | None = None,
                     coherence_miss_rate: float = 0.0, loop_bounds: Sequence[Any] = (),
-                    strided_extra_ns: float = 0.0, tlb_update_misses: float = 0.0) -> RuntimePrediction:
+                    strided_extra_ns: float = 0.0, tlb_update_misses: float = 0.0, placement: str = "close",
+                    numa_pages: str = "master") -> RuntimePrediction:
     """Predict the region's runtime on `cores` cores (Eq. 4-7, the added terms, contention, the overhead).
 
     `ops`, `mem_accesses`, `mem_bytes` and `dram_bytes` count the whole region (all cores).
@@ -64,9 +66,11 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     `strided_extra_ns` what the region's column walks' cold lines cost beyond a stream's (all cores,
     analysis/runtime/cold_lines.py); each core's walk waits on its own misses, so the busiest core pays its share;
     `tlb_update_misses` the region's in-place updates whose page missed the first TLB level (tlb.update_misses),
-    charged that level's rmw_miss_cycles beyond the miss_cycles their load already pays.
+    charged that level's rmw_miss_cycles beyond the miss_cycles their load already pays;
+    `placement` (close or spread) puts the threads on cores and `numa_pages` (master, interleave or local) homes
+    their pages on sockets: they set the DRAM latency and the controllers' bandwidth (terms/numa.py).
     """
-    choice = ModelChoice(layout, cpu_form, contention)
+    choice = ModelChoice(layout, cpu_form, contention, placement, numa_pages)
     _check_args(machine, cores, choice, mem_accesses, mem_bytes)
     share = 1.0 / cores if work_share is None else float(work_share)
     if not 0.0 < share <= 1.0:
@@ -74,7 +78,8 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     rates = HitRates.from_local(local_hit_rates, [c.name for c in machine.caches])
     per_core = mem_accesses * share
     word = mem_bytes / mem_accesses if mem_accesses else 8.0
-    memory = memory_time(machine, rates, per_core, word, block_bytes, gap_bytes)
+    memory = memory_time(machine, rates, per_core, word, block_bytes, gap_bytes,
+                         dram_latency_ns(machine, cores, placement, numa_pages))
     l1_issue = per_core * rates.served()[0] * machine.caches[0].recip_throughput_cycles
     cpu = at_cores(cpu_time(machine, ops, share, blocks, loop_bounds, l1_issue), machine, cores)
     added = AddedCycles(tlb=tlb_cycles(machine, ops.load, share, tlb_miss_rates, tlb_update_misses),

@@ -15,6 +15,7 @@ from analysis.runtime.terms.contention import dram_bandwidth_gbs, dram_floor_sec
 from analysis.runtime.terms.core_curves import scaling_forms
 from analysis.runtime.terms.cpu import CpuTime
 from analysis.runtime.terms.memory import MemoryTime
+from analysis.runtime.terms.numa import dram_latency_ns
 from machines.model import Machine
 
 
@@ -41,7 +42,7 @@ class RuntimePrediction:
     t_mem_s: float
     t_cpu_s: float
     dram_bytes: float                # whole region, all cores
-    dram_bandwidth_gbs: float        # the bandwidth curve at p, else min(cores x one-core, all-core)
+    dram_bandwidth_gbs: float        # what p threads draw from their pages' controllers (terms/numa.py)
     t_dram_s: float                  # DRAM bytes / bandwidth: the contention floor
     contention_s: float              # max(0, contended time - unloaded time)
     t_overhead_s: float              # fork/join and barriers (0 on one core or without [parallel])
@@ -55,6 +56,9 @@ class RuntimePrediction:
     # which terms read the machine's curves over active cores and which their fixed forms: "fallback" (no curves),
     # else "curves (DRAM bandwidth, ...)" and "; fallback (...)" for the rest (terms/core_curves.py)
     core_scaling: str = "fallback"
+    placement: str = "close"         # threads on cores (OpenMP proc_bind close or spread)
+    numa_pages: str = "master"       # where the data's pages live: master, interleave or local (terms/numa.py)
+    dram_latency_ns: float = 0.0     # the busiest core's DRAM latency: local, remote or a mix by numa_pages
 
     def as_row(self) -> dict:
         """Flat dict for a table: hit rates become one column per level."""
@@ -117,7 +121,8 @@ def assemble(machine: Machine, cores: int, share: float, rates: HitRates, terms:
     mem_s, cpu_s = sec(mem.cycles[choice.layout]), sec(cpu.cycles[choice.cpu_form])
     tlb_s, coh_s, strided_s = sec(terms.added.tlb), sec(terms.added.coherence), sec(terms.added.strided)
     unloaded = mem_s + cpu_s + tlb_s + coh_s + strided_s
-    loaded = loaded_seconds(machine, cores, unloaded, terms.dram_bytes, share, choice.contention)
+    where = (choice.placement, choice.numa_pages)
+    loaded = loaded_seconds(machine, cores, unloaded, terms.dram_bytes, share, choice.contention, *where)
     critical = choice.cpu_form == "critical-path"
     return RuntimePrediction(
         cores=cores, work_share=share, local_hit_rates=dict(zip(rates.levels, rates.local)),
@@ -128,9 +133,10 @@ def assemble(machine: Machine, cores: int, share: float, rates: HitRates, terms:
         t_mem_pipelined_s=sec(mem.cycles["pipelined"]), t_cpu_throughput_s=sec(cpu.cycles["throughput"]),
         t_cpu_latency_s=sec(cpu.cycles["latency"]), t_cpu_critical_path_s=sec(cpu.cycles["critical-path"]),
         layout=choice.layout, cpu_form=choice.cpu_form, t_mem_s=mem_s, t_cpu_s=cpu_s, dram_bytes=terms.dram_bytes,
-        dram_bandwidth_gbs=dram_bandwidth_gbs(machine, cores),
-        t_dram_s=dram_floor_seconds(machine, cores, terms.dram_bytes), contention_s=max(0.0, loaded - unloaded),
+        dram_bandwidth_gbs=dram_bandwidth_gbs(machine, cores, *where),
+        t_dram_s=dram_floor_seconds(machine, cores, terms.dram_bytes, *where), contention_s=max(0.0, loaded - unloaded),
         t_overhead_s=terms.overhead_s, t_tlb_s=tlb_s, t_coherence_s=coh_s, runtime_s=loaded + terms.overhead_s,
         uncosted_calls=cpu.uncosted_calls, t_incore_s=sec(cpu.in_core) if critical else 0.0,
         t_strided_s=strided_s, t_fill_overlap_s=sec(cpu.fill_overlap) if critical else 0.0,
-        core_scaling=scaling_forms(machine))
+        core_scaling=scaling_forms(machine), placement=choice.placement, numa_pages=choice.numa_pages,
+        dram_latency_ns=dram_latency_ns(machine, cores, *where))

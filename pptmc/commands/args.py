@@ -79,7 +79,13 @@ def add_model_options(parser: argparse.ArgumentParser, *, profiles: bool = True)
                         help=f"hit-rate predictor (default {d.hit_rates}; see analysis/hitrates/predictor.py)")
     parser.add_argument("--placement", choices=opt.PLACEMENTS, default=d.placement,
                         help=f"threads on cores, as OpenMP's proc_bind (default {d.placement}): decides which "
-                             f"instances of a cache shared by a group of cores (an L3 per CCX or socket) they use")
+                             f"instances of a cache shared by a group of cores (an L3 per CCX or socket) and which "
+                             f"sockets they use")
+    parser.add_argument("--numa-pages", choices=opt.NUMA_PAGES, default=d.numa_pages,
+                        help=f"where the data's pages live on a machine of several sockets (default "
+                             f"{d.numa_pages}: all on socket 0, as a serial initialisation leaves them; interleave: "
+                             f"spread over the sockets, as numactl --interleave=all; local: each thread's on its own "
+                             f"socket): sets the DRAM latency and the memory controllers the threads share")
     parser.add_argument("--layout", choices=opt.LAYOUTS, default=d.layout,
                         help=f"memory-time form (default {d.layout}; contiguous = the paper's Eq. 5)")
     parser.add_argument("--cpu-form", choices=opt.CPU_FORMS, default=d.cpu_form,

@@ -4,8 +4,10 @@ Eq. 6 (latencies) and Eq. 7 (reciprocal throughputs) weight each level's cost by
 it serves. Eq. 5 in units of accesses: a block of b accesses pays one latency and b-1 reciprocal
 throughputs, T = n (delta + (b-1) beta) / b. Layouts: "contiguous" (b = block / word), "noncontiguous"
 (Sec. 3.4.2's block of C-byte transfers up to a line) and "pipelined" (b unbounded: T = n beta).
+RAM's latency is the busiest core's DRAM latency: ram.latency_ns on one socket, else the mix of local and
+remote lines its socket sees (terms/numa.py: dram_latency_ns).
 Machine fields: caches[].latency_cycles, caches[].recip_throughput_cycles, ram.latency_ns,
-ram.bandwidth_one_core_gbs, frequency_ghz, line_bytes, bus_width_bytes.
+ram.remote_latency_ns, ram.bandwidth_one_core_gbs, frequency_ghz, line_bytes, bus_width_bytes.
 """
 from __future__ import annotations
 
@@ -34,9 +36,10 @@ def average_cost(local: Sequence[float], level_costs: Sequence[float], ram_cost:
     return sum(f * c for f, c in zip(served_fractions(local), list(level_costs) + [ram_cost]))
 
 
-def ram_costs_cycles(machine: Machine) -> tuple[float, float]:
-    """RAM latency and reciprocal throughput (one line at one-core bandwidth) in core cycles."""
-    latency = machine.ram.latency_ns * machine.frequency_ghz
+def ram_costs_cycles(machine: Machine, latency_ns: float | None = None) -> tuple[float, float]:
+    """RAM latency (`latency_ns`, default the local ram.latency_ns) and reciprocal throughput (one line at one-core
+    bandwidth) in core cycles."""
+    latency = (machine.ram.latency_ns if latency_ns is None else latency_ns) * machine.frequency_ghz
     bytes_per_cycle = machine.ram.bandwidth_one_core_gbs / machine.frequency_ghz
     return latency, machine.line_bytes / bytes_per_cycle
 
@@ -58,9 +61,10 @@ def effective_block_bytes(block_bytes: float, transfer_bytes: float, limit_bytes
 
 
 def memory_time(machine: Machine, rates: HitRates, per_core_accesses: float, word_bytes: float,
-                block_bytes: float | None, gap_bytes: float) -> MemoryTime:
-    """T_mem of every layout for the busiest core's accesses (`block_bytes` None: one word per block)."""
-    ram_latency, ram_recip = ram_costs_cycles(machine)
+                block_bytes: float | None, gap_bytes: float, ram_latency_ns: float | None = None) -> MemoryTime:
+    """T_mem of every layout for the busiest core's accesses (`block_bytes` None: one word per block;
+    `ram_latency_ns` the DRAM latency it pays, default the local one)."""
+    ram_latency, ram_recip = ram_costs_cycles(machine, ram_latency_ns)
     delta = average_cost(rates.local, [c.latency_cycles for c in machine.caches], ram_latency)
     beta = average_cost(rates.local, [c.recip_throughput_cycles for c in machine.caches], ram_recip)
     contiguous = (block_bytes or word_bytes) / word_bytes
