@@ -1,8 +1,9 @@
 """Oracle: an LRU multicore cache simulator run on the same mimicked traces as the model.
 
-Private levels have one instance per core and see that core's accesses; shared levels
-have one instance and see the interleaved trace (the machine's topology is ignored: an L3 per CCX is
-simulated as one L3 for every core, as the hit-rate models see it). Two ways to feed lower levels:
+Private levels have one instance per core and see that core's accesses; shared levels see the
+interleaved trace: one instance for every core, or, given a thread placement (`pptmc hitrates --simulate
+--placement`), one per group of `cores_per_instance` cores (an L3 per CCX), thread t using its core's
+group's (lru_sets.instance_map, as the ground truth does). Two ways to feed lower levels:
 
 * `hierarchical=False` (default, what SDCM assumes): every level sees every access of its
   stream, so a fully associative level hits iff its stack distance < lines, and the
@@ -177,17 +178,21 @@ class LevelCounts:
 
 
 def simulate_stream(batches, caches: tuple[CacheLevel, ...], cores: int, hierarchical: bool = False,
-                    page_bytes: int = 4096, placement_seed: int = 0) -> tuple[list[LevelCounts], int]:
-    """Run (lines, core) batches of an interleaved trace through the hierarchy (one page-frame map for all levels)."""
-    sims = [LevelSim(lv, 1 if lv.shared else cores, page_bytes, placement_seed) for lv in caches]
+                    page_bytes: int = 4096, placement_seed: int = 0, machine_cores: int = 0,
+                    placement: str = "close") -> tuple[list[LevelCounts], int]:
+    """Run (lines, core) batches of an interleaved trace through the hierarchy (one page-frame map for all levels;
+    a shared level has one instance per group of cores of a `machine_cores`-core machine, threads placed by
+    `placement`; machine_cores 0: one instance)."""
+    inst_of = instance_map(caches, cores, machine_cores, placement)
+    sims = [LevelSim(lv, int(row.max()) + 1, page_bytes, placement_seed) for lv, row in zip(caches, inst_of)]
     counts = [LevelCounts(lv.name) for lv in caches]
     total = 0
     for lines, core in batches:
         total += len(lines)
         missing = np.ones(len(lines), dtype=bool)  # missed every level so far
-        for sim, cnt in zip(sims, counts):
+        for sim, cnt, row in zip(sims, counts, inst_of):
             sel = missing if hierarchical else slice(None)
-            inst = np.zeros(len(lines), dtype=np.int64) if sim.level.shared else core
+            inst = row[np.asarray(core, dtype=np.int64)]
             hit = sim.access(lines[sel], inst[sel])
             reach_hits = hit if hierarchical else hit[missing]
             cnt.reached += int(missing.sum())
@@ -214,12 +219,15 @@ def rates_table(cores: int, counts: list[LevelCounts], total: int) -> pd.DataFra
 
 def simulate_hierarchy(info: TraceInfo, chunks: ChunkFactory, machine: Machine, cores: list[int],
                        mode: str = "auto", interleave: str = "rr", seed: int = 0, refs_per_turn: int = 1,
-                       hierarchical: bool = False, paper_chunk: int = 0, coherent: bool = False) -> pd.DataFrame:
+                       hierarchical: bool = False, paper_chunk: int = 0, coherent: bool = False,
+                       placement: str | None = None) -> pd.DataFrame:
     """Simulated hit rates for each core count, same table shape as predict_hit_rates.
 
     Pages are machine.page_bytes; `seed` seeds the interleaving and the random page frames.
-    coherent: write-invalidate between the private levels (CoherentHierarchy, which is hierarchical,
-    so `hierarchical` must be True too); `level_hit_rate` is then not measured (NaN)."""
+    coherent: write-invalidate between the private levels and between the instances of a shared level
+    (machine_hierarchy, which is hierarchical, so `hierarchical` must be True too); `level_hit_rate` is then
+    not measured (NaN). placement (close or spread): threads on the machine's cores, one instance of a shared
+    level per group of cores (machine.caches[i].cores_per_instance); None: one instance for all threads."""
     if coherent and not hierarchical:
         raise InputError("a coherent simulation is hierarchical (a level sees the misses above it): "
                          "ask for hierarchical=True (pptmc hitrates --simulate ... --hierarchical --coherent)")
@@ -233,18 +241,17 @@ def simulate_hierarchy(info: TraceInfo, chunks: ChunkFactory, machine: Machine, 
         spec = InterleaveSpec(p, interleave, seed, refs_per_turn)
         stream = (b for _, b in mimic(info, chunks, [spec], resolved, line, paper_chunk, stores=coherent))
         if coherent:
-            tables.append(_coherent_rates(stream, machine.caches, p, machine.page_bytes, seed))
+            tables.append(_coherent_rates(stream, machine_hierarchy(machine, p, seed, placement), p))
             continue
         counts, total = simulate_stream(((b.lines, b.core) for b in stream), machine.caches, p, hierarchical,
-                                        machine.page_bytes, seed)
+                                        machine.page_bytes, seed, 0 if placement is None else machine.cores,
+                                        placement or "close")
         tables.append(rates_table(p, counts, total))
     return pd.concat(tables, ignore_index=True)
 
 
-def _coherent_rates(batches, caches: tuple[CacheLevel, ...], cores: int, page_bytes: int = 4096,
-                    placement_seed: int = 0) -> pd.DataFrame:
-    """Hit-rate table of mimicked batches (store line ids tagged) through the coherent hierarchy."""
-    sim = CoherentHierarchy(caches, cores, page_bytes=page_bytes, placement_seed=placement_seed)
+def _coherent_rates(batches, sim: CoherentHierarchy, cores: int) -> pd.DataFrame:
+    """Hit-rate table of mimicked batches (store line ids tagged) through a coherent hierarchy."""
     for b in batches:
         sim.access(b.lines & ~STORE_TAG, b.core.astype(np.int64), (b.lines & STORE_TAG) != 0)
     table = sim.counts.table(cores).assign(level_hit_rate=np.nan)
@@ -260,13 +267,15 @@ def simulate_file(trace_path: str, machine: Machine, cores: list[int], **kwargs)
 
 
 def simulate_like(trace_path: str, machine: Machine, ps, cores: list[int] | None = None,
-                  hierarchical: bool = False, coherent: bool = False) -> pd.DataFrame:
+                  hierarchical: bool = False, coherent: bool = False, placement: str | None = None) -> pd.DataFrame:
     """simulate_file on the private/shared traces a ProfileSet `ps` was made from (its mode,
     interleaving, seed, refs per turn and paper chunk), for `cores` (default: the set's); the seed
-    also draws the page frames of physically indexed levels (machine.page_bytes pages)."""
+    also draws the page frames of physically indexed levels (machine.page_bytes pages); `placement`:
+    simulate_hierarchy's (None: every shared level one instance)."""
     return simulate_file(str(trace_path), machine, list(ps.cores if cores is None else cores), mode=ps.mode,
                          interleave=ps.interleave, seed=ps.seed, refs_per_turn=ps.refs_per_turn,
-                         paper_chunk=ps.paper_chunk, hierarchical=hierarchical, coherent=coherent)
+                         paper_chunk=ps.paper_chunk, hierarchical=hierarchical, coherent=coherent,
+                         placement=placement)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -528,3 +537,15 @@ def simulate_coherent(batches, caches: tuple[CacheLevel, ...], cores: int, fully
     for lines, core, store in batches:
         sim.access(lines, core, store)
     return sim.counts
+
+
+def machine_hierarchy(machine: Machine, threads: int, seed: int = 0, placement: str | None = "close",
+                      **options) -> CoherentHierarchy:
+    """The coherent simulator of `machine` for `threads` threads, its page frames drawn from `seed`: private
+    levels per thread, a shared level once per group of cores, threads on cores by `placement` (close or
+    spread; None: one instance of each shared level for all threads). The ground truth (pptmc validate) and
+    `pptmc hitrates --simulate --coherent` both build theirs here. `options`: CoherentHierarchy's
+    (fully_associative_up_to, coherent)."""
+    return CoherentHierarchy(machine.caches, threads, page_bytes=machine.page_bytes, placement_seed=seed,
+                             machine_cores=0 if placement is None else machine.cores,
+                             placement=placement or "close", **options)

@@ -2,23 +2,28 @@
 
 Reads: every access that misses every level fetches one line (stores too: write-allocate), so the read
 bytes are (1 - the last level's cumulative hit rate) x accesses x line, from the hit-rate table of
-whichever predictor made it. Write-backs: the shared trace's write-back profiles
-(analysis/profiles/writebacks.py) read with SDCM for the last level's geometry: sum P(hit | M) over
-the gaps' starts minus sum P(hit | d) over their ends. A last level of several instances (an L3 per CCX)
-is read as one cache of their combined lines (approximate: the write-back profiles are of the whole
-shared trace, not per instance).
+whichever predictor made it. Write-backs: write-back profiles (analysis/profiles/writebacks.py) read with
+SDCM for the last level's geometry: sum P(hit | M) over the gaps' starts minus sum P(hit | d) over their
+ends. A last level with one instance for the threads reads the whole shared trace's profiles. A last level
+whose instances each serve a group of cores (an L3 per CCX) is read per occupied instance, with one
+instance's lines and ways: its write-backs from its own profiles (its threads' accesses, a store by another
+instance moving a dirty line cache to cache, ANALYSIS.md section 14), summed; `dram_per_instance` also
+gives each instance's reads (its CRD's expected misses, which the hit-rate models sum into the level's
+cumulative rate).
 """
 from __future__ import annotations
 
 import pandas as pd
 
 from analysis.hitrates.sdcm import expected_hits
-from analysis.profiles.profileset import ProfileSet
+from analysis.profiles.groups import grouping_name, grouping_of
+from analysis.profiles.profileset import ProfileSet, ReuseProfile
 from common.errors import InputError
-from analysis.profiles.groups import grouping_of
-from machines.model import Machine
+from machines.model import CacheLevel, Machine
 
 COLUMNS = ["cores", "dram_read_bytes", "dram_writeback_bytes", "writebacks", "accesses"]
+INSTANCE_COLUMNS = ["cores", "instance", "dram_read_bytes", "dram_writeback_bytes", "reads", "writebacks",
+                    "accesses"]
 
 
 def dram_traffic(profiles: ProfileSet, hits: pd.DataFrame, machine: Machine, placement: str = "close"
@@ -27,21 +32,59 @@ def dram_traffic(profiles: ProfileSet, hits: pd.DataFrame, machine: Machine, pla
     llc = machine.caches[-1]
     rows = []
     for cores, part in hits[hits["level"] == llc.name].groupby("cores", sort=True):
-        pair = profiles.writebacks.get(int(cores))
-        if pair is None:
-            raise InputError(f"profiles have no write-back profiles for {cores} cores; rerun the profile step "
-                             f"with write-backs (pptmc profile --writebacks)")
         cum, accesses = float(part["cumulative_hit_rate"].iloc[0]), int(part["accesses"].iloc[0])
-        instances = _instances(machine, int(cores), placement)
-        n_lines, ways = llc.n_lines * instances, llc.associativity * instances if llc.associativity else 0
-        starts, ends = pair
-        writebacks = max(expected_hits(starts, ways, n_lines) - expected_hits(ends, ways, n_lines), 0.0)
+        writebacks = sum(_writebacks(pair, llc) for pair in _llc_writebacks(profiles, machine, int(cores), placement))
         rows.append({"cores": int(cores), "dram_read_bytes": (1.0 - cum) * accesses * llc.line_bytes,
                      "dram_writeback_bytes": writebacks * llc.line_bytes, "writebacks": writebacks,
                      "accesses": accesses})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _instances(machine: Machine, cores: int, placement: str) -> int:
-    """Instances of the last level that `cores` threads placed by `placement` occupy."""
-    return max(grouping_of(machine, len(machine.caches) - 1, cores, placement)) + 1
+def dram_per_instance(profiles: ProfileSet, machine: Machine, cores: int, placement: str = "close"
+                      ) -> pd.DataFrame:
+    """One row per occupied instance of the last level with `cores` threads placed by `placement`: the
+    lines it reads (its SDCM misses, stores' lines too) and writes back, in lines and bytes."""
+    llc = machine.caches[-1]
+    grouping = grouping_of(machine, len(machine.caches) - 1, cores, placement)
+    crds = [profiles.crd_of(cores)] if max(grouping) == 0 else profiles.instance_crds(grouping_name(grouping))
+    pairs = _llc_writebacks(profiles, machine, cores, placement)
+    if len(crds) != len(pairs):
+        raise InputError(f"profiles of {profiles.trace}: no CRD per instance of {llc.name} for {cores} threads "
+                         f"placed {placement}; rerun `pptmc profile --machines {machine.name} --placement "
+                         f"{placement} --writebacks`")
+    rows = []
+    for i, (crd, pair) in enumerate(zip(crds, pairs)):
+        reads = crd.total - expected_hits(crd, llc.associativity, llc.n_lines)
+        writebacks = _writebacks(pair, llc)
+        rows.append({"cores": cores, "instance": i, "dram_read_bytes": reads * llc.line_bytes,
+                     "dram_writeback_bytes": writebacks * llc.line_bytes, "reads": reads,
+                     "writebacks": writebacks, "accesses": crd.total})
+    return pd.DataFrame(rows, columns=INSTANCE_COLUMNS)
+
+
+def _llc_writebacks(profiles: ProfileSet, machine: Machine, cores: int, placement: str
+                    ) -> list[tuple[ReuseProfile, ReuseProfile]]:
+    """The write-back profiles of each occupied instance of the last level (the whole shared trace's when
+    one instance serves every thread)."""
+    grouping = grouping_of(machine, len(machine.caches) - 1, cores, placement)
+    if max(grouping) == 0:
+        pair = profiles.writebacks.get(cores)
+        if pair is None:
+            raise InputError(f"profiles have no write-back profiles for {cores} cores; rerun the profile step "
+                             f"with write-backs (pptmc profile --writebacks)")
+        return [pair]
+    pairs = profiles.instance_writebacks(grouping_name(grouping))
+    if len(pairs) != max(grouping) + 1:
+        raise InputError(f"profiles have no per-instance write-back profiles of {machine.caches[-1].name} for "
+                         f"{cores} threads placed {placement} (one instance per "
+                         f"{machine.caches[-1].instance_cores(machine.cores)} cores); rerun `pptmc profile "
+                         f"--machines {machine.name} --placement {placement} --writebacks` (pptmc run "
+                         f"--dram-traffic makes them)")
+    return pairs
+
+
+def _writebacks(pair: tuple[ReuseProfile, ReuseProfile], level: CacheLevel) -> float:
+    """Expected write-backs of one instance of `level` from its (starts, ends) profiles."""
+    starts, ends = pair
+    return max(expected_hits(starts, level.associativity, level.n_lines)
+               - expected_hits(ends, level.associativity, level.n_lines), 0.0)

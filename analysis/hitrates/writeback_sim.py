@@ -1,4 +1,4 @@
-"""Oracle for DRAM traffic: one LRU cache level with dirty bits, fed a whole access stream.
+"""Oracle for DRAM traffic: LRU cache levels with dirty bits, fed a whole access stream.
 
 The level sees every access of its stream (as SDCM and the write-back profiles assume: the last level
 reading the shared trace), places lines as the machine does (analysis/hitrates/set_index.py: virtual,
@@ -6,6 +6,13 @@ physical with seeded random frames, hashed), allocates on every miss (write-allo
 line back when it evicts it. It counts misses (lines read from DRAM) and write-backs (lines written to
 DRAM); lines still dirty at the end are not written back. Independent of the reuse engine and of the
 write-back profiles (analysis/profiles/writebacks.py), which tests/test_writebacks.py compares with it.
+
+A last level whose instances each serve a group of cores (an L3 per CCX) is simulated as one cache per
+occupied instance, access i going to the instance of its thread (`simulate_dram_like`: the threads placed
+as analysis/profiles/groups.grouping_of places them). Write-invalidate between them: a store removes the
+line from every other instance, which frees its way; a dirty copy moves to the storer cache to cache and
+is not written back; a load leaves the other copies as they are (a dirty one stays dirty there, as in
+MOESI's Owned state). Every miss counts as a DRAM read, also one another instance could have served.
 """
 from __future__ import annotations
 
@@ -13,17 +20,23 @@ from typing import Iterable, NamedTuple
 
 import numba
 import numpy as np
+import pandas as pd
 
+from analysis.hitrates.dram import INSTANCE_COLUMNS
 from analysis.hitrates.lru_sets import geometry
 from analysis.hitrates.set_index import placement, set_of
+from analysis.profiles.groups import grouping_of
 from analysis.profiles.kernel_ops import STORE_TAG
-from machines.model import CacheLevel
+from analysis.profiles.private_traces import InterleaveSpec, mimic, resolve_mode
+from common.errors import InputError
+from machines.model import CacheLevel, Machine
 
 _EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 class DirtySets(NamedTuple):
-    """Every way of every set: its line, last use, dirty bit; counters = [clock, misses, write-backs]."""
+    """Every way of every set of every instance (instance i's ways first at i x sets x ways): its line, last
+    use, dirty bit; counters = [clock, then misses and write-backs of each instance]."""
 
     tags: np.ndarray
     stamps: np.ndarray
@@ -32,13 +45,36 @@ class DirtySets(NamedTuple):
 
 
 @numba.njit(cache=True, nogil=True)
-def _feed(c, lines, sets, ways, place):
-    """LRU with write-allocate and write-back over tagged line ids (STORE_TAG on stores)."""
+def _drop_elsewhere(c, line, own, base, span, ways):
+    """A store by instance `own`: remove `line` from the same set of every other instance (span: the
+    ways of one instance); a dirty copy moves to the storer cache to cache, nothing is written back."""
+    for o in range(c.counters.shape[0] // 2):
+        if o == own:
+            continue
+        first = o * span + base
+        for w in range(first, first + ways):
+            if c.tags[w] == line:
+                c.tags[w] = _EMPTY
+                c.stamps[w] = 0
+                c.dirty[w] = False
+                break
+
+
+@numba.njit(cache=True, nogil=True)
+def _feed(c, lines, inst, shape, place):
+    """LRU with write-allocate and write-back over tagged line ids (STORE_TAG on stores), access i in
+    instance inst[i]; shape = (sets, ways, coherent): with coherent, a store invalidates the other copies."""
+    sets, ways, coherent = shape
     mode, page_bits, word = place
+    span = sets * ways
     for i in range(lines.shape[0]):
         line = lines[i] & ~STORE_TAG
         store = lines[i] != line
-        base = set_of(mode, page_bits, word, line, sets) * ways
+        own = inst[i]
+        s = set_of(mode, page_bits, word, line, sets) * ways
+        if store and coherent:
+            _drop_elsewhere(c, line, own, s, span, ways)
+        base = own * span + s
         c.counters[0] += 1
         victim, oldest, hit = base, c.stamps[base], False
         for w in range(base, base + ways):
@@ -48,9 +84,9 @@ def _feed(c, lines, sets, ways, place):
             if c.stamps[w] < oldest:
                 oldest, victim = c.stamps[w], w
         if not hit:
-            c.counters[1] += 1
+            c.counters[1 + 2 * own] += 1
             if c.tags[victim] != _EMPTY and c.dirty[victim]:
-                c.counters[2] += 1
+                c.counters[2 + 2 * own] += 1
             c.tags[victim] = line
             c.dirty[victim] = False
         c.stamps[victim] = c.counters[0]
@@ -58,27 +94,44 @@ def _feed(c, lines, sets, ways, place):
 
 
 class WritebackSim:
-    """One cache level of `level`'s geometry and placement, counting misses and dirty evictions."""
+    """`instances` copies of a cache level of `level`'s geometry and placement (one frame map for all),
+    counting each one's misses and dirty evictions; with `coherent`, a store by one instance removes the
+    line from the others (write-invalidate; a dirty copy moves cache to cache, no write-back)."""
 
-    def __init__(self, level: CacheLevel, page_bytes: int = 4096, seed: int = 0) -> None:
+    def __init__(self, level: CacheLevel, page_bytes: int = 4096, seed: int = 0, instances: int = 1,
+                 coherent: bool = True) -> None:
+        if instances < 1:
+            raise InputError(f"write-back simulator of {level.name}: {instances} instances; give at least 1")
         self.sets, self.ways = geometry(level, 0)
-        n = self.sets * self.ways
+        self.coherent = coherent
+        n = instances * self.sets * self.ways
         self.state = DirtySets(np.full(n, _EMPTY, dtype=np.uint64), np.zeros(n, dtype=np.int64),
-                               np.zeros(n, dtype=np.bool_), np.zeros(3, dtype=np.int64))
+                               np.zeros(n, dtype=np.bool_), np.zeros(1 + 2 * instances, dtype=np.int64))
         p = placement([level], [self.sets], page_bytes, seed)
         self.place = (int(p.mode[0]), np.uint64(p.page_bits[0]), np.uint64(p.seed[0]))
 
-    def feed(self, lines: np.ndarray) -> None:
-        """Accesses in order: line ids carrying STORE_TAG on stores."""
-        _feed(self.state, np.ascontiguousarray(lines, dtype=np.uint64), self.sets, self.ways, self.place)
+    def feed(self, lines: np.ndarray, inst: np.ndarray | None = None) -> None:
+        """Accesses in order: line ids carrying STORE_TAG on stores, and each one's instance (default 0)."""
+        lines = np.ascontiguousarray(lines, dtype=np.uint64)
+        inst = np.zeros(len(lines), np.int64) if inst is None else np.ascontiguousarray(inst, dtype=np.int64)
+        n = (self.state.counters.shape[0] - 1) // 2
+        if len(inst) != len(lines) or (len(inst) and not 0 <= inst.min() <= inst.max() < n):
+            raise InputError(f"write-back simulator: {len(lines)} accesses and {len(inst)} instance ids, which "
+                             f"must be 0 to {n - 1}")
+        _feed(self.state, lines, inst, (self.sets, self.ways, self.coherent), self.place)
 
     @property
     def misses(self) -> int:
-        return int(self.state.counters[1])
+        return int(self.state.counters[1::2].sum())
 
     @property
     def writebacks(self) -> int:
-        return int(self.state.counters[2])
+        return int(self.state.counters[2::2].sum())
+
+    def per_instance(self) -> list[tuple[int, int]]:
+        """(misses, write-backs) of each instance."""
+        c = self.state.counters
+        return [(int(c[1 + 2 * i]), int(c[2 + 2 * i])) for i in range((len(c) - 1) // 2)]
 
 
 def simulate_writebacks(batches: Iterable[np.ndarray], level: CacheLevel, page_bytes: int = 4096,
@@ -88,3 +141,36 @@ def simulate_writebacks(batches: Iterable[np.ndarray], level: CacheLevel, page_b
     for lines in batches:
         sim.feed(lines)
     return sim.misses, sim.writebacks
+
+
+def simulate_dram_like(trace_path: str, machine: Machine, ps, cores: list[int] | None = None,
+                       placement: str = "close") -> pd.DataFrame:
+    """simulate_dram on a trace file, with the settings of the ProfileSet `ps` made from it."""
+    from analysis.profiles.sweep import open_chunks
+
+    info, chunks = open_chunks(str(trace_path))
+    return simulate_dram(info, chunks, machine, ps, cores, placement)
+
+
+def simulate_dram(info, chunks, machine: Machine, ps, cores: list[int] | None = None,
+                  placement: str = "close") -> pd.DataFrame:
+    """Per core count and occupied instance of `machine`'s last level, its simulated DRAM reads and
+    write-backs (lines and bytes) on the shared traces the ProfileSet `ps` was made from (its mode,
+    interleaving, seed, refs per turn, paper chunk; write-invalidate between the instances when `ps` counts
+    coherence); the seed also draws the page frames. Same columns as dram.dram_per_instance."""
+    llc = machine.caches[-1]
+    rows = []
+    for p in sorted(set(ps.cores if cores is None else cores)):
+        instance = np.asarray(grouping_of(machine, len(machine.caches) - 1, p, placement), dtype=np.int64)
+        sim = WritebackSim(llc, machine.page_bytes, ps.seed, int(instance.max()) + 1, ps.coherence)
+        accesses = np.zeros(int(instance.max()) + 1, dtype=np.int64)
+        spec = InterleaveSpec(p, ps.interleave, ps.seed, ps.refs_per_turn)
+        for _, b in mimic(info, chunks, [spec], resolve_mode(info, ps.mode), ps.line_size, ps.paper_chunk,
+                          stores=True):
+            inst = instance[b.core.astype(np.int64)]
+            sim.feed(b.lines, inst)
+            accesses += np.bincount(inst, minlength=len(accesses))
+        rows += [{"cores": p, "instance": i, "dram_read_bytes": m * llc.line_bytes,
+                  "dram_writeback_bytes": w * llc.line_bytes, "reads": m, "writebacks": w,
+                  "accesses": int(accesses[i])} for i, (m, w) in enumerate(sim.per_instance())]
+    return pd.DataFrame(rows, columns=INSTANCE_COLUMNS)

@@ -15,7 +15,10 @@ The group CRDs are made in a pass of their own over the same mimicked traces as 
 (CoreCountTask, same interleaving): its private engines are `_Idle` (nothing is read from them) and its
 shared engine is a `GroupEngine`, fed the shared trace's Batches as the CRD engine would be. The same
 pass gives each core count's write-back profiles (writebacks.py) of the whole shared trace (for one
-core, of the sequential trace, through its private engine).
+core, of the sequential trace, through its private engine) and, for each grouping of those core counts,
+each instance's (writebacks.InstanceWritebacks: its threads' accesses, a store by another instance
+removing the line, a dirty copy moving cache to cache), keyed (grouping name, instance) beside the whole
+trace's.
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ from analysis.profiles.private_traces import InterleaveSpec, line_shift, prepare
 from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.reuse import ReuseEngine
 from analysis.profiles.task import CoreCountTask
-from analysis.profiles.writebacks import WritebackTracker
+from analysis.profiles.writebacks import InstanceWritebacks, WritebackTracker
 from common.errors import InputError
 from instrument.trace_types import TraceInfo
 from machines.model import Machine, thread_cores
@@ -64,13 +67,15 @@ def grouping_name(grouping: Grouping) -> str:
 
 
 class GroupCrds:
-    """The CRD of every instance of one grouping, fed the shared trace's batches in order."""
+    """The CRD of every instance of one grouping, fed the shared trace's batches in order (and, with
+    `writebacks`, every instance's write-back profiles)."""
 
-    def __init__(self, grouping: Grouping, coherent: bool) -> None:
+    def __init__(self, grouping: Grouping, coherent: bool, writebacks: bool = False) -> None:
         self.instance = np.asarray(grouping, dtype=np.int64)  # per thread
         n = int(self.instance.max()) + 1
         self.engines = [ReuseEngine() for _ in range(n)]
         self.directory = Directory(n) if coherent else None
+        self.writebacks = InstanceWritebacks(n, coherent) if writebacks else None
 
     def feed(self, lines: np.ndarray, threads: np.ndarray) -> None:
         """Accesses of the shared trace (tagged with stores when coherent) and each one's thread."""
@@ -82,6 +87,8 @@ class GroupCrds:
         for i, engine in enumerate(self.engines):
             mine = inst == i
             engine.feed(plain[mine], None if stale is None else stale[mine])
+        if self.writebacks is not None:
+            self.writebacks.feed(lines, inst)
 
     def profiles(self) -> list[ReuseProfile]:
         return [e.histogram() for e in self.engines]
@@ -89,10 +96,10 @@ class GroupCrds:
 
 class GroupEngine:
     """The shared-engine role of a CoreCountTask (feed, feed_shared): every grouping's GroupCrds, and
-    the whole shared trace's write-back profiles (writebacks.py) when asked."""
+    the write-back profiles (writebacks.py) of the whole shared trace and of each instance when asked."""
 
     def __init__(self, groupings: list[Grouping], coherent: bool, writebacks: bool = False) -> None:
-        self.groups = {g: GroupCrds(g, coherent) for g in groupings}
+        self.groups = {g: GroupCrds(g, coherent, writebacks) for g in groupings}
         self.tracker = WritebackTracker() if writebacks else None
 
     def feed(self, lines: np.ndarray, stale: np.ndarray | None = None, tagged: bool = False) -> None:
@@ -152,18 +159,19 @@ def _engine_for(groupings: list[Grouping], coherent: bool, writebacks: bool, one
 
 class SharedProfiles(NamedTuple):
     """What a shared-trace pass gives: per-instance CRDs of each grouping, and (starts, ends) write-back
-    profiles of each core count's whole shared trace."""
+    profiles of each core count's whole shared trace (key: cores) and of each instance of its groupings
+    (key: (grouping name, instance); ProfileSet.writebacks)."""
 
     groups: dict[Grouping, list[ReuseProfile]]
-    writebacks: dict[int, tuple[ReuseProfile, ReuseProfile]]
+    writebacks: dict[int | tuple[str, int], tuple[ReuseProfile, ReuseProfile]]
 
 
 def shared_profiles(info: TraceInfo, chunks, groupings: tuple[Grouping, ...], settings,
                     writeback_cores: tuple[int, ...] = (), memory_budget: int | None = None,
                     spill_dir: str | None = None) -> SharedProfiles:
     """Every grouping's per-instance CRDs and the write-back profiles of the core counts in
-    writeback_cores, in one pass over the trace (settings: the plain sweep's SweepSettings, so the
-    shared traces are the same)."""
+    writeback_cores (their whole shared traces' and their groupings' instances'), in one pass over the
+    trace (settings: the plain sweep's SweepSettings, so the shared traces are the same)."""
     counts = sorted({len(g) for g in groupings} | set(writeback_cores))
     if not counts:
         return SharedProfiles({}, {})
@@ -187,6 +195,9 @@ def shared_profiles(info: TraceInfo, chunks, groupings: tuple[Grouping, ...], se
         t.finish()
         if t.shared is not None:
             out.groups.update({g: crds.profiles() for g, crds in t.shared.groups.items()})
+            out.writebacks.update({(grouping_name(g), k): pair for g, crds in t.shared.groups.items()
+                                   if crds.writebacks is not None
+                                   for k, pair in enumerate(crds.writebacks.profiles())})
         tracker = t.shared.tracker if t.shared is not None else getattr(t.private[0], "tracker", None)
         if tracker is not None:
             out.writebacks[p] = tracker.profiles()

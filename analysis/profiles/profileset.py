@@ -94,8 +94,9 @@ class ProfileSet:
     # per-instance CRDs of shared levels whose instances serve groups of threads (analysis/profiles/groups.py),
     # keyed by (grouping name, instance)
     group_crd: dict[tuple[str, int], ReuseProfile] = field(default_factory=dict)
-    # cores -> (starts, ends) of the shared trace's write-back gaps (analysis/profiles/writebacks.py)
-    writebacks: dict[int, tuple[ReuseProfile, ReuseProfile]] = field(default_factory=dict)
+    # (starts, ends) of write-back gaps (analysis/profiles/writebacks.py): key cores for a core count's whole
+    # shared trace, (grouping name, instance) for one instance of a level serving groups of threads
+    writebacks: dict[int | tuple[str, int], tuple[ReuseProfile, ReuseProfile]] = field(default_factory=dict)
 
     @property
     def cores(self) -> list[int]:
@@ -124,6 +125,10 @@ class ProfileSet:
         """The per-instance CRDs of one grouping (groups.grouping_name), in instance order."""
         return [prof for (g, _), prof in sorted(self.group_crd.items()) if g == grouping]
 
+    def instance_writebacks(self, grouping: str) -> list[tuple[ReuseProfile, ReuseProfile]]:
+        """The per-instance write-back (starts, ends) of one grouping, in instance order."""
+        return [pair for (g, _), pair in sorted(_keyed_by_instance(self.writebacks)) if g == grouping]
+
     def add_classes(self, bits: int, counts: list[int], results: list[tuple[list[ReuseProfile], ReuseProfile]],
                     crds: bool = True) -> None:
         """Keep the per-set-class profiles of `bits` bits (set_classes.class_profiles' result; crds=False:
@@ -138,7 +143,8 @@ class ProfileSet:
                 "seed": self.seed, "refs_per_turn": self.refs_per_turn, "trace": self.trace,
                 "cores": self.cores, "paper_chunk": self.paper_chunk, "trace_complete": self.trace_complete,
                 "coherence": self.coherence, "class_bits": self.class_bits,
-                "groupings": sorted({g for g, _ in self.group_crd}), "writebacks": sorted(self.writebacks)}
+                "groupings": sorted({g for g, _ in self.group_crd}),
+                "writebacks": sorted(k for k in self.writebacks if isinstance(k, int))}
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(summary, bins) tables in the documented layout."""
@@ -147,7 +153,10 @@ class ProfileSet:
         items += [("prd", b, "", c, k, p) for (b, c, k), p in sorted(self.class_prd.items())]
         items += [("crd", b, "", c, -1, p) for (b, c), p in sorted(self.class_crd.items())]
         items += [("grd", 0, g, g.count(".") + 1, k, p) for (g, k), p in sorted(self.group_crd.items())]
-        items += [(kind, 0, "", c, -1, p) for c, pair in sorted(self.writebacks.items())
+        items += [(kind, 0, "", c, -1, p) for c, pair in sorted((k, v) for k, v in self.writebacks.items()
+                                                                 if isinstance(k, int))
+                  for kind, p in zip(("wbs", "wbe"), pair)]
+        items += [(kind, 0, g, g.count(".") + 1, k, p) for (g, k), pair in sorted(_keyed_by_instance(self.writebacks))
                   for kind, p in zip(("wbs", "wbe"), pair)]
         summary = pd.DataFrame([{"kind": kind, "class_bits": b, "grouping": g, "cores": c, "core": k,
                                  "total": p.total, "cold": p.cold, "coherence": p.coherence}
@@ -201,11 +210,17 @@ class ProfileSet:
             if row.kind == "grd":
                 ps.group_crd[(row.grouping, int(row.core))] = prof
             elif row.kind in ("wbs", "wbe"):
-                pair = ps.writebacks.get(int(row.cores), (ReuseProfile.empty(), ReuseProfile.empty()))
-                ps.writebacks[int(row.cores)] = (prof, pair[1]) if row.kind == "wbs" else (pair[0], prof)
+                key = (row.grouping, int(row.core)) if row.grouping else int(row.cores)
+                pair = ps.writebacks.get(key, (ReuseProfile.empty(), ReuseProfile.empty()))
+                ps.writebacks[key] = (prof, pair[1]) if row.kind == "wbs" else (pair[0], prof)
             else:
                 _keep(ps, str(row.kind), int(row.class_bits), int(row.cores), int(row.core), prof, d)
         return ps
+
+
+def _keyed_by_instance(writebacks: dict) -> list[tuple[tuple[str, int], tuple[ReuseProfile, ReuseProfile]]]:
+    """The per-instance entries of ProfileSet.writebacks (keys (grouping name, instance)), sortable by key."""
+    return [(k, pair) for k, pair in writebacks.items() if isinstance(k, tuple)]
 
 
 def _keep(ps: ProfileSet, kind: str, bits: int, cores: int, core: int, prof: ReuseProfile, d: Path) -> None:

@@ -15,6 +15,17 @@ larger one still holds it, and that write-back falls outside the stream (not cou
 `WritebackTracker` keeps each stored line's M (-1 when clean) in an open-addressing table beside a
 ReuseEngine that gives each access's distance, and adds the starts and ends to two ReuseProfiles'
 counters (their `cold` slot counts infinite ends). analysis/hitrates/dram.py turns them into bytes.
+
+Instances of a level serving groups of threads (an L3 per CCX; groups.py): `InstanceWritebacks` keeps
+one tracker per instance, fed the shared trace filtered to its threads, with write-invalidate between the
+instances as hardware does it: a store by instance j removes the line from every other instance holding
+it (a directory of sharers per line, as coherence.Directory keeps per core), which frees its way there;
+a dirty copy moves to j cache to cache, unwritten; a load leaves the other copies as they are (a dirty one
+stays dirty where it is, as in MOESI's Owned state). The removal ends the copy's last gap like an access
+would (a cache of C lines wrote it back if M < C <= d: it was evicted, dirty, before the store), and the
+line is clean and gone from that instance afterwards. Removals lift the lines below, and a line once
+deeper than C stays evicted, so d is the largest depth the line had in its gap: the trackers' engine is a
+`depth_stack.DepthStack`, and the profiles are exact for fully associative instances of every size.
 """
 from __future__ import annotations
 
@@ -23,9 +34,11 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from analysis.profiles.depth_stack import DepthStack
 from analysis.profiles.kernel_ops import EMPTY, N_BINS, STORE_TAG, add_to_bin, free_slot, hash_shift_for
 from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.reuse import ReuseEngine, profile_from_counters
+from common.errors import InputError
 
 _MAX_LOAD = 0.6
 
@@ -44,9 +57,10 @@ class TrackerTables(NamedTuple):
 
 
 @numba.njit(cache=True, nogil=True)
-def _track(t, lines, dist, begin, limit):
-    """Walk accesses from `begin` (tagged line ids and their distances, -1 = infinite); stop when the
-    table holds `limit` keys and must grow. Returns the next index (module docstring for the rule)."""
+def _track(t, lines, dist, inval, begin, limit):
+    """Walk accesses from `begin` (tagged line ids and their distances, -1 = infinite; inval, None or a
+    flag per access: an invalidation, which ends the gap and leaves the line clean); stop
+    when the table holds `limit` keys and must grow. Returns the next index (module docstring for the rule)."""
     mask = np.uint64(t.keys.shape[0] - 1)
     hs = hash_shift_for(mask)
     for i in range(begin, lines.shape[0]):
@@ -70,6 +84,8 @@ def _track(t, lines, dist, begin, limit):
                 add_to_bin(d, 1, t.ends, t.ends_sum)
         if store:
             t.dirty[slot] = 0
+        elif inval is not None and inval[i]:
+            t.dirty[slot] = -1  # another instance's store took the line (a dirty copy unwritten): gone here
         elif m >= 0:
             t.dirty[slot] = -1 if d < 0 else max(m, d)
     return lines.shape[0]
@@ -78,8 +94,8 @@ def _track(t, lines, dist, begin, limit):
 class WritebackTracker:
     """Write-back starts and ends of one access stream (tagged line ids in order)."""
 
-    def __init__(self, initial_lines: int = 1 << 12) -> None:
-        self.engine = ReuseEngine(initial_lines)
+    def __init__(self, initial_lines: int = 1 << 12, engine: ReuseEngine | DepthStack | None = None) -> None:
+        self.engine = ReuseEngine(initial_lines) if engine is None else engine
         self.tables = self._tables(1 << max(4, int(np.ceil(np.log2(initial_lines / _MAX_LOAD)))))
 
     @staticmethod
@@ -88,13 +104,27 @@ class WritebackTracker:
         return TrackerTables(np.full(cap, EMPTY, dtype=np.uint64), np.full(cap, -1, dtype=np.int64),
                              np.zeros(1, dtype=np.int64), z(), z(), z(), z())
 
-    def feed(self, lines: np.ndarray) -> None:
-        """Add accesses (line ids carrying STORE_TAG on stores)."""
+    def feed(self, lines: np.ndarray, invalidated: np.ndarray | None = None) -> None:
+        """Add accesses (line ids carrying STORE_TAG on stores; `invalidated`, optional, flags the entries
+        that are another instance's taking of the line, untagged: module docstring; it needs a DepthStack
+        engine)."""
         lines = np.ascontiguousarray(lines, dtype=np.uint64)
-        dist = self.engine.feed_distances(lines, tagged=True)
+        flags = None if invalidated is None else np.ascontiguousarray(invalidated, dtype=np.bool_)
+        if flags is not None and len(flags) != len(lines):
+            raise InputError(f"write-back tracker: {len(flags)} invalidation flags for {len(lines)} accesses")
+        if flags is None:
+            dist = self.engine.feed_distances(lines, tagged=True)
+        elif isinstance(self.engine, DepthStack):
+            dist = self.engine.feed_distances(lines, tagged=True, drop=flags)
+        else:
+            raise InputError("write-back tracker: invalidations need a DepthStack engine (InstanceWritebacks)")
         i = 0
-        while (i := _track(self.tables, lines, dist, i, int(self.tables.keys.shape[0] * _MAX_LOAD))) < len(lines):
+        while (i := _track(self.tables, lines, dist, flags, i, self._limit())) < len(lines):
             self._grow()
+
+    def _limit(self) -> int:
+        """Keys the line table may hold before it must grow."""
+        return int(self.tables.keys.shape[0] * _MAX_LOAD)
 
     def _grow(self) -> None:
         """Double the line table (rehashing every line's state)."""
@@ -138,3 +168,132 @@ def _rehash(keys, dirty, new_keys, new_dirty):
             slot = free_slot(new_keys, keys[s], 0, hs, mask)
             new_keys[slot] = keys[s]
             new_dirty[slot] = dirty[s]
+
+
+class Sharers(NamedTuple):
+    """The walk's directory: line keys, the instances holding a valid copy of each (a bit mask), [n_keys]."""
+
+    keys: np.ndarray
+    mask: np.ndarray
+    state: np.ndarray
+
+
+class SharerRun(NamedTuple):
+    """One batch to walk: tagged line ids and each access's instance; out: the accesses with the
+    invalidations put in (line id, instance, invalidation flag)."""
+
+    lines: np.ndarray
+    inst: np.ndarray
+    out_lines: np.ndarray
+    out_inst: np.ndarray
+    out_inval: np.ndarray
+
+
+@numba.njit(cache=True, nogil=True)
+def _invalidations(t, run, begin, n_out, limit):
+    """Copy accesses from `begin` to the outputs, putting before each store an invalidation of the line in
+    every other instance holding a valid copy (a load adds its instance, a store leaves only its own); stop
+    when the table holds `limit` keys or the outputs may not hold the next access. Returns (next index,
+    entries written)."""
+    mask = np.uint64(t.keys.shape[0] - 1)
+    hs = hash_shift_for(mask)
+    room = run.out_lines.shape[0] - 65  # an access puts in at most 64 entries and itself
+    for i in range(begin, run.lines.shape[0]):
+        if n_out > room:
+            return i, n_out
+        line = run.lines[i] & ~STORE_TAG
+        c = run.inst[i]
+        bit = np.uint64(1) << np.uint64(c)
+        slot = free_slot(t.keys, line, 0, hs, mask)
+        if t.keys[slot] != line:
+            if t.state[0] + 1 > limit:
+                return i, n_out
+            t.keys[slot] = line
+            t.mask[slot] = 0
+            t.state[0] += 1
+        if run.lines[i] != line:
+            rest = t.mask[slot] & ~bit
+            o = 0
+            while rest:
+                if rest & np.uint64(1):
+                    run.out_lines[n_out] = line
+                    run.out_inst[n_out] = o
+                    run.out_inval[n_out] = True
+                    n_out += 1
+                rest >>= np.uint64(1)
+                o += 1
+            t.mask[slot] = bit
+        else:
+            t.mask[slot] |= bit
+        run.out_lines[n_out] = run.lines[i]
+        run.out_inst[n_out] = c
+        run.out_inval[n_out] = False
+        n_out += 1
+    return run.lines.shape[0], n_out
+
+
+@numba.njit(cache=True, nogil=True)
+def _rehash_masks(keys, masks, new_keys, new_masks):
+    mask = np.uint64(new_keys.shape[0] - 1)
+    hs = hash_shift_for(mask)
+    for s in range(keys.shape[0]):
+        if keys[s] != EMPTY:
+            slot = free_slot(new_keys, keys[s], 0, hs, mask)
+            new_keys[slot] = keys[s]
+            new_masks[slot] = masks[s]
+
+
+MAX_INSTANCES = 64  # a line's sharers are one uint64 bit mask
+
+
+class InstanceWritebacks:
+    """Write-back profiles of each instance of a level serving groups of threads, fed the shared trace
+    with each access's instance (module docstring: with `coherent`, write-invalidate between the instances;
+    without, they ignore each other)."""
+
+    def __init__(self, instances: int, coherent: bool = True) -> None:
+        if coherent and instances > MAX_INSTANCES:
+            raise InputError(f"write-back profiles of {instances} instances of a cache level: at most "
+                             f"{MAX_INSTANCES} with write-invalidate between them")
+        self.trackers = [WritebackTracker(engine=DepthStack() if coherent else None) for _ in range(instances)]
+        self.coherent = coherent
+        self.sharers = self._sharers(1 << 12)
+
+    @staticmethod
+    def _sharers(cap: int) -> Sharers:
+        return Sharers(np.full(cap, EMPTY, dtype=np.uint64), np.zeros(cap, dtype=np.uint64), np.zeros(1, np.int64))
+
+    def feed(self, lines: np.ndarray, inst: np.ndarray) -> None:
+        """Add accesses of the shared trace (tagged line ids) and the instance of each one's thread."""
+        lines = np.ascontiguousarray(lines, dtype=np.uint64)
+        inst = np.ascontiguousarray(inst, dtype=np.int64)
+        if len(inst) != len(lines) or (len(inst) and not 0 <= inst.min() <= inst.max() < len(self.trackers)):
+            raise InputError(f"write-back profiles of {len(self.trackers)} instances: got {len(lines)} accesses "
+                             f"and {len(inst)} instance ids, which must be 0 to {len(self.trackers) - 1}")
+        flags = None
+        if self.coherent:
+            lines, inst, flags = self._with_invalidations(lines, inst)
+        for i, tracker in enumerate(self.trackers):
+            mine = inst == i
+            tracker.feed(lines[mine], None if flags is None else flags[mine])
+
+    def _with_invalidations(self, lines: np.ndarray, inst: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The batch with the invalidations put in (SharerRun's outputs, in order)."""
+        n = len(lines)
+        size = n + n // 4 + 128
+        parts, i = [], 0
+        while i < n:
+            run = SharerRun(lines, inst, np.empty(size, np.uint64), np.empty(size, np.int64), np.empty(size, np.bool_))
+            i, n_out = _invalidations(self.sharers, run, i, 0, int(self.sharers.keys.shape[0] * _MAX_LOAD))
+            parts.append((run.out_lines[:n_out], run.out_inst[:n_out], run.out_inval[:n_out]))
+            if i < n and self.sharers.state[0] + 1 > int(self.sharers.keys.shape[0] * _MAX_LOAD):
+                old, self.sharers = self.sharers, self._sharers(2 * self.sharers.keys.shape[0])
+                self.sharers.state[0] = old.state[0]
+                _rehash_masks(old.keys, old.mask, self.sharers.keys, self.sharers.mask)
+        if not parts:
+            return lines, inst, np.zeros(0, np.bool_)
+        return tuple(np.concatenate([part[k] for part in parts]) for k in range(3))
+
+    def profiles(self) -> list[tuple[ReuseProfile, ReuseProfile]]:
+        """(starts, ends) of each instance, in instance order."""
+        return [t.profiles() for t in self.trackers]

@@ -7,7 +7,7 @@
 3. Merge: region by region, the threads' streams are merged reference by reference, round-robin
    (Wu & Yeung) or uniformly at random (seeded), with analysis.profiles.interleave.Interleaver (which
    spills waiting references to disk).
-4. Simulate: the merged stream through analysis.hitrates.cachesim.CoherentHierarchy with the machine's
+4. Simulate: the merged stream through analysis.hitrates.cachesim.machine_hierarchy with the machine's
    geometry (private levels per thread, a shared level once per group of `cores_per_instance` cores, thread t
    using the instance of the core `placement` puts it on; write-invalidate) and set placement (each level's
    indexing; the machine's page size, page frames drawn from the seed).
@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.options import INTERLEAVES
-from analysis.hitrates.cachesim import MAX_COHERENT_CORES, CoherentHierarchy
+from analysis.hitrates.cachesim import MAX_COHERENT_CORES, machine_hierarchy
 from analysis.profiles.interleave import Interleaver
 from analysis.profiles.private_traces import line_shift
 from machines.model import PLACEMENTS, Machine
@@ -210,19 +210,14 @@ def simulate_trace(trace: Path, machines: list[Machine], threads: int, interleav
     variants = {"": {}}
     if evidence:
         variants |= {"fa_": {"fully_associative_up_to": FA_MAX_LINES}, "nocoh_": {"coherent": False}}
-    sims = {(m.name, v, 0): _hierarchy(m, threads, seed, placement, kw) for m in machines for v, kw in variants.items()}
-    sims |= {(m.name, "", j): _hierarchy(m, threads, seed + j, placement, {}) for m in machines
+    sims = {(m.name, v, 0): machine_hierarchy(m, threads, seed, placement, **kw) for m in machines
+            for v, kw in variants.items()}
+    sims |= {(m.name, "", j): machine_hierarchy(m, threads, seed + j, placement) for m in machines
              for j in range(1, frame_seeds)}
     for batch in merged_stream(trace, interleave, seed, line, spill_dir, refs_per_turn):
         for sim in sims.values():
             sim.access(batch.lines, batch.core, batch.is_store)
     return pd.concat([_machine_rows(m, sims, threads, variants, frame_seeds) for m in machines], ignore_index=True)
-
-
-def _hierarchy(m: Machine, threads: int, seed: int, placement: str, options: dict) -> CoherentHierarchy:
-    """The coherent simulator of one machine with one frame map."""
-    return CoherentHierarchy(m.caches, threads, page_bytes=m.page_bytes, placement_seed=seed, machine_cores=m.cores,
-                             placement=placement, **options)
 
 
 def _machine_rows(m: Machine, sims: dict, threads: int, variants: dict, frame_seeds: int) -> pd.DataFrame:

@@ -74,13 +74,16 @@ def register(subparsers) -> None:
                    help="set-aware (default; needs profiles made with --set-bits) or sdcm (the paper's)")
     h.add_argument("--placement", choices=PLACEMENTS, default="close",
                    help="threads on cores (default close): which instances of a cache shared by a group of cores "
-                        "they use (the profiles need that grouping: pptmc profile --machines M --placement P)")
-    h.add_argument("--simulate", metavar="TRACE", help="also run the LRU cache simulator on this trace")
+                        "they use, in the model and the simulator (the profiles need that grouping: pptmc "
+                        "profile --machines M --placement P)")
+    h.add_argument("--simulate", metavar="TRACE", help="also run the LRU cache simulator on this trace (one "
+                   "instance of a shared level per group of cores, threads placed by --placement)")
     h.add_argument("--hierarchical", action="store_true",
                    help="simulator: a level sees only the misses of the level above (default: every access, "
                         "as SDCM assumes)")
     h.add_argument("--coherent", action="store_true",
-                   help="simulator: write-invalidate between the private caches (implies --hierarchical)")
+                   help="simulator: write-invalidate between the private caches and between the instances of a "
+                        "shared level, as the ground truth of pptmc validate (implies --hierarchical)")
     h.add_argument("-o", "--output", required=True, help="output table; FILE.csv and FILE.parquet are both written")
     h.add_argument("--json", action="store_true", help="print the table as JSON")
     add_strict(h)
@@ -246,7 +249,7 @@ def run_hitrates(args: argparse.Namespace) -> int:
         from analysis.hitrates.cachesim import simulate_like
 
         sim = simulate_like(args.simulate, machine, ps, hierarchical=args.hierarchical or args.coherent,
-                            coherent=args.coherent)
+                            coherent=args.coherent, placement=args.placement)
         table = pd.concat([table, sim.assign(source="simulator")], ignore_index=True)
     table["trace_complete"] = ps.trace_complete
     for target in hit_rate_files(Path(args.output)):
