@@ -442,3 +442,29 @@ def test_loop_period_of_the_loop_table():
     assert loop_period(table([0] * 6, [10, 11] * 3)) == 2
     assert loop_period(table([0, 1, 2, 0, 1])) == 0  # fewer than three repeats
     assert loop_period(table([])) == 0
+
+
+@pytest.mark.parametrize("p, plen", [(3, 5), (70, 70), (4, 1)])
+def test_stale_of_a_core_pattern_matches_brute_force_sharer_sets(p, plen):
+    """Directory.stale_of (access i by core pattern[i % len]) finds the accesses a brute-force set of
+    valid copies calls stale, across table growth and in pieces that continue the pattern's phase."""
+    rng = np.random.default_rng(p + plen)
+    n = 12_000
+    lines = rng.integers(0, 3000, n).astype(np.uint64)
+    store = rng.random(n) < 0.25
+    pattern = rng.integers(0, p, plen)
+    holders: dict[int, set[int]] = {}
+    want = []
+    for i, (line, s) in enumerate(zip(lines.tolist(), store.tolist())):
+        c = int(pattern[i % plen])
+        if line in holders and c not in holders[line]:
+            want.append(i)
+        if s:
+            holders[line] = set()
+        if line in holders:
+            holders[line].add(c)
+    d = Directory(p, initial_lines=16)
+    tagged = tag_stores(lines, store)
+    cut = 5 * plen  # a second call starts where the pattern starts again
+    got = np.concatenate([d.stale_of(tagged[:cut], pattern), cut + d.stale_of(tagged[cut:], pattern)])
+    assert got.tolist() == want

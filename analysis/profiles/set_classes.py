@@ -23,7 +23,7 @@ import numba
 import numpy as np
 
 from analysis.profiles.coherence import Directory
-from analysis.profiles.interleave import pattern_cores, resolve_memory_budget
+from analysis.profiles.interleave import resolve_memory_budget
 from analysis.profiles.private_traces import InterleaveSpec, line_shift, prepare_chunk, resolve_mode
 from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.reuse import N_BINS, ReuseEngine, profile_from_counters
@@ -45,52 +45,103 @@ def check_class_bits(bits: list[int] | tuple[int, ...]) -> tuple[int, ...]:
 
 
 class Partition(NamedTuple):
-    """A run of accesses ordered by class (stable): where each came from, its line (and core), and
-    where each class's accesses begin in that order (bounds[c] .. bounds[c + 1])."""
+    """A run of accesses ordered by class (stable): where each came from (when asked), its line (and
+    core), and where each class's accesses begin in that order (bounds[c] .. bounds[c + 1]); `at` is
+    the sort's scratch (one slot per class)."""
 
     order: np.ndarray
     lines: np.ndarray
     cores: np.ndarray
     bounds: np.ndarray
+    at: np.ndarray
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _partition(lines, mask, pattern, part):
     """Counting sort of lines by class (line & mask), carrying access i's core pattern[i % len]
-    when a pattern is given; fills `part` (a Partition of preallocated arrays)."""
+    when a pattern is given, and its index when part.order has room; fills `part` (a Partition
+    of preallocated arrays; part.bounds must be zero). Lines are read twice rather than keeping
+    their classes: a second read of a run that fits the caches is cheaper than a store and a load."""
     bounds = part.bounds
-    bounds[:] = 0
     n = lines.shape[0]
-    cls = np.empty(n, dtype=np.uint16)  # classes are below 2^MAX_CLASS_BITS
+    if n == 0:
+        return
+    # a column walk repeats one class: its count and slot stay in registers until the class changes
+    # (a load and a store of the same counter per access would chain through memory)
+    prev, run = lines[0] & mask, 0
     for i in range(n):
         c = lines[i] & mask
-        cls[i] = c
-        bounds[c + 1] += 1
+        if c != prev:
+            bounds[prev + 1] += run
+            prev, run = c, 0
+        run += 1
+    bounds[prev + 1] += run
     for c in range(1, bounds.shape[0]):
         bounds[c] += bounds[c - 1]
-    at = bounds[:-1].copy()
+    at = part.at
+    for c in range(at.shape[0]):
+        at[c] = bounds[c]
     plen, q = pattern.shape[0], 0
+    keep_order = part.order.shape[0] == n
+    prev = lines[0] & mask
+    k = at[prev]
     for i in range(n):
-        k = at[cls[i]]
-        at[cls[i]] = k + 1
-        part.order[k] = i
-        part.lines[k] = lines[i]
+        line = lines[i]
+        c = line & mask
+        if c != prev:
+            at[prev] = k
+            prev, k = c, at[c]
+        part.lines[k] = line
+        if keep_order:
+            part.order[k] = i
         if plen:
             part.cores[k] = pattern[q]
             q = q + 1 if q + 1 < plen else 0
+        k += 1
 
 
 _NO_PATTERN = np.zeros(0, dtype=np.int64)
 
 
+@numba.njit(cache=True, nogil=True, _nrt=False)
+def _unsort(by_class, order, out):
+    """out[order[k]] = by_class[k]: distances back in the accesses' own order (numpy's fancy
+    assignment checks every index and casts through a temporary)."""
+    for k in range(order.shape[0]):
+        out[order[k]] = by_class[k]
+
+
+class PartitionBuffers:
+    """The partition's arrays, kept between calls and grown as needed: fresh arrays each call cost a
+    page fault per 4 KiB written (on lu MEDIUM's class pass, about a third of the sort's time). One
+    pass's engines share one set (they are fed one after another); nothing returned points into it."""
+
+    def __init__(self) -> None:
+        self.order = np.empty(0, dtype=np.int64)
+        self.lines = np.empty(0, dtype=np.uint64)
+        self.cores = np.empty(0, dtype=np.int64)
+        self.distances = np.empty(0, dtype=np.int64)
+
+    def partition(self, n: int, classes: int, order: bool, cores: bool) -> Partition:
+        """A Partition of views for n accesses (order and cores empty unless asked for)."""
+        if len(self.lines) < n:
+            size = max(n, 2 * len(self.lines))
+            self.order, self.lines = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.uint64)
+            self.cores, self.distances = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
+        return Partition(self.order[:n if order else 0], self.lines[:n], self.cores[:n if cores else 0],
+                         np.zeros(classes + 1, dtype=np.int64), np.empty(classes, dtype=np.int64))
+
+
 class ClassEngine:
     """ReuseEngine's interface (feed, feed_distances, feed_shared, reclassify, histogram) over one
-    engine per set class, made when the class is first seen; distances are within the class."""
+    engine per set class, made when the class is first seen; distances are within the class.
+    buffers: the partition's arrays, shared by the engines of one pass (None: its own)."""
 
-    def __init__(self, bits: int, sharer_cores: int = 0) -> None:
+    def __init__(self, bits: int, sharer_cores: int = 0, buffers: PartitionBuffers | None = None) -> None:
         self.bits, self.sharer_cores = bits, sharer_cores
         self.mask = np.uint64((1 << bits) - 1)
         self.engines: dict[int, ReuseEngine] = {}
+        self.buffers = buffers if buffers is not None else PartitionBuffers()
         self.moved = np.zeros(N_BINS, dtype=np.int64)      # coherence misses found after the fact (reclassify)
         self.moved_sum = np.zeros(N_BINS, dtype=np.int64)
 
@@ -104,18 +155,17 @@ class ClassEngine:
             engine = self.engines[cls] = ReuseEngine(initial_lines=16, sharer_cores=self.sharer_cores)
         return engine
 
-    def _partition(self, lines: np.ndarray, pattern: np.ndarray = _NO_PATTERN) -> tuple[Partition, list[int]]:
-        """The accesses ordered by class, and the classes present."""
-        n = len(lines)
-        part = Partition(np.empty(n, dtype=np.int64), np.empty(n, dtype=np.uint64),
-                         np.empty(n if len(pattern) else 0, dtype=np.int64),
-                         np.empty((1 << self.bits) + 1, dtype=np.int64))
+    def _partition(self, lines: np.ndarray, pattern: np.ndarray = _NO_PATTERN,
+                   order: bool = True) -> tuple[Partition, list[int]]:
+        """The accesses ordered by class (with where each came from, when `order`), and the classes
+        present; the arrays are the buffers', valid until the next call."""
+        part = self.buffers.partition(len(lines), 1 << self.bits, order, len(pattern) > 0)
         _partition(np.ascontiguousarray(lines, dtype=np.uint64), self.mask, pattern, part)
-        return part, np.nonzero(np.diff(part.bounds))[0].tolist()
+        return part, np.flatnonzero(np.diff(part.bounds)).tolist()
 
     def feed(self, lines: np.ndarray, stale: np.ndarray | None = None, tagged: bool = False) -> None:
         """ReuseEngine.feed, class by class."""
-        part, present = self._partition(lines)
+        part, present = self._partition(lines, order=stale is not None)
         flags = None if stale is None else np.asarray(stale)[part.order]
         for c in present:
             lo, hi = part.bounds[c], part.bounds[c + 1]
@@ -126,13 +176,13 @@ class ClassEngine:
         """ReuseEngine.feed_distances: each access's distance within its class, in the given order."""
         part, present = self._partition(lines)
         flags = None if stale is None else np.asarray(stale)[part.order]
-        by_class = np.empty(len(part.lines), dtype=dtype)
+        by_class = self.buffers.distances[:len(part.lines)]
         for c in present:
             lo, hi = part.bounds[c], part.bounds[c + 1]
             by_class[lo:hi] = self._engine(c).feed_distances(part.lines[lo:hi], None if flags is None
                                                              else flags[lo:hi], tagged, dtype)
-        out = np.empty_like(by_class)
-        out[part.order] = by_class
+        out = np.empty(len(part.lines), dtype=dtype)
+        _unsort(by_class, part.order, out)
         return out
 
     def feed_shared(self, lines: np.ndarray, core_pattern: np.ndarray) -> np.ndarray:
@@ -176,18 +226,18 @@ class StaleOnly:
         return None  # no coherence: nothing to find
 
     def feed_shared(self, lines: np.ndarray, core_pattern: np.ndarray) -> np.ndarray:
-        cores = pattern_cores(core_pattern, len(lines))
-        return np.nonzero(self.directory.walk(lines, cores)[1])[0]
+        """ReuseEngine.feed_shared's stale accesses (ascending indices), without distances."""
+        return self.directory.stale_of(lines, core_pattern)
 
     def histogram(self) -> ReuseProfile:
         return ReuseProfile.empty()
 
 
-def _class_engine(bits: int, crds: bool, sharer_cores: int | None = None):
+def _class_engine(bits: int, crds: bool, buffers: PartitionBuffers, sharer_cores: int | None = None):
     """CoreCountTask's engine factory: ClassEngines, and in the shared role a StaleOnly unless CRDs are wanted."""
     if sharer_cores is None:
-        return ClassEngine(bits)
-    return ClassEngine(bits, sharer_cores) if crds else StaleOnly(sharer_cores)
+        return ClassEngine(bits, buffers=buffers)
+    return ClassEngine(bits, sharer_cores, buffers) if crds else StaleOnly(sharer_cores)
 
 
 def class_profiles(info: TraceInfo, chunks, counts: list[int], settings, bits: int, progress=None,
@@ -200,9 +250,10 @@ def class_profiles(info: TraceInfo, chunks, counts: list[int], settings, bits: i
     mode = resolve_mode(info, settings.mode)
     shift = line_shift(settings.line_size)
     budget = resolve_memory_budget(memory_budget) // max(sum(1 for p in counts if p > 1), 1)
+    buffers = PartitionBuffers()  # the tasks' engines are fed one after another
     tasks = [CoreCountTask(info, InterleaveSpec(p, settings.interleave, settings.seed, settings.refs_per_turn),
                            mode, shift, settings.paper_chunk, budget, spill_dir, settings.coherence,
-                           engine=partial(_class_engine, bits, crds)) for p in counts]
+                           engine=partial(_class_engine, bits, crds, buffers)) for p in counts]
     tag = any(t.coherent for t in tasks)
     for t in tasks:
         t.replay, t.tagged = None, tag  # every access is fed (no replay), with store tags when any task needs them
