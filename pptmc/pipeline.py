@@ -220,7 +220,7 @@ def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress, bar: bool
     if not reuse_or_invalidate(stamp, key, [out]):
         from analysis.profiles.limits import check_memory
 
-        check_memory(list(cfg.cores), str(trace))
+        check_memory(list(cfg.cores), str(trace), cfg.line_size, needs.class_bits, needs.groupings)
         progress("profile")
         profiles = compute_profiles(trace, list(cfg.cores), mode=opt.mode, interleave=opt.interleave,
                                     seed=opt.seed, line_size=cfg.line_size, coherence=opt.coherence, progress=bar,

@@ -1,5 +1,5 @@
 """The suite's work cut into cluster tasks (pptmc/dask_suite.py runs them): per benchmark and size one
-trace task (translate, instrument, trace, the trace facts of every machine, the count of distinct lines),
+trace task (translate, instrument, trace, the trace facts of every machine, its distinct lines at most),
 then one part task per group of machines × group of core counts (profile and predict those), then the
 benchmark's tables put back together in the order one pipeline run writes them.
 
@@ -48,7 +48,7 @@ class TraceDone:
     translation: Translation
     binary: Path
     trace: Path
-    lines: int                      # distinct cache lines of the trace
+    lines: int                      # distinct cache lines of the trace, at most (memory_lines)
     accesses: int
     seconds: dict[str, float]       # translate, instrument, trace
 
@@ -107,7 +107,7 @@ class _Stages:
 
 def trace_task(cfg: PipelineConfig) -> TraceDone | TaskFailure:
     """Translate, instrument and trace one benchmark at one size (each step cached), compute the trace
-    facts every machine prices (read back by the part tasks) and count the trace's distinct lines."""
+    facts every machine prices (read back by the part tasks) and bound the trace's distinct lines (memory_lines)."""
     from machines import load_machine
 
     stages = _Stages()
@@ -117,11 +117,24 @@ def trace_task(cfg: PipelineConfig) -> TraceDone | TaskFailure:
         trace = stages.run("trace", trace_step, cfg, binary, _noop)
         for name in cfg.machines:
             stages.run("trace terms", trace_terms_step, cfg, trace, load_machine(name), _noop)
-        lines, accesses = stages.run("count lines", distinct_lines, trace, cfg.line_size)
+        lines, accesses = stages.run("count lines", memory_lines, trace, cfg.line_size)
     except Exception as exc:  # reported with its stage; the other tasks go on
         return TaskFailure(stages.current, describe(exc))
     seconds = {k: stages.seconds[k] for k in ("translate", "instrument", "trace")}
     return TraceDone(translation, binary, trace, lines, accesses, seconds)
+
+
+def memory_lines(trace: Path, line_size: int = 64) -> tuple[int, int]:
+    """(distinct cache lines at most, accesses) of a trace, to size its tasks' memory: the footer's
+    distinct-line estimate to three standard errors (analysis.profiles.limits.trace_lines_bound, read from
+    the footer alone) where the trace has one, the exact pass (distinct_lines) for a trace without it."""
+    import instrument
+    from analysis.profiles.limits import trace_lines_bound
+
+    bound = trace_lines_bound(trace, line_size)
+    if bound is None:
+        return distinct_lines(trace, line_size)
+    return bound, int(instrument.open_trace(trace).info.n_accesses)
 
 
 def distinct_lines(trace: Path, line_size: int = 64) -> tuple[int, int]:

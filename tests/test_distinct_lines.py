@@ -172,6 +172,18 @@ def test_engine_count_by_hand():
     assert limits.engine_count([4, 4]) == 4 + 1 + 0 + 1
 
 
+def test_engine_count_with_set_classes_and_groupings_by_hand():
+    """Per set-class width, a class engine per core of each count and one shared-role engine per count > 1;
+    per grouping, one CRD engine per instance; none given: the plain count."""
+    assert limits.engine_count([1, 2, 4], (), ()) == 10
+    assert limits.engine_count([1, 2, 4], (6,)) == 10 + (7 + 2)
+    assert limits.engine_count([1, 2, 4], (6, 9)) == 10 + 2 * (7 + 2)
+    assert limits.engine_count([1], (6,)) == 1 + 1
+    assert limits.engine_count([1, 2, 4], groupings=((0, 0, 1, 1),)) == 10 + 2
+    assert limits.engine_count([1, 2, 4], (6,), ((0, 1), (0, 0, 1, 1), (0, 1, 2, 3))) == 10 + 9 + 2 + 2 + 4
+    assert limits.engine_count([2, 4, 8], (6,), ((0, 0, 0, 0, 1, 1, 1, 1),)) == 19 + (14 + 3) + 2
+
+
 def test_check_memory_refuses_what_the_estimate_does_not_fit(traces, monkeypatch):
     """Below the need computed by hand from the estimate: refused, naming the estimate and the free memory;
     at the need: accepted."""
@@ -207,3 +219,61 @@ def test_profile_refuses_before_any_work_without_a_traceback(traces, tmp_path, m
     assert code.value.code != 0 and "Traceback" not in err
     assert err.startswith("pptmc: error: ") and "distinct 64-byte lines" in err and "0.1 GiB is free" in err
     assert not (tmp_path / "p").exists()
+
+
+def test_profile_counts_its_line_size_set_classes_and_groupings(traces, tmp_path, monkeypatch, capsys):
+    """`pptmc profile --line-size 32 --set-bits 6 --machines zen2-epyc-7702p --placement spread` checks 32-byte
+    lines (twice the sketch's bound) and 17 engines: cores 1,4 give 5 private + 1 CRD + the line numbering, the
+    width 6 another 5 + 1, and spread's grouping of 4 threads (four CCXs) 4 instance CRDs."""
+    import analysis.profiles.sweep
+
+    def no_sweep(*args: object, **kwargs: object) -> None:
+        """Stands in for the sweep, which must not start."""
+        raise AssertionError("the sweep started")
+
+    monkeypatch.setattr(analysis.profiles.sweep, "compute_profiles", no_sweep)
+    monkeypatch.setattr(limits, "available_bytes", lambda: 1 << 20)
+    est = open_trace(traces["synthetic"]).info.distinct_lines_estimate
+    lines = 2 * int(-(-est * (1 + 3 * RELATIVE_ERROR) // 1))
+    with pytest.raises(SystemExit):
+        cli.main(["profile", str(traces["synthetic"]), "--cores", "1,4", "--line-size", "32", "--set-bits", "6",
+                  "--machines", "zen2-epyc-7702p", "--placement", "spread", "-o", str(tmp_path / "p")])
+    err = capsys.readouterr().err
+    assert f"up to {lines:,} counted" in err and "17 reuse engines" in err
+
+
+def test_pipeline_profile_step_passes_its_line_size_set_classes_and_groupings(traces, tmp_path, monkeypatch):
+    """The pipeline's profile step checks memory for its line size, the set-class width zen2's L1 needs (its
+    64 sets: 6 bits) and the grouping spread gives 4 threads on zen2's 4-core CCXs (one each)."""
+    from analysis.options import ModelOptions
+    from pptmc.pipeline import PipelineConfig, profile_step
+
+    seen = []
+
+    def record(*args: object) -> None:
+        """Stands in for the check: keeps its arguments and stops the step."""
+        seen.append(args)
+        raise InputError("stop")
+
+    monkeypatch.setattr(limits, "check_memory", record)
+    cfg = PipelineConfig(tmp_path / "prog.c", tmp_path / "work", machines=("zen2-epyc-7702p",), cores=(1, 4),
+                         options=ModelOptions(placement="spread"), line_size=32)
+    with pytest.raises(InputError, match="stop"):
+        profile_step(cfg, traces["synthetic"], lambda _: None)
+    assert seen == [([1, 4], str(traces["synthetic"]), 32, (6,), ((0, 1, 2, 3),))]
+
+
+def test_suite_memory_lines_read_the_footer_or_count(traces, tmp_path):
+    """The suite's memory sizing: the footer's estimate to three standard errors (at least the exact count,
+    brute force) where the trace has it, and the exact count of a trace without it; accesses either way."""
+    from pptmc.suite_tasks import memory_lines
+
+    trace = traces["lu"]
+    exact = _exact_lines(trace)[0]
+    est = open_trace(trace).info.distinct_lines_estimate
+    n = sum(len(ch.addr) for ch in open_trace(trace).chunks(columns=("addr",)))
+    assert memory_lines(trace) == (int(-(-est * (1 + 3 * RELATIVE_ERROR) // 1)), n)
+    assert memory_lines(trace)[0] >= exact
+    old = tmp_path / "old.trace"
+    _without_sketch(trace, old)
+    assert memory_lines(old) == (exact, n)

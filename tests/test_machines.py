@@ -138,7 +138,12 @@ def test_cli_list_show_validate(capsys, tmp_path):
     shown = json.loads(capsys.readouterr().out)
     assert shown == machines.machine_to_dict(machines.load_machine("zen2-epyc-7702p"))
     assert cli.run(["machines", "show", "broadwell-e5-2699v4"]) == 0
-    assert "L3: 56320 KiB" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "L3: 56320 KiB" in out and "sockets (" not in out and "another socket" not in out  # one socket
+    assert cli.run(["machines", "show", "broadwell-2s-e5-2699v4"]) == 0  # the file's figures, by hand
+    out = capsys.readouterr().out
+    assert "cores 44 on 2 sockets (22 each)" in out
+    assert "145.5 ns from another socket" in out and "76.8 GB/s one socket" in out
     good = tmp_path / "good.toml"
     good.write_text(dumps_toml(_base()))
     assert cli.run(["machines", "validate", str(good)]) == 0

@@ -96,3 +96,29 @@ def test_the_ground_truth_and_the_simulator_build_the_same_hierarchy():
     assert machine_hierarchy(CCX, 4, placement="close").levels.inst[2].tolist() == [0, 0, 1, 1]
     assert machine_hierarchy(CCX, 4, placement=None).levels.inst[2].tolist() == [0, 0, 0, 0]
     assert np.array_equal(machine_hierarchy(CCX, 2).levels.inst[2], [0, 0])
+
+
+def test_simulated_predictor_places_the_threads_on_the_l3_instances(monkeypatch):
+    """The `simulated` predictor on zen2-epyc-7702p (an L3 per CCX of 4 cores) follows the options' placement. The
+    trace touches a few lines on a few pages, so no level has a capacity or conflict miss, and without coherence
+    an access misses the L3 only on its instance's first touch of the line: the L3's cumulative hit rate is
+    1 - (sum over instances of the distinct lines their threads touch) / accesses. The instances are written by
+    hand: close puts the 4 threads on CCX 0, spread on cores 0, 16, 32 and 48 (four CCXs)."""
+    from pathlib import Path
+
+    from analysis.hitrates.predictor import HitRateInputs, hit_rate_predictor
+
+    info, ch = random_trace(12, 40, True, SCHED_STATIC)
+    monkeypatch.setattr(instrument, "open_trace", lambda p: FakeReader(info, ch), raising=False)
+    zen2 = machines.load_machine("zen2-epyc-7702p")
+    ps = compute_profiles_from(info, chunker(ch, 11), [1, 4], "iteration", "rr", seed=0, coherence=False)
+    lines, threads = shared_stream(info, chunker(ch, 11), 4, "rr", 0, 1)
+    lines = lines & ~STORE_TAG
+    got = {}
+    for placement, instance in (("close", [0, 0, 0, 0]), ("spread", [0, 1, 2, 3])):
+        table = hit_rate_predictor("simulated").predict(HitRateInputs(Path("prog.trace"), ps, placement), zen2, [4])
+        got[placement] = table.query("level == 'L3'")["cumulative_hit_rate"].iloc[0]
+        misses = sum(len(np.unique(lines[np.isin(threads, [t for t in range(4) if instance[t] == i])]))
+                     for i in set(instance))
+        assert got[placement] == pytest.approx(1 - misses / len(lines), abs=1e-12)
+    assert got["spread"] < got["close"]  # four instances each fetch what the threads share

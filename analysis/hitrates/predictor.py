@@ -10,7 +10,8 @@ itself for the simulators) into the same table (analysis/hitrates/rates.py: COLU
   random (analysis/hitrates/rates.py); hashed levels read the plain profiles, as SDCM does.
 - `sdcm`: the paper's Stack Distance Cache Model on the PRD/CRD profiles (random set placement).
 - `simulated`: the set-associative LRU simulator on the same mimicked private/shared traces,
-  hierarchical, with write-invalidate coherence when the profiles model it.
+  hierarchical, with write-invalidate coherence when the profiles model it; a shared level has one
+  instance per group of cores, the threads placed by the options' placement (cachesim.simulate_like).
 """
 from __future__ import annotations
 
@@ -66,7 +67,8 @@ class SdcmPredictor:
 
 
 class SimulatedPredictor:
-    """The LRU simulator on the private/shared traces the profiles were made from."""
+    """The LRU simulator on the private/shared traces the profiles were made from, one instance of a shared
+    level per group of cores with the threads placed by inputs.placement (as the ground truth)."""
 
     name = "simulated"
 
@@ -74,7 +76,8 @@ class SimulatedPredictor:
         from analysis.hitrates.cachesim import simulate_like  # numba kernels: only when chosen
 
         ps = inputs.profiles
-        return simulate_like(inputs.trace, machine, ps, list(cores), hierarchical=True, coherent=ps.coherence)
+        return simulate_like(inputs.trace, machine, ps, list(cores), hierarchical=True, coherent=ps.coherence,
+                             placement=inputs.placement)
 
 
 _PREDICTORS: dict[str, type] = {p.name: p for p in (SetAwarePredictor, SdcmPredictor, SimulatedPredictor)}

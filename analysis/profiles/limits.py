@@ -32,16 +32,23 @@ def estimated_bytes(cores: Sequence[int]) -> int:
     return sum(p * BYTES_PER_CORE for p in cores)
 
 
-def engine_count(cores: Sequence[int]) -> int:
+def engine_count(cores: Sequence[int], class_bits: Sequence[int] = (),
+                 groupings: Sequence[Sequence[int]] = ()) -> int:
     """Reuse engines (and engine-sized tables) a sweep over these core counts makes, each holding at most
     every distinct line: a private engine per core of each core count, a shared (CRD) engine per count
     p > 1, the one-core lead analysis.profiles.sweep.with_lead adds when 1 is missing and at least three
-    counts p > 1 would follow it, and the dense line numbering (LineIndex) when any count is p > 1. An upper
-    bound: a private engine holds only its core's lines, and Mirrors share the engines of equal traces."""
+    counts p > 1 would follow it, and the dense line numbering (LineIndex) when any count is p > 1; then,
+    per set-class width in class_bits, a class engine per core of each core count and one in the shared
+    role per count p > 1 (a class CRD, or the stale-access directory without one), and per grouping one
+    CRD engine per instance. An upper bound: a private engine holds only its core's lines, and Mirrors
+    share the engines of equal traces."""
     counts = set(int(c) for c in cores)
     shared = sum(1 for p in counts if p > 1)
     lead = 1 not in counts and shared >= 3
-    return sum(counts) + shared + int(lead) + int(shared > 0)
+    plain = sum(counts) + shared + int(lead) + int(shared > 0)
+    widths = len(set(int(b) for b in class_bits))
+    instances = sum(max(int(i) for i in g) + 1 for g in set(tuple(g) for g in groupings) if len(g))
+    return plain + widths * (sum(counts) + shared) + instances
 
 
 def available_bytes() -> int:
@@ -64,9 +71,23 @@ def lines_bound(estimate: int, line_size: int = SKETCH_LINE) -> int:
     return math.ceil(estimate * (1 + 3 * RELATIVE_ERROR)) * max(1, SKETCH_LINE // max(int(line_size), 1))
 
 
-def check_memory(cores: Sequence[int], trace: str | Path, line_size: int = SKETCH_LINE) -> None:
+def trace_lines_bound(trace: str | Path, line_size: int = SKETCH_LINE) -> int | None:
+    """lines_bound of the trace's footer estimate (the footer alone is read), or None where the trace has
+    none (recorded before the sketch, or no readable trace)."""
+    from instrument.tracefile import distinct_lines_of
+
+    try:
+        estimate = distinct_lines_of(Path(trace))
+    except InputError:
+        return None
+    return None if estimate is None else lines_bound(estimate, line_size)
+
+
+def check_memory(cores: Sequence[int], trace: str | Path, line_size: int = SKETCH_LINE,
+                 class_bits: Sequence[int] = (), groupings: Sequence[Sequence[int]] = ()) -> None:
     """Refuse core counts the engine cannot take, or whose engines and buffers exceed the free memory: the
-    engines' part from the trace's distinct-line estimate (its footer), where the trace has one."""
+    engines' part from the trace's distinct-line estimate (its footer), where the trace has one, for lines of
+    `line_size` bytes, counting the engines of the set-class widths and groupings the sweep will also run."""
     from instrument.distinct_lines import RELATIVE_ERROR
     from instrument.tracefile import distinct_lines_of
 
@@ -83,7 +104,7 @@ def check_memory(cores: Sequence[int], trace: str | Path, line_size: int = SKETC
                              f"({BYTES_PER_CORE >> 10} KiB per core of each core count), but {have / 2**30:.1f} GiB "
                              f"is free; give fewer or smaller core counts")
         return
-    lines, engines = lines_bound(estimate, line_size), engine_count(cores)
+    lines, engines = lines_bound(estimate, line_size), engine_count(cores, class_bits, groupings)
     need = buffers + lines * BYTES_PER_LINE * engines
     if need > have:
         raise InputError(

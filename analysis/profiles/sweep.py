@@ -5,14 +5,18 @@ On-disk layout of a profile directory (written by `ProfileSet.save`, read by `lo
 * `profiles.json`  metadata: line_size, mode, interleave, seed, refs_per_turn, trace, cores,
   paper_chunk, trace_complete (False when the traced run crashed or was cut short),
   coherence (PRDs count write-invalidate coherence misses; absent = False), class_bits (the
-  set-class widths with per-set-class profiles, analysis/profiles/set_classes.py; absent = none).
+  set-class widths with per-set-class profiles, analysis/profiles/set_classes.py; absent = none),
+  groupings (the groupings with per-instance CRDs), writebacks (the core counts with write-back profiles
+  of their whole shared trace).
 * `summary.csv` / `summary.parquet`  one row per profile: kind ("prd"|"crd"|"grd": one instance's CRD
   of a shared level serving a group of cores, analysis/profiles/groups.py; "wbs"|"wbe": the starts and
-  ends of the shared trace's write-back gaps, analysis/profiles/writebacks.py), class_bits (0: plain
-  distances; b > 0: distances within the line's set class of b bits; absent = 0), grouping (grd:
-  each thread's instance, joined by dots; "" otherwise; absent = ""), cores,
-  core (-1 for crd), total accesses, cold (infinite-distance) accesses, coherence (those
-  of the cold that are coherence misses; absent = 0).
+  ends of write-back gaps, of a core count's whole shared trace or of one instance of a grouping,
+  analysis/profiles/writebacks.py), class_bits (0: plain distances; b > 0: distances within the line's
+  set class of b bits; absent = 0), grouping (grd, and wbs/wbe of one instance: each thread's instance,
+  joined by dots, e.g. "0.0.1.1"; "" otherwise, as on a whole shared trace's wbs/wbe; absent = ""),
+  cores (a grouped row: its number of threads), core (prd: the core; grd and grouped wbs/wbe: the
+  instance; -1 for crd and ungrouped wbs/wbe), total accesses, cold (infinite-distance) accesses,
+  coherence (those of the cold that are coherence misses; absent = 0).
 * `bins.csv` / `bins.parquet`  the non-empty histogram bins: kind, class_bits, grouping, cores, core,
   lower (inclusive distance), upper (exclusive), count, dist_sum (sum of distances in the bin).
 """

@@ -14,14 +14,17 @@ from common.io import write_text
 
 def _summary(m: Machine) -> str:
     """Human-readable description of a machine."""
-    lines = [f"{m.name}: {m.description}", f"  cores {m.cores}, {m.frequency_ghz} GHz, SIMD {m.simd_width_bits} bit, "
-             f"bus {m.bus_width_bytes} B"]
+    sockets = f" on {m.sockets} sockets ({m.cores_per_socket} each)" if m.sockets > 1 else ""
+    lines = [f"{m.name}: {m.description}", f"  cores {m.cores}{sockets}, {m.frequency_ghz} GHz, SIMD "
+             f"{m.simd_width_bits} bit, bus {m.bus_width_bytes} B"]
     for c in m.caches:
         scope = "shared" if c.shared else "private"
         lines.append(f"  {c.name}: {c.size_bytes // 1024} KiB, {c.line_bytes} B lines, {str(c.associativity) + '-way' if c.associativity else 'fully associative'}, "
                      f"{scope}, latency {c.latency_cycles} cyc, recip. throughput {c.recip_throughput_cycles} cyc")
     lines.append(f"  RAM: {m.ram.latency_ns} ns, {m.ram.bandwidth_one_core_gbs} GB/s one core, "
-                 f"{m.ram.bandwidth_all_cores_gbs} GB/s all cores")
+                 f"{m.ram.bandwidth_all_cores_gbs} GB/s all cores"
+                 + (f", {m.ram.remote_latency_ns} ns from another socket" if m.ram.remote_latency_ns else "")
+                 + (f", {m.ram.bandwidth_socket_gbs} GB/s one socket" if m.ram.bandwidth_socket_gbs else ""))
     for op, cost in m.ops.items():
         lines.append(f"  {op:8s} latency {cost.latency:6g}  recip. throughput {cost.recip_throughput:6g}")
     return "\n".join(lines + _optional_lines(m))

@@ -109,10 +109,11 @@ def run_profile(args: argparse.Namespace) -> int:
     if args.sample_rate is None:
         from analysis.profiles.limits import check_memory
 
-        check_memory(cores, str(args.trace))
+        needs = _for_machines(args, cores)
+        check_memory(cores, str(args.trace), args.line_size, needs["class_bits"], needs.get("groupings", ()))
         sweep = dict(mode=args.mode, interleave=args.interleave, seed=args.seed, refs_per_turn=args.refs_per_turn,
                      line_size=args.line_size, paper_chunk=args.paper_chunk, coherence=args.coherence,
-                     writebacks=args.writebacks, **_for_machines(args, cores))
+                     writebacks=args.writebacks, **needs)
         if scheduler is None:
             ps = compute_profiles(args.trace, cores, progress=True, jobs=args.jobs, **sweep)
         else:
