@@ -363,11 +363,11 @@ def group_runner(client: Client, trace: Path, line_size: int, progress: bool) ->
     lines (pptmc.suite_tasks.memory_need: the engines of the group's core counts, its buffers, its share of
     the waiting references)."""
     from analysis.options import DEFAULT_OPTIONS
-    from pptmc.suite_tasks import distinct_lines, memory_need
+    from pptmc.suite_tasks import memory_lines, memory_need
 
     def runner(groups: list[list[int]], run: Callable, budget: int) -> list:
         """Each group's results, in the groups' order."""
-        lines, accesses = distinct_lines(trace, line_size)
+        lines, accesses = memory_lines(trace, line_size)
         calls = [TaskCall("c" + "-".join(map(str, g)), run, (g, budget, False),
                           memory_need((), tuple(g), DEFAULT_OPTIONS, lines, accesses)) for g in groups]
         results = run_tasks(client, calls, "profile", progress)

@@ -142,10 +142,10 @@ def on_cluster(gt: GroundTruthRun, base: PipelineConfig, modes: tuple[str, ...],
 def model_trace(base: PipelineConfig, modes: tuple[str, ...]) -> ModelTrace:
     """The cluster's shared model task: translate, instrument and trace once (cached), the modes the trace
     can run, and its distinct lines (which size the per-variant tasks)."""
-    from pptmc.suite_tasks import distinct_lines
+    from pptmc.suite_tasks import memory_lines
 
     trace = trace_step(base, instrument_step(base, translate_step(base, quiet), quiet), quiet)
-    lines, accesses = distinct_lines(trace, base.line_size)
+    lines, accesses = memory_lines(trace, base.line_size)
     return ModelTrace(trace, usable_modes(trace, modes, quiet), lines, accesses)
 
 
