@@ -25,7 +25,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from analysis.profiles.kernel_ops import EMPTY, STORE_TAG, bit_length, free_slot, hash_shift_for, popcount_swar
+from analysis.profiles.kernel_ops import (EMPTY, STORE_TAG, bit_length, free_slot, hash_shift_for, move_values, popcount_swar,
+                                         rehash_slots)
 
 _MAX_LOAD = 0.6
 _NONE = -(1 << 30)  # b of the identity map x -> max(x + 0, -inf)
@@ -223,19 +224,6 @@ def _deficits(s, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def _rehash(keys, times, defs, new_keys, new_times, new_defs):
-    """Move every line into larger tables."""
-    mask = np.uint64(new_keys.shape[0] - 1)
-    hs = hash_shift_for(mask)
-    for j in range(keys.shape[0]):
-        if keys[j] != EMPTY:
-            slot = free_slot(new_keys, keys[j], 0, hs, mask)
-            new_keys[slot] = keys[j]
-            new_times[slot] = times[j]
-            new_defs[slot] = defs[j]
-
-
-@numba.njit(cache=True, nogil=True)
 def _fill_marks(s, n):
     """Marks at times 0..n-1 only; the word tree built in O(words)."""
     s.bits[:] = 0
@@ -293,7 +281,7 @@ class DepthStack:
         if grow:
             self.s = self._tables(2 * old.keys.shape[0], old.state)
             new_defs = np.zeros(self.s.keys.shape[0], dtype=np.int64)
-            _rehash(old.keys, old.times, defs, self.s.keys, self.s.times, new_defs)
+            move_values(rehash_slots(old.keys, self.s.keys), [(old.times, self.s.times), (defs, new_defs)])
             defs = new_defs
         s = self.s
         for a, b in ((s.pos_a, s.pos_b), (s.seg_a, s.seg_b)):

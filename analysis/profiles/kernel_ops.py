@@ -120,3 +120,26 @@ def free_slot(keys, line, dense, hash_shift, mask):
     while keys[slot] != line and keys[slot] != np.uint64(0xFFFFFFFFFFFFFFFF):
         slot = base + ((slot - base + np.uint64(1)) & mask)
     return slot
+
+
+@numba.njit(cache=True, nogil=True)
+def rehash_slots(keys, new_keys):
+    """Put every key of an open-addressing table (no dense slots) into a larger empty one; each old
+    slot's new slot (-1 where empty), so the caller moves its value arrays with one numpy assignment
+    each: new_values[moved[held]] = values[held]."""
+    mask = np.uint64(new_keys.shape[0] - 1)
+    hs = hash_shift_for(mask)
+    moved = np.full(keys.shape[0], -1, dtype=np.int64)
+    for s in range(keys.shape[0]):
+        if keys[s] != np.uint64(0xFFFFFFFFFFFFFFFF):
+            slot = free_slot(new_keys, keys[s], 0, hs, mask)
+            new_keys[slot] = keys[s]
+            moved[s] = slot
+    return moved
+
+
+def move_values(moved, pairs) -> None:
+    """Copy each (old values, new values) pair's entries to the slots rehash_slots gave their keys."""
+    held = moved >= 0
+    for old, new in pairs:
+        new[moved[held]] = old[held]

@@ -35,7 +35,8 @@ import numba
 import numpy as np
 
 from analysis.profiles.depth_stack import DepthStack
-from analysis.profiles.kernel_ops import EMPTY, N_BINS, STORE_TAG, add_to_bin, free_slot, hash_shift_for
+from analysis.profiles.kernel_ops import (EMPTY, N_BINS, STORE_TAG, add_to_bin, free_slot, hash_shift_for, move_values,
+                                         rehash_slots)
 from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.reuse import ReuseEngine, profile_from_counters
 from common.errors import InputError
@@ -131,7 +132,7 @@ class WritebackTracker:
         old = self.tables
         new = self._tables(2 * old.keys.shape[0])
         new.state[0] = old.state[0]
-        _rehash(old.keys, old.dirty, new.keys, new.dirty)
+        move_values(rehash_slots(old.keys, new.keys), [(old.dirty, new.dirty)])
         self.tables = new._replace(starts=old.starts, starts_sum=old.starts_sum, ends=old.ends,
                                    ends_sum=old.ends_sum)
 
@@ -157,17 +158,6 @@ def _last_gaps(keys, dirty, lines, depths, hists):
         if 0 <= m < d:
             add_to_bin(m, 1, starts, starts_sum)
             add_to_bin(d, 1, ends, ends_sum)
-
-
-@numba.njit(cache=True, nogil=True)
-def _rehash(keys, dirty, new_keys, new_dirty):
-    mask = np.uint64(new_keys.shape[0] - 1)
-    hs = hash_shift_for(mask)
-    for s in range(keys.shape[0]):
-        if keys[s] != EMPTY:
-            slot = free_slot(new_keys, keys[s], 0, hs, mask)
-            new_keys[slot] = keys[s]
-            new_dirty[slot] = dirty[s]
 
 
 class Sharers(NamedTuple):
@@ -232,17 +222,6 @@ def _invalidations(t, run, begin, n_out, limit):
     return run.lines.shape[0], n_out
 
 
-@numba.njit(cache=True, nogil=True)
-def _rehash_masks(keys, masks, new_keys, new_masks):
-    mask = np.uint64(new_keys.shape[0] - 1)
-    hs = hash_shift_for(mask)
-    for s in range(keys.shape[0]):
-        if keys[s] != EMPTY:
-            slot = free_slot(new_keys, keys[s], 0, hs, mask)
-            new_keys[slot] = keys[s]
-            new_masks[slot] = masks[s]
-
-
 MAX_INSTANCES = 64  # a line's sharers are one uint64 bit mask
 
 
@@ -289,7 +268,7 @@ class InstanceWritebacks:
             if i < n and self.sharers.state[0] + 1 > int(self.sharers.keys.shape[0] * _MAX_LOAD):
                 old, self.sharers = self.sharers, self._sharers(2 * self.sharers.keys.shape[0])
                 self.sharers.state[0] = old.state[0]
-                _rehash_masks(old.keys, old.mask, self.sharers.keys, self.sharers.mask)
+                move_values(rehash_slots(old.keys, self.sharers.keys), [(old.mask, self.sharers.mask)])
         if not parts:
             return lines, inst, np.zeros(0, np.bool_)
         return tuple(np.concatenate([part[k] for part in parts]) for k in range(3))
