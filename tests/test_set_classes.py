@@ -129,3 +129,34 @@ def test_class_prds_without_class_crds_are_the_same():
     assert (3, 2) not in lean.class_crd and (3, 1) in lean.class_crd
     with pytest.raises(InputError, match="no per-set-class CRD"):
         lean.crd_of(2, 3)
+
+
+def test_class_profiles_replay_repeated_loops_exactly(monkeypatch):
+    """Loop instances that repeat each core's private trace are replayed by the class engines (their
+    counts added, not fed again): the profiles equal those of feeding every access."""
+    from analysis.profiles import set_classes
+    from instrument.trace_types import NO_LOOP, BlockInfo, LoopInstance
+    from test_private_traces import HEAP, SHARED, STACK, rows_to_trace
+
+    blocks = {0: BlockInfo(0, "OUT__1", "entry", False), 1: BlockInfo(1, "OUT__1", "shared_var_trace1", True),
+              2: BlockInfo(2, "OUT__1", "for.body", False)}
+    trip, rows, loops = 12_000, [], []
+    for lp in range(6):  # the same loop six times: every core's stretch repeats
+        rows += [(STACK, 0, NO_LOOP, -1, True), (SHARED, 1, NO_LOOP, -1, False)]
+        loops.append(LoopInstance(lp, 0, trip, SCHED_STATIC, 0))
+        for it in range(trip):
+            rows.append((HEAP + 64 * it, 2, lp, it, False))
+            rows.append((HEAP + (1 << 24) + 64 * ((it * 37) % trip), 2, lp, it, False))
+    info, ch = rows_to_trace(rows, blocks, loops)
+    replays = []
+    original = set_classes.ClassEngine.add_tally
+    monkeypatch.setattr(set_classes.ClassEngine, "add_tally",
+                        lambda self, counts, sums: replays.append(1) or original(self, counts, sums))
+    replayed = compute_profiles_from(info, chunker(ch, 5000), [1, 2, 4], "iteration", class_bits=(6,))
+    assert replays, "no copy was replayed: the test no longer covers the replay"
+    monkeypatch.setattr(set_classes.LoopWatch, "watch", lambda self, prep, splits: None)
+    fed = compute_profiles_from(info, chunker(ch, 5000), [1, 2, 4], "iteration", class_bits=(6,))
+    for key, prof in fed.class_prd.items():
+        other = replayed.class_prd[key]
+        assert (prof.count.tolist(), prof.dist_sum.tolist(), prof.cold) == (other.count.tolist(),
+                                                                            other.dist_sum.tolist(), other.cold)

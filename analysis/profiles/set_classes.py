@@ -10,8 +10,10 @@ The distance of an access within its class is its plain distance in the trace fi
 so a ClassEngine is one ReuseEngine per class, fed each class's accesses in order; coherence needs no
 change (a line's invalidations concern that line only, and the line stays in its class). The class
 profiles of a core count are made by the same CoreCountTask as the plain ones, with ClassEngines, in
-a pass of their own without the plain sweep's sharing (Mirrors, Suffixes, replays, runs): each of
-those relies on the plain engine's one time axis. Without class CRDs (no shared level reads them),
+a pass of their own without the plain sweep's sharing between core counts (Mirrors, Suffixes, runs):
+each of those relies on the plain engine's one time axis. Private engines do replay the stretches of
+their traces that repeat (LoopWatch; a class stack repeats whenever the whole stack does). Without
+class CRDs (no shared level reads them),
 the shared role is a `StaleOnly`: the coherence directory's walk, for the class PRDs' coherence misses.
 """
 from __future__ import annotations
@@ -24,7 +26,8 @@ import numpy as np
 
 from analysis.profiles.coherence import Directory
 from analysis.profiles.interleave import resolve_memory_budget
-from analysis.profiles.private_traces import InterleaveSpec, line_shift, prepare_chunk, resolve_mode
+from analysis.profiles.private_traces import (InterleaveSpec, line_shift, loop_starts, prepare_chunk, resolve_mode,
+                                              rows_before)
 from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.reuse import N_BINS, ReuseEngine, profile_from_counters
 from analysis.profiles.task import CoreCountTask
@@ -144,6 +147,9 @@ class ClassEngine:
         self.buffers = buffers if buffers is not None else PartitionBuffers()
         self.moved = np.zeros(N_BINS, dtype=np.int64)      # coherence misses found after the fact (reclassify)
         self.moved_sum = np.zeros(N_BINS, dtype=np.int64)
+        # counts added by a replay (add_tally): repeated copies' accesses, over every class
+        self.added = np.zeros(N_BINS + 1, dtype=np.int64)
+        self.added_sum = np.zeros(N_BINS + 1, dtype=np.int64)
 
     @property
     def distinct_lines(self) -> int:
@@ -199,14 +205,23 @@ class ClassEngine:
         self.moved += moved
         self.moved_sum += moved_sum
 
-    def histogram(self) -> ReuseProfile:
-        """The sum of every class's profile, with the reclassified coherence misses counted cold."""
-        hist = np.zeros(N_BINS + 1, dtype=np.int64)
-        sums = np.zeros(N_BINS + 1, dtype=np.int64)
+    def tally(self) -> tuple[np.ndarray, np.ndarray]:
+        """ReuseEngine.tally over every class (what replay.PrivateReplay compares and repeats)."""
+        hist, sums = self.added.copy(), self.added_sum.copy()
         for engine in self.engines.values():
             h, s = engine.tally()
             hist += h
             sums += s
+        return hist, sums
+
+    def add_tally(self, counts: np.ndarray, sums: np.ndarray) -> None:
+        """ReuseEngine.add_tally: a replayed copy's counts (its classes' stacks repeat as the whole one does)."""
+        self.added += counts
+        self.added_sum += sums
+
+    def histogram(self) -> ReuseProfile:
+        """The sum of every class's profile, with the reclassified coherence misses counted cold."""
+        hist, sums = self.tally()
         hist[:N_BINS] -= self.moved
         sums[:N_BINS] -= self.moved_sum
         moved = int(self.moved.sum())
@@ -255,13 +270,38 @@ def class_profiles(info: TraceInfo, chunks, counts: list[int], settings, bits: i
                            mode, shift, settings.paper_chunk, budget, spill_dir, settings.coherence,
                            engine=partial(_class_engine, bits, crds, buffers)) for p in counts]
     tag = any(t.coherent for t in tasks)
-    for t in tasks:
-        t.replay, t.tagged = None, tag  # every access is fed (no replay), with store tags when any task needs them
+    for t in tasks:  # the shared traces are walked whole; store tags when any task needs them
+        t.replay, t.tagged = None, tag
+    loops = LoopWatch(tasks)
     for ch in chunks():
         tasks[0].cmap.check(ch)
         prep = prepare_chunk(ch, mode, tasks[0].cmap.shared_block, shift, info.path, stores=tag)
-        for t in tasks:
-            t.feed_chunk(prep)
+        splits = [t.cmap.split_runs(prep, shift) for t in tasks]
+        loops.watch(prep, splits)
+        for t, (parts, _) in zip(tasks, splits):
+            t.feed(parts, shared=frozenset())  # no engine is shared with another task: each may replay
         if progress is not None:
             progress.update(len(ch) * len(counts))
     return [t.finish() for t in tasks]
+
+
+class LoopWatch:
+    """Where loop instances start, for the tasks whose private traces repeat (CoreCountTask.watch): their
+    engines then replay repeated stretches (replay.PrivateReplay), exactly, as in the plain sweep."""
+
+    def __init__(self, tasks: list[CoreCountTask]) -> None:
+        self.tasks = tasks
+        self.watching = [j for j, t in enumerate(tasks) if t.loop_period]
+        self.seen = -1  # the highest loop instance started so far
+
+    def watch(self, prep, splits: list) -> None:
+        """Tell the tasks where this chunk's new loop instances start (before the chunk is fed);
+        splits[j] is task j's CoreMap.split_runs of the chunk."""
+        if not self.watching:
+            return
+        marks, started = loop_starts(prep, self.seen)
+        if len(started):
+            self.seen = int(started[-1])
+            for j in self.watching:
+                t = self.tasks[j]
+                t.watch(started, rows_before(prep, splits[j][1], marks, t.spec.cores))
