@@ -4,7 +4,11 @@
     cold  = cold_start_one_ns + (cold_start_ns - cold_start_one_ns) x d   (when any region ran)
 
 With curves over active cores, R x curves.fork_join_ns(p) and B x curves.barrier_ns(p) (each measured at p
-threads, one thread included) replace the scaled all-core figures, each where its curve is given.
+threads) replace the scaled all-core figures for p > 1, each where its curve is given. One thread is charged
+nothing, as without curves: a one-thread team's barrier returns at once in libomp, and the curves' p = 1
+figures (overhead.c's loop around an empty region or `omp for`, ~80 and ~275 ns here) overstate it. On this
+project's 2-core host, charging them made durbin MEDIUM (about 8000 loop barriers) 107% slow at one thread
+against 27% without, while its 2-thread error (-3%) came from the p = 2 figures.
 
 R: parallel-region invocations, B: barriers executed (facts.RegionFacts). Added after contention.
 Machine fields: cores, parallel.fork_join_ns, parallel.barrier_ns, parallel.cold_start_ns,
@@ -28,6 +32,8 @@ def overhead_seconds(machine: Machine, cores: int, regions: float, barriers: flo
     par = machine.parallel
     depth = math.log2(cores) / math.log2(machine.cores) if cores > 1 and machine.cores > 1 else 0.0
     cold = par.cold_start_one_ns + (par.cold_start_ns - par.cold_start_one_ns) * depth if regions else 0.0
+    if cores <= 1:
+        return cold * 1e-9
     fork_join, barrier = curve_value(machine, "fork_join_ns", cores), curve_value(machine, "barrier_ns", cores)
     if fork_join is None and barrier is None:
         return ((regions * par.fork_join_ns + barriers * par.barrier_ns) * depth + cold) * 1e-9
