@@ -126,15 +126,15 @@ def trace_task(cfg: PipelineConfig) -> TraceDone | TaskFailure:
 
 def memory_lines(trace: Path, line_size: int = 64) -> tuple[int, int]:
     """(distinct cache lines at most, accesses) of a trace, to size its tasks' memory: the footer's
-    distinct-line estimate to three standard errors (analysis.profiles.limits.trace_lines_bound, read from
-    the footer alone) where the trace has one, the exact pass (distinct_lines) for a trace without it."""
+    distinct-line estimate to three standard errors (analysis.profiles.limits.lines_bound) where the trace
+    has one, the exact pass (distinct_lines) for a trace without it."""
     import instrument
-    from analysis.profiles.limits import trace_lines_bound
+    from analysis.profiles.limits import lines_bound
 
-    bound = trace_lines_bound(trace, line_size)
-    if bound is None:
+    info = instrument.open_trace(trace).info
+    if info.distinct_lines_estimate is None:
         return distinct_lines(trace, line_size)
-    return bound, int(instrument.open_trace(trace).info.n_accesses)
+    return lines_bound(info.distinct_lines_estimate, line_size), int(info.n_accesses)
 
 
 def distinct_lines(trace: Path, line_size: int = 64) -> tuple[int, int]:

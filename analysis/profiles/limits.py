@@ -71,18 +71,6 @@ def lines_bound(estimate: int, line_size: int = SKETCH_LINE) -> int:
     return math.ceil(estimate * (1 + 3 * RELATIVE_ERROR)) * max(1, SKETCH_LINE // max(int(line_size), 1))
 
 
-def trace_lines_bound(trace: str | Path, line_size: int = SKETCH_LINE) -> int | None:
-    """lines_bound of the trace's footer estimate (the footer alone is read), or None where the trace has
-    none (recorded before the sketch, or no readable trace)."""
-    from instrument.tracefile import distinct_lines_of
-
-    try:
-        estimate = distinct_lines_of(Path(trace))
-    except InputError:
-        return None
-    return None if estimate is None else lines_bound(estimate, line_size)
-
-
 def check_memory(cores: Sequence[int], trace: str | Path, line_size: int = SKETCH_LINE,
                  class_bits: Sequence[int] = (), groupings: Sequence[Sequence[int]] = ()) -> None:
     """Refuse core counts the engine cannot take, or whose engines and buffers exceed the free memory: the
