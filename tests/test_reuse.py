@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analysis.profiles.profileset import ReuseProfile
-from analysis.profiles.reuse import EXACT_LIMIT, ReuseEngine, reuse_distances
+from analysis.profiles.reuse import EXACT_LIMIT, N_BINS, ReuseEngine, reuse_distances
 
 
 def brute_distances(lines) -> list[int]:
@@ -203,3 +203,27 @@ def test_tagged_ids_and_int32_distances():
     assert (pa.count.tolist(), pa.cold, pa.dist_sum.tolist()) == (pb.count.tolist(), pb.cold, pb.dist_sum.tolist())
     with pytest.raises(ValueError, match="int64 or int32"):
         ReuseEngine().feed_distances(lines, dtype=np.float32)
+
+
+def test_engines_sharing_counters_count_both_streams():
+    """Two engines given one pair of counters: their histogram is that of both streams' brute-force distances."""
+    rng = np.random.default_rng(5)
+    a, b = rng.integers(0, 90, 3000).astype(np.uint64), rng.integers(0, 40, 2000).astype(np.uint64)
+    counters = np.zeros(N_BINS + 1, dtype=np.int64), np.zeros(N_BINS + 1, dtype=np.int64)
+    first, second = ReuseEngine(16, counters=counters), ReuseEngine(16, counters=counters)
+    first.feed(a[:1000])
+    second.feed(b)
+    first.feed(a[1000:])
+    want = ReuseProfile.from_distances(np.array(brute_distances(a) + brute_distances(b)))
+    got = first.histogram()
+    assert got.total == want.total == 5000 and got.cold == want.cold
+    assert got.count.tolist() == want.count.tolist() and got.lower.tolist() == want.lower.tolist()
+
+
+def test_distances_written_to_a_given_array():
+    lines = np.array([1, 2, 1, 3, 2, 1], dtype=np.uint64)
+    out = np.full(6, 99, dtype=np.int32)
+    got = ReuseEngine(16).feed_distances(lines, dtype=np.int32, out=out)
+    assert got is out and out.tolist() == brute_distances(lines)
+    with pytest.raises(ValueError, match="contiguous int32 array of 6"):
+        ReuseEngine(16).feed_distances(lines, dtype=np.int32, out=np.zeros(6, dtype=np.int64))

@@ -160,3 +160,19 @@ def test_class_profiles_replay_repeated_loops_exactly(monkeypatch):
         other = replayed.class_prd[key]
         assert (prof.count.tolist(), prof.dist_sum.tolist(), prof.cold) == (other.count.tolist(),
                                                                             other.dist_sum.tolist(), other.cold)
+
+
+def test_class_engine_tables_start_at_the_estimates_share():
+    """Hand-computed: 32000 lines over 64 classes is 500 a class for one core; p cores start at 2/p of that."""
+    from analysis.profiles.set_classes import class_lines
+    from instrument.trace_types import TraceInfo
+
+    def info(estimate):
+        return TraceInfo(path="t", format_version=1, program="p", args=[], complete=True, n_accesses=1, blocks={},
+                         block_counts={}, distinct_lines_estimate=estimate)
+
+    assert class_lines(info(32000), 64, 6, 1) == 500
+    assert class_lines(info(32000), 64, 6, 4) == 250
+    assert class_lines(info(32000), 128, 6, 1) == 250   # 128-byte lines: half as many
+    assert class_lines(info(None), 64, 6, 1) == 16      # no estimate: the engines' smallest table
+    assert class_lines(info(10 ** 12), 64, 1, 1) == 1 << 16

@@ -282,8 +282,12 @@ def _holds(keys, lines, line_mask, dense):
 class ReuseEngine:
     """Streaming exact stack-distance engine; memory grows with distinct lines only."""
 
-    def __init__(self, initial_lines: int = 1 << 12, sharer_cores: int = 0) -> None:
-        """sharer_cores > 0: also keep every line's sharer set among that many cores (feed_shared)."""
+    def __init__(self, initial_lines: int = 1 << 12, sharer_cores: int = 0,
+                 counters: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """sharer_cores > 0: also keep every line's sharer set among that many cores (feed_shared).
+        counters: histogram counters (counts and distance sums, N_BINS + 1 each) to count into,
+        shared by engines whose profiles are only wanted summed (set_classes: 118 KB an engine
+        otherwise, for thousands of them); None: the engine's own."""
         cap = 1 << max(4, int(np.ceil(np.log2(max(initial_lines, 16) / _MAX_LOAD))))
         self._keys = np.full(cap, EMPTY, dtype=np.uint64)
         self._times = np.zeros(cap, dtype=np.int32)
@@ -295,8 +299,9 @@ class ReuseEngine:
         # now, live, n_keys, start, committed words, coherence misses, stale accesses found by feed_shared,
         # keys in the hashed slots
         self._state = np.zeros(8, dtype=np.int64)
-        self._hist = np.zeros(N_BINS + 1, dtype=np.int64)  # last slot counts cold misses
-        self._hist_sum = np.zeros(N_BINS + 1, dtype=np.int64)
+        if counters is None:  # the last slot counts cold misses
+            counters = np.zeros(N_BINS + 1, dtype=np.int64), np.zeros(N_BINS + 1, dtype=np.int64)
+        self._hist, self._hist_sum = counters
 
     @property
     def distinct_lines(self) -> int:
@@ -338,14 +343,18 @@ class ReuseEngine:
         self._run(np.ascontiguousarray(lines, dtype=np.uint64), None, stale, tagged)
 
     def feed_distances(self, lines: np.ndarray, stale: np.ndarray | None = None, tagged: bool = False,
-                       dtype: type = np.int64) -> np.ndarray:
+                       dtype: type = np.int64, out: np.ndarray | None = None) -> np.ndarray:
         """Like feed, and also return each access's distance (-1 = cold or coherence miss).
 
-        dtype np.int32 halves what callers keep: distances are below the engine's 2^29 lines."""
+        dtype np.int32 halves what callers keep: distances are below the engine's 2^29 lines.
+        out: a contiguous array of that dtype and the lines' length to write them to (returned)."""
         lines = np.ascontiguousarray(lines, dtype=np.uint64)
         if np.dtype(dtype) not in (np.dtype(np.int64), np.dtype(np.int32)):
             raise ValueError(f"dtype {dtype}: distances are returned as int64 or int32")
-        out = np.empty(lines.shape[0], dtype=dtype)
+        if out is None:
+            out = np.empty(lines.shape[0], dtype=dtype)
+        elif out.dtype != np.dtype(dtype) or out.shape != lines.shape or not out.flags.c_contiguous:
+            raise ValueError(f"feed_distances: out must be a contiguous {np.dtype(dtype)} array of {len(lines)}")
         self._run(lines, out, stale, tagged)
         return out
 

@@ -138,18 +138,20 @@ class PartitionBuffers:
 class ClassEngine:
     """ReuseEngine's interface (feed, feed_distances, feed_shared, reclassify, histogram) over one
     engine per set class, made when the class is first seen; distances are within the class.
-    buffers: the partition's arrays, shared by the engines of one pass (None: its own)."""
+    buffers: the partition's arrays, shared by the engines of one pass (None: its own).
+    initial_lines: each class engine's first table size (class_lines: grown from a few lines,
+    thousands of small engines spent more time growing and tallying than counting)."""
 
-    def __init__(self, bits: int, sharer_cores: int = 0, buffers: PartitionBuffers | None = None) -> None:
-        self.bits, self.sharer_cores = bits, sharer_cores
+    def __init__(self, bits: int, sharer_cores: int = 0, buffers: PartitionBuffers | None = None,
+                 initial_lines: int = 16) -> None:
+        self.bits, self.sharer_cores, self.initial_lines = bits, sharer_cores, initial_lines
         self.mask = np.uint64((1 << bits) - 1)
         self.engines: dict[int, ReuseEngine] = {}
         self.buffers = buffers if buffers is not None else PartitionBuffers()
         self.moved = np.zeros(N_BINS, dtype=np.int64)      # coherence misses found after the fact (reclassify)
         self.moved_sum = np.zeros(N_BINS, dtype=np.int64)
-        # counts added by a replay (add_tally): repeated copies' accesses, over every class
-        self.added = np.zeros(N_BINS + 1, dtype=np.int64)
-        self.added_sum = np.zeros(N_BINS + 1, dtype=np.int64)
+        # every class engine counts into these, and a replay (add_tally) adds its repeated copies' counts
+        self.counters = np.zeros(N_BINS + 1, dtype=np.int64), np.zeros(N_BINS + 1, dtype=np.int64)
 
     @property
     def distinct_lines(self) -> int:
@@ -158,7 +160,7 @@ class ClassEngine:
     def _engine(self, cls: int) -> ReuseEngine:
         engine = self.engines.get(cls)
         if engine is None:
-            engine = self.engines[cls] = ReuseEngine(initial_lines=16, sharer_cores=self.sharer_cores)
+            engine = self.engines[cls] = ReuseEngine(self.initial_lines, self.sharer_cores, self.counters)
         return engine
 
     def _partition(self, lines: np.ndarray, pattern: np.ndarray = _NO_PATTERN,
@@ -185,8 +187,8 @@ class ClassEngine:
         by_class = self.buffers.distances[:len(part.lines)]
         for c in present:
             lo, hi = part.bounds[c], part.bounds[c + 1]
-            by_class[lo:hi] = self._engine(c).feed_distances(part.lines[lo:hi], None if flags is None
-                                                             else flags[lo:hi], tagged, dtype)
+            self._engine(c).feed_distances(part.lines[lo:hi], None if flags is None else flags[lo:hi], tagged,
+                                           out=by_class[lo:hi])
         out = np.empty(len(part.lines), dtype=dtype)
         _unsort(by_class, part.order, out)
         return out
@@ -207,17 +209,12 @@ class ClassEngine:
 
     def tally(self) -> tuple[np.ndarray, np.ndarray]:
         """ReuseEngine.tally over every class (what replay.PrivateReplay compares and repeats)."""
-        hist, sums = self.added.copy(), self.added_sum.copy()
-        for engine in self.engines.values():
-            h, s = engine.tally()
-            hist += h
-            sums += s
-        return hist, sums
+        return self.counters[0].copy(), self.counters[1].copy()
 
     def add_tally(self, counts: np.ndarray, sums: np.ndarray) -> None:
         """ReuseEngine.add_tally: a replayed copy's counts (its classes' stacks repeat as the whole one does)."""
-        self.added += counts
-        self.added_sum += sums
+        self.counters[0][:] += counts
+        self.counters[1][:] += sums
 
     def histogram(self) -> ReuseProfile:
         """The sum of every class's profile, with the reclassified coherence misses counted cold."""
@@ -248,11 +245,24 @@ class StaleOnly:
         return ReuseProfile.empty()
 
 
-def _class_engine(bits: int, crds: bool, buffers: PartitionBuffers, sharer_cores: int | None = None):
-    """CoreCountTask's engine factory: ClassEngines, and in the shared role a StaleOnly unless CRDs are wanted."""
+def class_lines(info: TraceInfo, line_size: int, bits: int, cores: int) -> int:
+    """A class engine's first table size: the trace's distinct lines (its footer's estimate) shared
+    evenly among the classes and the cores; 16 without an estimate, 2^16 at most. Over a task's
+    classes and cores that adds up to the lines one plain engine holds, which limits.check_memory counts."""
+    estimate = info.distinct_lines_estimate
+    if not estimate:
+        return 16
+    lines = estimate * 64 // max(line_size, 64) * min(2, cores) // ((1 << bits) * cores)
+    return int(min(max(lines, 16), 1 << 16))
+
+
+def _class_engine(bits: int, crds: bool, buffers: PartitionBuffers, lines: tuple[int, int],
+                  sharer_cores: int | None = None):
+    """CoreCountTask's engine factory: ClassEngines, and in the shared role a StaleOnly unless CRDs are
+    wanted; lines: a private and a shared class engine's first table size (class_lines)."""
     if sharer_cores is None:
-        return ClassEngine(bits, buffers=buffers)
-    return ClassEngine(bits, sharer_cores, buffers) if crds else StaleOnly(sharer_cores)
+        return ClassEngine(bits, buffers=buffers, initial_lines=lines[0])
+    return ClassEngine(bits, sharer_cores, buffers, lines[1]) if crds else StaleOnly(sharer_cores)
 
 
 def class_profiles(info: TraceInfo, chunks, counts: list[int], settings, bits: int, progress=None,
@@ -268,7 +278,9 @@ def class_profiles(info: TraceInfo, chunks, counts: list[int], settings, bits: i
     buffers = PartitionBuffers()  # the tasks' engines are fed one after another
     tasks = [CoreCountTask(info, InterleaveSpec(p, settings.interleave, settings.seed, settings.refs_per_turn),
                            mode, shift, settings.paper_chunk, budget, spill_dir, settings.coherence,
-                           engine=partial(_class_engine, bits, crds, buffers)) for p in counts]
+                           engine=partial(_class_engine, bits, crds, buffers, (
+                               class_lines(info, settings.line_size, bits, p),
+                               class_lines(info, settings.line_size, bits, 1)))) for p in counts]
     tag = any(t.coherent for t in tasks)
     for t in tasks:  # the shared traces are walked whole; store tags when any task needs them
         t.replay, t.tagged = None, tag
