@@ -340,7 +340,7 @@ def test_profile_sampling_is_seeded(tmp_path, fake_source_traces):  # noqa: F811
     fake_source_traces[str(trace)] = _two_loop_trace()
     for name, seed in (("a", 4), ("b", 4), ("c", 5)):
         assert cli.run(["profile", str(trace), "--cores", "2", "--mode", "paper", "--sample-rate", "0.2",
-                        "--sample-window", "64", "--window-length", "32", "--seed", str(seed),
+                        "--sample-window", "64", "--window-length", "32", "--seed", str(seed), "--set-bits", "0",
                         "-o", str(tmp_path / name)]) == 0
     (sa, ba), (sb, bb), (sc, bc) = (_dir_tables(tmp_path / n) for n in "abc")
     assert sa.equals(sb) and ba.equals(bb)

@@ -8,7 +8,8 @@ each lands in it with probability 2^-(s-k) (s = log2 sets; the frame's bits are 
 so SDCM's Eq. 1 applies with the class distance and n_lines / 2^k lines (A ways, 2^(s-k) sets). With
 k = s that is exact: a hit iff the class distance is below A. Hashed levels (k = 0) read the plain
 profiles, which is SDCM. Profiles lacking the k-bit classes are read at the widest width below k
-(the bits between taken as random); `set_aware=False` is the paper's SDCM everywhere.
+(the bits between taken as random), and such rows say so in a `note` column (present only then);
+`set_aware=False` is the paper's SDCM everywhere.
 
 Private levels use each core's PRD, summed over cores (so cores are weighted by their
 accesses); shared levels use the CRD. Each level's SDCM hit rate over all accesses is the
@@ -37,7 +38,8 @@ COLUMNS = ["cores", "level", "cumulative_hit_rate", "local_hit_rate", "level_hit
 def predict_hit_rates(profiles: ProfileSet, machine: Machine, set_aware: bool = False,
                       placement: str = "close") -> pd.DataFrame:
     """One row per (cores, level): cumulative and local hit rates (threads placed on cores by
-    `placement`, which decides the instances of a shared level that serves groups of cores)."""
+    `placement`, which decides the instances of a shared level that serves groups of cores); a `note`
+    column when a set-aware level is read at fewer set bits than it knows (narrow_note)."""
     _check_lines(profiles, machine)
     rows = []
     for p in profiles.cores:
@@ -48,8 +50,23 @@ def predict_hit_rates(profiles: ProfileSet, machine: Machine, set_aware: bool = 
             local = (cum - prev) / (1.0 - prev) if prev < 1.0 else 0.0
             rows.append({"cores": p, "level": level.name, "cumulative_hit_rate": cum,
                          "local_hit_rate": local, "level_hit_rate": cum, "accesses": total})
+            note = narrow_note(machine, level, bits) if set_aware else ""
+            if note:
+                rows[-1]["note"] = note
             prev = cum
-    return pd.DataFrame(rows, columns=COLUMNS)
+    notes = ["note"] if any("note" in row for row in rows) else []
+    return pd.DataFrame(rows, columns=COLUMNS + notes).fillna({"note": ""}) if notes else \
+        pd.DataFrame(rows, columns=COLUMNS)
+
+
+def narrow_note(machine: Machine, level: CacheLevel, bits: int) -> str:
+    """Why a set-aware level's rate is less exact than it could be: the profiles lack its known set bits' classes
+    and it is read at `bits` (class_width); "" when nothing is missing."""
+    known = level.known_set_bits(machine.page_bytes)
+    if bits >= known:
+        return ""
+    return (f"{level.name} read at {bits} of its {known} known set bits: the profiles lack {known}-bit set classes "
+            f"(rerun `pptmc profile --set-bits {known}`)")
 
 
 def class_widths(machines: Sequence[Machine], hit_rates: str = "set-aware") -> tuple[int, ...]:

@@ -289,6 +289,8 @@ class ShardsReplay:
                sh.s_tail]
         if sh.shared is not None:
             out += [sh.shared.hist, sh.shared.hist_sum, sh.shared.state[:, 3]]
+        for sink in sh.sinks:  # the per-set-class stacks (class_shards.ClassShards): their state follows the plain
+            out += sink.counts()
         return out
 
     def _norm(self) -> list[np.ndarray]:

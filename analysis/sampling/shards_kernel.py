@@ -61,14 +61,35 @@ class Queues(NamedTuple):
     tail: np.ndarray
 
 
+class Log(NamedTuple):
+    """The SHARDS samples in the order the kernels finish them (cfg.log; for the per-set-class stacks,
+    analysis/sampling/class_shards.py): core, line (with offset), private gap, coherence miss, shared turn gap
+    (-1: cold or no shared windows); n[0] entries. Private samples are logged when placed with one core, else
+    when released (every core's in its order, all in the shared trace's order); the caller makes room."""
+
+    core: np.ndarray
+    line: np.ndarray
+    gap: np.ndarray
+    coh: np.ndarray
+    tg: np.ndarray
+    n: np.ndarray
+
+
+def empty_log(size: int = 0) -> Log:
+    """A Log with room for `size` entries."""
+    return Log(np.zeros(size, np.int64), np.zeros(size, np.uint64), np.zeros(size, np.int64),
+               np.zeros(size, np.int64), np.zeros(size, np.int64), np.zeros(1, np.int64))
+
+
 class Tallies(NamedTuple):
     """The windows' SHARDS tallies, per core (tally: [near samples, their coherence misses, far coherence
-    misses]; tail: far samples per distance + 1) and of the shared trace (s_tally, s_tail)."""
+    misses]; tail: far samples per distance + 1) and of the shared trace (s_tally, s_tail); the samples' log."""
 
     tally: np.ndarray
     tail: np.ndarray
     s_tally: np.ndarray
     s_tail: np.ndarray
+    log: Log
 
 
 class ShardsConfig(NamedTuple):
@@ -85,6 +106,7 @@ class ShardsConfig(NamedTuple):
     s_windows: bool
     account: bool
     queued: bool
+    log: bool
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -189,6 +211,8 @@ def _place(batch, st, qs, tl, cfg, c, j, pos, regs):
         st.aux[c, slot] = pos
     if cfg.account:
         _tally(tl.tally, tl.tail, c, gap, cfg.look, False, d)
+    if cfg.log and not cfg.queued:
+        _log(tl.log, c, x, gap, False, -1)
     if cfg.queued:
         t = qs.tail[c]
         qs.pos[c, t] = pos
@@ -272,6 +296,7 @@ def _release_pair(qs, sh, pv, tl, cfg, c, i, regs):
     x = raw & ~TAG
     dist, gap = qs.dist[c, i], qs.gap[c, i]
     slot, d, regs = touch(sh, 0, x, regs)
+    coh, tg = False, -1
     if cfg.coherent:  # analysis.profiles.coherence.Directory's rules on the stack's sharer sets
         coh = _coherence_miss(sh.sharers, slot, c, raw != x, d) and dist >= 0
         if coh:  # ReuseEngine.reclassify, at once
@@ -284,7 +309,17 @@ def _release_pair(qs, sh, pv, tl, cfg, c, i, regs):
         tg = turn - sh.aux[0, slot] if d >= 0 else -1
         sh.aux[0, slot] = turn
         _tally(tl.s_tally, tl.s_tail, 0, tg, cfg.s_look, False, d)
+    if cfg.log:
+        _log(tl.log, c, x, gap, coh, tg)
     return regs
+
+
+@hot_helper
+def _log(log, c, x, gap, coh, tg):
+    """Append one sample to the log (room made by the caller)."""
+    n = log.n[0]
+    log.core[n], log.line[n], log.gap[n], log.coh[n], log.tg[n] = c, x, gap, 1 if coh else 0, tg
+    log.n[0] = n + 1
 
 
 @hot_helper
@@ -323,8 +358,10 @@ class ShardsStreams:
     shared stack with its sharer sets, and the windows' SHARDS tallies (see the module docstring)."""
 
     def __init__(self, p: int, k: int, coherence: bool, windows: bool, look: int, s_windows: bool,
-                 s_look: int) -> None:
+                 s_look: int, sinks: tuple = ()) -> None:
+        """sinks: objects whose drain(Log) takes the samples after each kernel call (the per-set-class stacks)."""
         self.p, self.k, self.look, self.s_look = p, k, look, s_look
+        self.sinks, self.log = tuple(sinks), empty_log()
         self.coherent, self.windows, self.s_windows = coherence and p > 1, windows, s_windows
         self.private = Stacks(p)
         self.shared = Stacks(1, p if self.coherent else 0) if p > 1 else None
@@ -336,7 +373,7 @@ class ShardsStreams:
         self.s_tally, self.s_tail = np.zeros((1, 3), np.int64), np.zeros((1, 64), np.int64)
         self.resume = np.zeros(4, np.int64)
         self.config = ShardsConfig(p, k, look, s_look, self.coherent, windows, s_windows,
-                                   windows and not self.coherent, self.shared is not None)
+                                   windows and not self.coherent, self.shared is not None, bool(self.sinks))
 
     def queues(self) -> Queues:
         """The queues' arrays (which _grow replaces), for the kernels."""
@@ -344,12 +381,14 @@ class ShardsStreams:
 
     def tallies(self) -> Tallies:
         """The tallies' arrays (which _grow replaces), for the kernels."""
-        return Tallies(self.tally, self.tail, self.s_tally, self.s_tail)
+        return Tallies(self.tally, self.tail, self.s_tally, self.s_tail, self.log)
 
     def feed(self, batch: PairBatch, counters: np.ndarray) -> None:
         """A batch's sampled rows over its runs: fed to the private stacks and queued; counters advanced over
         the runs; the queued pairs every core has passed are released to the shared stack."""
         self.resume[:] = (0, 0, -1, 0)
+        if self.sinks and not self.config.queued:
+            self._room(batch.sel.shape[0] * self.p)
         while True:
             status = feed_pairs(batch, counters, self.resume, self.private.arrays(), self.queues(), self.tallies(),
                                 self.config)
@@ -358,18 +397,40 @@ class ShardsStreams:
             self._grow(status, self.private)
         if self.config.queued:
             self.release(counters)
+        else:
+            self._drain()
 
     def release(self, counters: np.ndarray | None) -> None:
         """Feed the shared stack the queued pairs before every core's next one (counters; None: all)."""
         big = np.iinfo(np.int64).max
         limit = big if counters is None else min(int(rr_key(int(x), c, self.p, self.k))
                                                  for c, x in enumerate(counters.tolist()))
+        if self.sinks:
+            self._room(int((self.q_tail - self.q_head).sum()))
         while True:
             status = release(limit, self.queues(), self.shared.arrays(), self.private.arrays(), self.tallies(),
                              self.config)
             if status == DONE:
-                return
+                break
             self._grow(status, self.shared)
+        self._drain()
+
+    def _room(self, more: int) -> None:
+        """A log with room for `more` entries after those it holds."""
+        held = int(self.log.n[0])
+        if held + more > self.log.core.shape[0]:
+            log = empty_log(max(held + more, 2 * self.log.core.shape[0], 1024))
+            for a, b in zip(log[:5], self.log[:5]):
+                a[:held] = b[:held]
+            log.n[0] = held
+            self.log = log
+
+    def _drain(self) -> None:
+        """Hand the logged samples to the sinks; the log empties."""
+        if self.sinks and self.log.n[0]:
+            for sink in self.sinks:
+                sink.drain(self.log)
+            self.log.n[0] = 0
 
     def _grow(self, status: int, stacks: Stacks) -> None:
         """Make room for what a kernel stopped on."""

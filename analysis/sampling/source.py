@@ -72,19 +72,23 @@ records that in the metadata.
 
 Modules: this one (the options, one core count's work, the entry points); source_rows.py (the source pass);
 core_runs.py (cores per run, window pieces); windows.py (the time windows); shards_kernel.py and stacks.py
-(the SHARDS samples); replay.py (periodic stretches); hashing.py and binning.py (shared with the other
+(the SHARDS samples); class_shards.py (the per-set-class profiles: class stacks fed from the kernels' log, the
+windows' class distances, the same estimator); replay.py (periodic stretches); hashing.py and binning.py (shared with the other
 samplers).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
+from analysis.profiles.set_classes import check_class_bits
 from analysis.profiles.sweep import loop_period
 from analysis.profiles.private_traces import OFFSET_BITS, CoreMap, line_shift, resolve_mode
+from analysis.profiles.profileset import ReuseProfile
 from analysis.sampling.binning import scale_profile
+from analysis.sampling.class_shards import ClassShards, class_estimate
 from analysis.sampling.core_runs import WindowGrid, core_runs, window_pieces
 from analysis.sampling.hashing import draw_salt, shards_threshold
 from analysis.sampling.shards_kernel import PairBatch, ShardsStreams
@@ -115,6 +119,11 @@ SHARED_WINDOW_SPACING = 4
 # A sample whose heaviest line takes more than this share of the sampled accesses is flagged: SHARDS weighs
 # the line 1/rate, and its reuses then stand for far more of the trace than they are (see heaviest_share).
 HEAVY_SHARE_WARN = 0.05
+
+# Lookback (accesses) of the per-set-class profiles' private windows, at least --sample-window: an L1 set's 8-12
+# ways need class distances of a few lines, which the SHARDS tail resolves only to about 1 / rate lines (a reuse
+# of a 1% sample's far tail with fewer than about 100 lines of its class between comes out as distance 0)
+CLASS_WINDOW = 4096
 
 # Replay the SHARDS samples' periodic stretches (analysis/sampling/replay.py) in iteration mode; False: feed every
 # copy (the same profiles, bit for bit; tests compare the two)
@@ -177,8 +186,11 @@ class SourceTask:
     private trace and of the shared trace."""
 
     def __init__(self, cmap: CoreMap, shift: int, refs_per_turn: int, coherence: bool, sampling: SourceSampling,
-                 replay: int = 0) -> None:
+                 replay: int = 0, class_bits: tuple[int, ...] = (), class_crds: bool = True) -> None:
+        """class_bits: also estimate the per-set-class profiles of these widths (class_shards.py); class_crds:
+        with their CRDs (p > 1)."""
         cores = cmap.cores
+        self.class_bits, self.class_crds = tuple(class_bits), class_crds and cores > 1
         self.p, self.k, self.shift = cores, refs_per_turn, shift
         self.step = np.uint64(OFFSET_BITS - shift)  # the per-core offset's shift in line ids
         self.cmap = cmap
@@ -192,8 +204,12 @@ class SourceTask:
         self.pool = PrivateWindows(cores, sampling.window, sampling.length)
         self.scratch = np.zeros((64, 6), dtype=np.int64)
         self._init_shared_windows(sampling)
+        self._init_class_windows(sampling)
+        s_look = self.s_look // refs_per_turn
+        self.classes = [ClassShards(b, cores, self.class_crds, self.windows, self.c_look, self.shared_windows, s_look)
+                        for b in self.class_bits]
         self.shards = ShardsStreams(cores, refs_per_turn, coherence, self.windows, self.look, self.shared_windows,
-                                    self.s_look // refs_per_turn)
+                                    s_look, self.classes)
         replay = replay and even_split(self.cmap, replay)
         # with replay (periodic traces) the SHARDS samples are fed copy by copy, behind the rows: own positions
         self.s_counters = np.zeros(cores, dtype=np.int64) if replay else self.counters
@@ -214,7 +230,18 @@ class SourceTask:
         self.s_next = np.full(self.p, int(rng.integers(0, (self.s_period - self.s_length) // k + 1)) * k, np.int64)
         self.s_grid = WindowGrid(self.s_next, self.s_period, self.s_length, self.s_look)
         self.s_est = Estimate(self.s_look // k)  # positions are turns
-        self.s_pool = SharedWindows(self.p, k, self.s_look, self.s_length, int(self.s_next[0]), self.s_period)
+        self.s_pool = SharedWindows(self.p, k, self.s_look, self.s_length, int(self.s_next[0]), self.s_period,
+                                    self.class_bits if self.class_crds else ())
+
+    def _init_class_windows(self, sampling: SourceSampling) -> None:
+        """The private windows of the per-set-class profiles: the plain windows' starts with a lookback of at least
+        CLASS_WINDOW (a set's few ways need class distances of a few lines, which a 1% SHARDS sample cannot
+        resolve: SAMPLING.md section 3), spaced at least lookback + length apart."""
+        self.c_look = max(CLASS_WINDOW, sampling.window)
+        period = max(sampling.period, self.c_look + sampling.length)
+        self.c_grid = WindowGrid(sampling.window_offsets(self.p), period, sampling.length, self.c_look)
+        self.c_pool = PrivateWindows(self.p, self.c_look, sampling.length, self.class_bits)
+        self.c_est = [Estimate(self.c_look) for _ in range(self.p)]
 
     def feed(self, rows: Rows) -> None:
         """Add one chunk's rows: window pieces, then the sampled rows placed, fed and merged (ShardsStreams)."""
@@ -238,6 +265,8 @@ class SourceTask:
     def _windows(self, rows: Rows, starts: np.ndarray, run_core: np.ndarray) -> None:
         """Pool the chunk's rows that fall in each core's window segments, and in the shared trace's."""
         self.pool.add(self._pieces(starts, run_core, self.grid), rows)
+        if self.class_bits:
+            self.c_pool.add(self._pieces(starts, run_core, self.c_grid), rows)
         if not self.shared_windows:
             return
         self.s_pool.add(self._pieces(starts, run_core, self.s_grid), rows)
@@ -261,6 +290,7 @@ class SourceTask:
             sh.release(None)
         if self.windows:
             self.pool.finish(self.est)
+            self.c_pool.finish(self.c_est)
             tails, s_tail = sh.tails()
             for c, est in enumerate(self.est):
                 est.shards_near, est.shards_near_coh, est.tail_coh = (int(x) for x in sh.tally[c])
@@ -268,39 +298,73 @@ class SourceTask:
         if self.shared_windows:
             self.s_pool.finish(self.s_est)
             self.s_est.shards_near, (self.s_est.tail_keys, self.s_est.tail_cnt) = int(sh.s_tally[0, 0]), s_tail
-        rate, adjust = sampling.rate, sampling.adjust
         raw = [sh.private.profile(c) for c in range(self.p)]
+        out = self._estimate(raw, sh.shared.profile(0) if sh.shared is not None else None, sampling,
+                             self.est, self.s_est)
+        self.class_results = [self._class_estimate(w, cs, sampling) for w, cs in enumerate(self.classes)]
+        return out
+
+    def _estimate(self, raw: list, raw_crd, sampling: SourceSampling, est: list, s_est) -> tuple[list, object]:
+        """Every core's PRD and the CRD (raw_crd None: the one core's PRD) from their SHARDS profiles and, with
+        windows, their estimates (windows.Estimate)."""
+        rate, adjust = sampling.rate, sampling.adjust
         if self.windows:
-            prd = [est.profile(h, rate, int(n), adjust) for est, h, n in zip(self.est, raw, self.counters)]
+            prd = [e.profile(h, rate, int(n), adjust) for e, h, n in zip(est, raw, self.counters)]
         else:
             prd = [scale_profile(h, rate, int(n), adjust) for h, n in zip(raw, self.counters)]
-        if sh.shared is None:
+        if raw_crd is None:
             return prd, prd[0]
         total = int(self.counters.sum())
-        crd = sh.shared.profile(0)
         if self.shared_windows:
-            return prd, self.s_est.profile(crd, rate, total, adjust)
-        return prd, scale_profile(crd, rate, total, adjust)
+            return prd, s_est.profile(raw_crd, rate, total, adjust)
+        return prd, scale_profile(raw_crd, rate, total, adjust)
+
+    def _class_estimate(self, w: int, cs: ClassShards, sampling: SourceSampling) -> tuple[list, object]:
+        """The per-set-class PRDs and CRD of width class_bits[w] (set_classes.class_profiles' shape: without
+        class CRDs, an empty profile in the CRD's place for p > 1), estimated as the plain ones are."""
+        raw, raw_crd = cs.raw()
+        est, s_est = self.est, self.s_est
+        if self.windows:
+            tails, s_tail = cs.tails()
+            est = [class_estimate(e, self.c_pool.class_near(w, c), tails[c], cs.tally[c])
+                   for c, e in enumerate(self.c_est)]
+            if self.shared_windows and raw_crd is not None:
+                s_est = class_estimate(s_est, self.s_pool.class_near(w), s_tail)
+        prd, crd = self._estimate(raw, raw_crd, sampling, est, s_est)
+        return prd, (crd if raw_crd is not None or self.p == 1 else ReuseProfile.empty())
 
 
 BatchSource = Callable[[int, int, int], Iterator[SampledBatch]]  # (shift, salt, threshold) -> sampling decode
 
 
+@dataclass
+class ClassRequest:
+    """The per-set-class profiles source_profiles is asked for: widths (set_classes.check_class_bits), whether
+    with class CRDs (rates.shared_classes_needed), and, after it, each width's (PRDs, CRD) per core count."""
+
+    bits: tuple[int, ...] = ()
+    crds: bool = True
+    results: dict = field(default_factory=dict)
+
+
 def source_profiles(info: TraceInfo, chunks: Iterable[TraceChunk] | None, counts: list[int],
                     sampling: SourceSampling, mode: str, refs_per_turn: int = 1, line_size: int = 64,
                     paper_chunk: int = 0, coherence: bool = True,
-                    batches: BatchSource | None = None, diagnostics: dict | None = None) -> list[tuple[list, object]]:
+                    batches: BatchSource | None = None, diagnostics: dict | None = None,
+                    classes: ClassRequest | None = None) -> list[tuple[list, object]]:
     """Sampled (PRDs, CRD) of each core count, from one pass over the chunks (round-robin interleaving).
     batches: instead of chunks, in iteration mode, the trace reader's sampling decode (the decoder hashes the
     lines and finds the runs itself, so the rows are never read back; same profiles). diagnostics, when
-    given, receives `heaviest_line_share` (LineTally.heaviest_share)."""
+    given, receives `heaviest_line_share` (LineTally.heaviest_share). classes: also the per-set-class profiles
+    of its widths, into classes.results[bits] (one (PRDs, CRD) per core count, as set_classes.class_profiles)."""
     if refs_per_turn < 1:
         raise InputError(f"--refs-per-turn {refs_per_turn}: must be at least 1")
     resolved = resolve_mode(info, mode)
     shift = line_shift(line_size)
     period = loop_period(info) if resolved == "iteration" and REPLAY else 0
-    tasks = [SourceTask(CoreMap(info, p, resolved, paper_chunk), shift, refs_per_turn, coherence, sampling, period)
-             for p in counts]
+    bits, crds = (classes.bits, classes.crds) if classes is not None else ((), True)
+    tasks = [SourceTask(CoreMap(info, p, resolved, paper_chunk), shift, refs_per_turn, coherence, sampling, period,
+                        bits, crds) for p in counts]
     if not tasks:
         return []
     copies = CopyBuffer(period) if any(t.replay is not None for t in tasks) else None
@@ -318,7 +382,10 @@ def source_profiles(info: TraceInfo, chunks: Iterable[TraceChunk] | None, counts
         _feed_copies(tasks, copies.finish())
     if diagnostics is not None:
         diagnostics["heaviest_line_share"] = picker.tally.heaviest_share()
-    return [t.finish(sampling) for t in tasks]
+    out = [t.finish(sampling) for t in tasks]
+    if classes is not None:
+        classes.results.update({b: [t.class_results[w] for t in tasks] for w, b in enumerate(bits)})
+    return out
 
 
 def _feed_copies(tasks: list[SourceTask], done: list) -> None:
@@ -348,11 +415,13 @@ def decode_replay(info: TraceInfo) -> dict:
 
 def sampled_profile_set(trace_path: str, cores: list[int], sampling: SourceSampling, mode: str = "auto",
                         interleave: str = "rr", seed: int = 0, refs_per_turn: int = 1, line_size: int = 64,
-                        paper_chunk: int = 0, coherence: bool = True, max_rows: int | None = None):
+                        paper_chunk: int = 0, coherence: bool = True, max_rows: int | None = None,
+                        class_bits: tuple[int, ...] = (), class_crds: bool = True):
     """(ProfileSet, sampling metadata) of a trace file: sampled at the source for round-robin
-    interleaving; for `--interleave random`, the stream sampler (window method) on the full streams.
-    max_rows: decoded rows per batch (default SAMPLED_ROWS with the reader's sampling decode, else SOURCE_ROWS;
-    2^20 for the stream sampler)."""
+    interleaving; for `--interleave random`, the stream sampler (window method) on the full streams, without
+    per-set-class profiles. max_rows: decoded rows per batch (default SAMPLED_ROWS with the reader's sampling
+    decode, else SOURCE_ROWS; 2^20 for the stream sampler). class_bits, class_crds: the per-set-class profiles
+    to estimate too (compute_profiles' keywords)."""
     from analysis.profiles import sweep as profiles
     from analysis.sampling.streams import StreamSampling, sampled_profiles
 
@@ -369,15 +438,18 @@ def sampled_profile_set(trace_path: str, cores: list[int], sampling: SourceSampl
     ps = profiles.ProfileSet(line_size, resolved, interleave, seed, refs_per_turn, info.path,
                              paper_chunk=paper_chunk, trace_complete=info.complete, coherence=coherence)
     found: dict = {}
+    classes = ClassRequest(check_class_bits(class_bits), class_crds)
     if sampled is not None and resolved == "iteration":
         rows, replay = max_rows or SAMPLED_ROWS, decode_replay(info)
         results = source_profiles(info, None, counts, sampling, resolved, refs_per_turn, line_size, paper_chunk,
-                                  coherence, lambda *hash_args: sampled(rows, *hash_args, **replay), found)
+                                  coherence, lambda *hash_args: sampled(rows, *hash_args, **replay), found, classes)
     else:
         results = source_profiles(info, chunks(max_rows or SOURCE_ROWS, SOURCE_COLUMNS[resolved]), counts,
                                   sampling, resolved, refs_per_turn, line_size, paper_chunk, coherence,
-                                  diagnostics=found)
+                                  diagnostics=found, classes=classes)
     for p, (prd, crd) in zip(counts, results):
         ps.prd.update({(p, c): h for c, h in enumerate(prd)})
         ps.crd[p] = crd
+    for b, res in classes.results.items():
+        ps.add_classes(b, counts, res, class_crds)
     return ps, {**sampling.metadata(), "heaviest_line_share": round(found["heaviest_line_share"], 6)}

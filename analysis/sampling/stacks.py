@@ -75,7 +75,8 @@ class Regs(NamedTuple):
 class Stacks:
     """n LRU stacks (see the module docstring); sharers: keep each line's sharer set among that many cores."""
 
-    def __init__(self, n: int, sharers: int = 0) -> None:
+    def __init__(self, n: int, sharers: int = 0, rows: int | None = None) -> None:
+        """rows: histogram rows (default one per stack; per-set-class stacks count into one row per core)."""
         self.n, self.words = n, max(1, (sharers + 63) // 64)
         self.keys = np.full((n, 64), EMPTY, np.uint64)
         self.times = np.zeros((n, 64), np.int64)
@@ -85,8 +86,8 @@ class Stacks:
         self.tree = np.zeros((n, MIN_AXIS // 64 + 1), np.int64)
         self.state = np.zeros((n, 5), np.int64)  # now, live lines, committed words, coherence misses, limit
         self.state[:, 4] = int(64 * MAX_LOAD)
-        self.hist = np.zeros((n, N_BINS + 1), np.int64)  # last slot: cold
-        self.hist_sum = np.zeros((n, N_BINS + 1), np.int64)
+        self.hist = np.zeros((n if rows is None else rows, N_BINS + 1), np.int64)  # last slot: cold
+        self.hist_sum = np.zeros_like(self.hist)
         self.mru = np.full((n, 2), EMPTY, np.uint64)  # each stack's most recent line and its slot
 
     def arrays(self) -> StackArrays:
@@ -218,8 +219,14 @@ def renumber(st, e):
 def touch(st, e, x, regs):
     """One access to line x on stack e (room was DONE): (its slot, its stack distance, -1 when cold, and the
     registers after it); the distance is counted in the stack's histogram."""
+    return touch_row(st, e, x, regs, e)
+
+
+@hot_helper
+def touch_row(st, e, x, regs, row):
+    """touch, with the distance counted in histogram row `row` (per-set-class stacks share their core's row)."""
     if x == regs.mru_x:  # the stack's most recent line again: distance 0, its order unchanged
-        st.hist[e, 0] += 1
+        st.hist[row, 0] += 1
         return regs.mru_s, 0, regs
     now, live, c_hi = regs.now, regs.live, regs.c_hi
     bits = st.bits
@@ -232,7 +239,7 @@ def touch(st, e, x, regs):
         live += 1
     st.times[e, slot] = now
     bits[e, bw] |= np.uint64(1) << np.uint64(now & 63)
-    _count(st, e, d)
+    _count(st, row, d)
     return slot, d, Regs(now + 1, live, c_hi, regs.limit, x, slot)
 
 

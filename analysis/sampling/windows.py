@@ -82,10 +82,65 @@ def walk_segment(lines, a, n, gap_pos, look, table, out, start=0):
         last[slot] = j
 
 
+class ClassScratch(NamedTuple):
+    """class_walk's scratch for segments of at most n accesses: the segment ordered by set class (lines, gap
+    positions, index in the segment), each class's first place (bounds) and fill pointer (at), the distances;
+    masks: the class widths' masks (none: no class distances are measured)."""
+
+    masks: np.ndarray
+    lines: np.ndarray
+    pos: np.ndarray
+    idx: np.ndarray
+    bounds: np.ndarray
+    at: np.ndarray
+    dist: np.ndarray
+
+
+def class_scratch(class_bits: tuple[int, ...], n: int) -> ClassScratch:
+    """A ClassScratch for these widths and segments of at most n accesses."""
+    classes = 1 << max(class_bits, default=0)
+    return ClassScratch(np.array([(1 << b) - 1 for b in class_bits], np.uint64), np.empty(n, np.uint64),
+                        np.empty(n, np.int64), np.empty(n, np.int64), np.zeros(classes + 1, np.int64),
+                        np.zeros(classes, np.int64), np.empty(n, np.int64))
+
+
+@numba.njit(cache=True, nogil=True)
+def class_walk(lines, gap_pos, n, start, look, mask, cs, table, hist):
+    """Near set-class distances of the segment lines[:n] (gap positions gap_pos) into hist: each class's
+    accesses, in order, walked as a segment of their own (walk_segment), so a distance counts only the
+    distinct lines of the access's class since its previous use; the near/far split (gap at most `look`) and
+    the measured accesses (index from `start` on) are the plain walk's."""
+    classes = int(mask) + 1
+    bounds, at = cs.bounds, cs.at
+    bounds[:classes + 1] = 0
+    for i in range(n):
+        bounds[int(lines[i] & mask) + 1] += 1
+    for k in range(classes):
+        bounds[k + 1] += bounds[k]
+        at[k] = bounds[k]
+    for i in range(n):
+        k = int(lines[i] & mask)
+        j = at[k]
+        cs.lines[j], cs.pos[j], cs.idx[j] = lines[i], gap_pos[i], i
+        at[k] = j + 1
+    for k in range(classes):
+        lo, hi = bounds[k], bounds[k + 1]
+        s = lo
+        while s < hi and cs.idx[s] < start:
+            s += 1
+        if s == hi:
+            continue
+        walk_segment(cs.lines, lo, hi - lo, cs.pos, look, table, cs.dist, s - lo)
+        for i in range(s, hi):
+            if cs.dist[i] >= 0:
+                hist[cs.dist[i]] += 1
+
+
 class PrivateSegments(NamedTuple):
     """Every core's buffered segment: buf[core] its lines by position from its lookback's start, cur[core] =
     [window start (-1: none), positions filled]; its near distances into hist[core], [far, measured] into
-    tally[core]; dist and offsets (0, 1, ...) are walk_segment's output and positions."""
+    tally[core]; dist and offsets (0, 1, ...) are walk_segment's output and positions; near set-class distances
+    of width w into chist[w, core] (cs: class_walk's scratch)."""
 
     buf: np.ndarray
     cur: np.ndarray
@@ -94,6 +149,8 @@ class PrivateSegments(NamedTuple):
     tally: np.ndarray
     dist: np.ndarray
     offsets: np.ndarray
+    chist: np.ndarray
+    cs: ClassScratch
 
 
 @numba.njit(cache=True, nogil=True)
@@ -134,6 +191,8 @@ def measure_private(seg, c, table):
         else:
             tally[c, 0] += 1
         tally[c, 1] += 1
+    for w in range(seg.cs.masks.shape[0]):
+        class_walk(seg.buf[c], seg.offsets, n, first, look, seg.cs.masks[w], seg.cs, table, seg.chist[w, c])
     cur[c, 0] = -1
 
 
@@ -162,13 +221,15 @@ class SharedRing(NamedTuple):
 
 class SharedTallies(NamedTuple):
     """The shared windows' near distances (hist) and [far, measured] (tally), with drain_shared's scratch: the
-    merged segment's lines (seq), turns and distances."""
+    merged segment's lines (seq), turns and distances; near set-class distances of width w into chist[w]."""
 
     hist: np.ndarray
     tally: np.ndarray
     dist: np.ndarray
     seq: np.ndarray
     turn: np.ndarray
+    chist: np.ndarray
+    cs: ClassScratch
 
 
 @numba.njit(cache=True, nogil=True)
@@ -206,7 +267,7 @@ def drain_shared(ring, reached, out, table):
     first: their rows in round-robin order (turn, core, position), reuses timed in turns (near: at most
     look // k turns back); near distances into out.hist, [far, measured] into out.tally (out: SharedTallies)."""
     buf, fill, state, first, period, look, length, k = ring
-    hist, tally, dist, seq, turn = out
+    hist, tally, dist, seq, turn, chist, cs = out
     cap = buf.shape[0]
     p = buf.shape[1]
     while state[0] < state[1]:
@@ -233,6 +294,8 @@ def drain_shared(ring, reached, out, table):
             else:
                 tally[0] += 1
             tally[1] += 1
+        for w in range(cs.masks.shape[0]):
+            class_walk(seq, turn, n, m0, look // k, cs.masks[w], cs, table, chist[w])
         state[0] += 1
 
 
@@ -241,7 +304,9 @@ class SharedWindows:
     core. Cores reach a segment at different times, so segments wait in a ring of buffers (grown as needed)
     until every core has passed them; then their rows are read in the shared trace's order."""
 
-    def __init__(self, cores: int, k: int, look: int, length: int, first: int, period: int) -> None:
+    def __init__(self, cores: int, k: int, look: int, length: int, first: int, period: int,
+                 class_bits: tuple[int, ...] = ()) -> None:
+        """class_bits: also measure near set-class distances of these widths."""
         n = look + length
         size = 1 << max(4, (4 * n * cores).bit_length())  # load at most 1/4
         self.k, self.look, self.length, self.first, self.period = k, look, length, first, period
@@ -250,7 +315,8 @@ class SharedWindows:
         self.state = np.zeros(2, np.int64)
         self.out = SharedTallies(np.zeros(cores * n + 1, np.int64), np.zeros(2, np.int64),
                                  np.empty(cores * n, np.int64), np.empty(cores * n, np.uint64),
-                                 np.empty(cores * n, np.int64))
+                                 np.empty(cores * n, np.int64), np.zeros((len(class_bits), cores * n + 1), np.int64),
+                                 class_scratch(class_bits, cores * n))
         self.table = walk_table(size, cores * n)
 
     def ring(self) -> SharedRing:
@@ -288,19 +354,31 @@ class SharedWindows:
         est.near = dict(zip(nz.tolist(), hist[nz].tolist()))
         est.n_far, est.n_measured = int(tally[0]), int(tally[1])
 
+    def class_near(self, w: int) -> dict[int, int]:
+        """The near set-class distances of width class_bits[w] -> count (after finish)."""
+        return _counts(self.out.chist[w])
+
+
+def _counts(hist: np.ndarray) -> dict[int, int]:
+    """A histogram's non-zero entries as distance -> count."""
+    nz = np.flatnonzero(hist)
+    return dict(zip(nz.tolist(), hist[nz].tolist()))
+
 
 class PrivateWindows:
     """The window segments of every core's private trace. A core's rows arrive in its order, so each segment
     is filled in place and measured as soon as it ends (nothing waits, nothing is sorted)."""
 
-    def __init__(self, cores: int, look: int, length: int) -> None:
+    def __init__(self, cores: int, look: int, length: int, class_bits: tuple[int, ...] = ()) -> None:
+        """class_bits: also measure near set-class distances of these widths."""
         n = look + length
         size = 1 << max(4, (4 * n).bit_length())  # load at most 1/4
         cur = np.zeros((cores, 2), np.int64)
         cur[:, 0] = -1
         self.seg = PrivateSegments(np.zeros((cores, n), np.uint64), cur, look, np.zeros((cores, look + 1), np.int64),
                                    np.zeros((cores, 2), np.int64), np.empty(n, np.int64),
-                                   np.arange(n, dtype=np.int64))
+                                   np.arange(n, dtype=np.int64), np.zeros((len(class_bits), cores, look + 1), np.int64),
+                                   class_scratch(class_bits, n))
         self.table = walk_table(size, n)
 
     def add(self, pieces: np.ndarray, rows: Rows) -> None:
@@ -315,6 +393,10 @@ class PrivateWindows:
             nz = np.flatnonzero(hist[c])
             est.near = dict(zip(nz.tolist(), hist[c][nz].tolist()))
             est.n_far, est.n_measured = int(tally[c, 0]), int(tally[c, 1])
+
+    def class_near(self, w: int, c: int) -> dict[int, int]:
+        """Core c's near set-class distances of width class_bits[w] -> count (after finish)."""
+        return _counts(self.seg.chist[w, c])
 
 
 class Estimate:
