@@ -99,12 +99,21 @@ def predict_machine(sources: RegionSources, machine: Machine, cores: Sequence[in
     tlb = tlb_rates_for(sources, machine)
     terms = sources.terms_for(machine)
     coherence = None if sources.hit_rate_table is not None else coherence_miss_rates(sources.profiles)
-    predictions = predict_runtimes(machine, hits, sources.record, tlb=tlb, coherence=coherence, terms=terms,
-                                   **options.runtime_args())
     dram = None
     if sources.profiles is not None and sources.profiles.writebacks:
         dram = dram_traffic(sources.profiles, hits, machine, options.placement).assign(machine=machine.name)
+    predictions = predict_runtimes(machine, hits, sources.record, tlb=tlb, coherence=coherence, terms=terms,
+                                   writebacks=writeback_shares(dram), **options.runtime_args())
     return MachinePrediction(machine, hits, predictions, tlb, terms, coherence or {}, dram)
+
+
+def writeback_shares(dram: pd.DataFrame | None) -> dict[int, float] | None:
+    """Cores -> DRAM write-back bytes per access from a dram_traffic table, for the runtime model's DRAM bytes
+    (None without one: the model falls back to the store-fraction estimate)."""
+    if dram is None:
+        return None
+    return {int(r.cores): float(r.dram_writeback_bytes) / r.accesses if r.accesses else 0.0
+            for r in dram.itertuples()}
 
 
 def explain_table(prediction: MachinePrediction) -> pd.DataFrame:

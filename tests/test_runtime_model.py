@@ -53,6 +53,16 @@ def test_eq5_to_7_and_tcpu_hand_computed():
     assert p.contention_s == 0
 
 
+def test_dram_bytes_take_the_write_back_profiles_where_given():
+    """1000 accesses x 0.125 to RAM x 64 B = 8000 B read; the profiles' 3 B per access written back replace
+    the store-fraction estimate (8000 x 0.25)."""
+    p = rm.predict_runtime(toy_machine(), 1, HALF, OPS, 1000, 8000, writeback_bytes_per_access=3.0)
+    assert p.dram_bytes == pytest.approx(8000 + 3000) and p.dram_writebacks == "write-back profiles"
+    assert rm.predict_runtime(toy_machine(), 1, HALF, OPS, 1000, 8000).dram_writebacks == "store fraction"
+    given = rm.predict_runtime(toy_machine(), 1, HALF, OPS, 1000, 8000, dram_bytes=5.0e3)
+    assert given.dram_bytes == 5.0e3 and given.dram_writebacks == "given"
+
+
 def test_forms_and_layouts_select_the_total():
     p = rm.predict_runtime(toy_machine(), 1, HALF, OPS, 1000, 8000, block_bytes=32, gap_bytes=16,
                            layout="noncontiguous", cpu_form="latency")

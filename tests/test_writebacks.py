@@ -108,3 +108,16 @@ def test_sdcm_write_backs_track_a_set_associative_hashed_level():
     _, simulated = simulate_writebacks([tagged], level)
     assert simulated > 1000
     assert predicted == pytest.approx(simulated, rel=0.05)
+
+
+def test_runtime_reads_the_predicted_write_backs_per_access():
+    """analysis.predict.writeback_shares: a dram_traffic table's write-back bytes over its accesses, per core count
+    (hand-computed), and None without a table (the runtime model then takes the store-fraction estimate)."""
+    import pandas as pd
+
+    from analysis.predict import writeback_shares
+
+    table = pd.DataFrame({"cores": [1, 2], "dram_read_bytes": [640.0, 1280.0], "dram_writeback_bytes": [320.0, 0.0],
+                          "writebacks": [5, 0], "accesses": [100, 200]})
+    assert writeback_shares(table) == {1: 3.2, 2: 0.0}
+    assert writeback_shares(None) is None

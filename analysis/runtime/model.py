@@ -51,7 +51,7 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
                     tlb_miss_rates: Mapping[str, float] | None = None,
                     coherence_miss_rate: float = 0.0, loop_bounds: Sequence[Any] = (),
                     strided_extra_ns: float = 0.0, tlb_update_misses: float = 0.0, placement: str = "close",
-                    numa_pages: str = "master") -> RuntimePrediction:
+                    numa_pages: str = "master", writeback_bytes_per_access: float | None = None) -> RuntimePrediction:
     """Predict the region's runtime on `cores` cores (Eq. 4-7, the added terms, contention, the overhead).
 
     `ops`, `mem_accesses`, `mem_bytes` and `dram_bytes` count the whole region (all cores).
@@ -85,18 +85,24 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     added = AddedCycles(tlb=tlb_cycles(machine, ops.load, share, tlb_miss_rates, tlb_update_misses),
                         coherence=coherence_cycles(machine, per_core, coherence_miss_rate, cores),
                         strided=strided_cycles(machine, share, strided_extra_ns))
+    writebacks_from = "given" if dram_bytes is not None else (
+        "store fraction" if writeback_bytes_per_access is None else "write-back profiles")
     if dram_bytes is None:
-        dram_bytes = dram_traffic_bytes(mem_accesses, rates.local, machine.line_bytes, ops.store_fraction)
-    terms = TermValues(memory, cpu, added, dram_bytes, overhead_seconds(machine, cores, regions, barriers))
+        dram_bytes = dram_traffic_bytes(mem_accesses, rates.local, machine.line_bytes, ops.store_fraction,
+                                        writeback_bytes_per_access)
+    terms = TermValues(memory, cpu, added, dram_bytes, overhead_seconds(machine, cores, regions, barriers),
+                       writebacks_from)
     return assemble(machine, cores, share, rates, terms, choice)
 
 
 def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Mapping[str, float]],
                  facts: RegionFacts, tlb_rates: Mapping[int, Mapping[str, float]] | None = None,
-                 coherence: Mapping[int, float] | None = None, **model_args: Any) -> list[RuntimePrediction]:
+                 coherence: Mapping[int, float] | None = None, writebacks: Mapping[int, float] | None = None,
+                 **model_args: Any) -> list[RuntimePrediction]:
     """One prediction per core count; the busiest core's share follows the loops' schedules.
     `tlb_rates` (cores -> TLB level -> miss rate), when given, must cover every core count;
-    `coherence` (cores -> coherence-miss fraction) defaults to none."""
+    `coherence` (cores -> coherence-miss fraction) defaults to none; `writebacks` (cores -> DRAM write-back
+    bytes per access, analysis/hitrates/dram.py) to the store-fraction estimate."""
     out = []
     for c in cores:
         if c not in rates:
@@ -108,20 +114,22 @@ def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Map
                                    work_share=busiest_share(list(facts.loops), c), regions=facts.regions,
                                    barriers=facts.barriers, blocks=facts.blocks,
                                    tlb_miss_rates=tlb_rates[c] if tlb_rates is not None else None,
-                                   coherence_miss_rate=(coherence or {}).get(c, 0.0), **model_args))
+                                   coherence_miss_rate=(coherence or {}).get(c, 0.0),
+                                   writeback_bytes_per_access=(writebacks or {}).get(c), **model_args))
     return out
 
 
 def predict_runtimes(machine: Machine, hits, record: RegionRecord, tlb=None,
                      coherence: Mapping[int, float] | None = None, terms=None,
-                     **model_args: Any) -> list[RuntimePrediction]:
+                     writebacks: Mapping[int, float] | None = None, **model_args: Any) -> list[RuntimePrediction]:
     """One RuntimePrediction for every core count in `hits` up to the machine's cores.
 
     Core counts above `machine.cores` are left out (a multi-machine run asks for 16 cores on an
     8-core part); `predict_runtime` itself refuses them. `record`: the region's facts read once
     (facts.RegionRecord); `tlb`: a TLB miss-rate table (analysis/runtime/tlb.py) or None for no TLB
     term; `coherence`: cores -> coherence-miss fraction (hitrates.coherence_miss_rates) or None;
-    `terms`: the machine's TraceTerms (analysis/runtime/trace_terms.py) or None for none of their terms.
+    `terms`: the machine's TraceTerms (analysis/runtime/trace_terms.py) or None for none of their terms;
+    `writebacks`: cores -> DRAM write-back bytes per access (analysis/hitrates/dram.py) or None.
     """
     from analysis.runtime.tlb import miss_rates_by_cores
 
@@ -130,8 +138,8 @@ def predict_runtimes(machine: Machine, hits, record: RegionRecord, tlb=None,
     tlb_rates = miss_rates_by_cores(tlb) if tlb is not None and machine.tlbs else None
     facts, term_args = region_inputs(machine, record, terms)
     bounds = in_core_bounds(machine, record) if model_args.get("cpu_form") == "critical-path" else ()
-    return predict_many(machine, cores, rates, facts, tlb_rates, coherence, loop_bounds=bounds, **term_args,
-                        **model_args)
+    return predict_many(machine, cores, rates, facts, tlb_rates, coherence, writebacks, loop_bounds=bounds,
+                        **term_args, **model_args)
 
 
 def prediction_table(predictions: Sequence[RuntimePrediction]):

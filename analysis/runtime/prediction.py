@@ -59,6 +59,8 @@ class RuntimePrediction:
     placement: str = "close"         # threads on cores (OpenMP proc_bind close or spread)
     numa_pages: str = "master"       # where the data's pages live: master, interleave or local (terms/numa.py)
     dram_latency_ns: float = 0.0     # the busiest core's DRAM latency: local, remote or a mix by numa_pages
+    # where dram_bytes' write-backs come from: "write-back profiles" (--dram-traffic), "store fraction" or "given"
+    dram_writebacks: str = "store fraction"
 
     def as_row(self) -> dict:
         """Flat dict for a table: hit rates become one column per level."""
@@ -111,6 +113,7 @@ class TermValues:
     added: AddedCycles
     dram_bytes: float          # whole region, all cores (terms/contention.py)
     overhead_s: float          # terms/overhead.py
+    writebacks_from: str = "store fraction"  # RuntimePrediction.dram_writebacks
 
 
 def assemble(machine: Machine, cores: int, share: float, rates: HitRates, terms: TermValues,
@@ -139,4 +142,4 @@ def assemble(machine: Machine, cores: int, share: float, rates: HitRates, terms:
         uncosted_calls=cpu.uncosted_calls, t_incore_s=sec(cpu.in_core) if critical else 0.0,
         t_strided_s=strided_s, t_fill_overlap_s=sec(cpu.fill_overlap) if critical else 0.0,
         core_scaling=scaling_forms(machine), placement=choice.placement, numa_pages=choice.numa_pages,
-        dram_latency_ns=dram_latency_ns(machine, cores, *where))
+        dram_latency_ns=dram_latency_ns(machine, cores, *where), dram_writebacks=terms.writebacks_from)

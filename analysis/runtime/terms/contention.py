@@ -1,6 +1,8 @@
 """DRAM contention (not in the paper): the cores share the memory controllers' bandwidth, counted per socket.
 
-    D = last-level misses x line x (1 + store fraction)          (write-allocate, stored lines written back)
+    D = last-level misses x line + write-backs                   (write-allocate: a store's miss fetches too)
+        write-backs = accesses x the write-back bytes per access the write-back profiles predict
+                      (analysis/hitrates/dram.py, MAPredict), else misses x line x store fraction
     T_DRAM = D / B(p),   B(p) = the bandwidth p threads draw from the controllers their pages live on
                          (terms/numa.py; one socket: curves.bandwidth_gbs at p, else min(p x one-core, all-core))
     roofline:  T = max(T_unloaded, T_DRAM)
@@ -27,11 +29,15 @@ def dram_bandwidth_gbs(machine: Machine, cores: int, placement: str = "close", n
     return numa_bandwidth_gbs(machine, cores, placement, numa_pages)
 
 
-def dram_traffic_bytes(mem_accesses: float, local: Sequence[float], line_bytes: int,
-                       store_fraction: float) -> float:
-    """Last-level misses fetch a line each (stores too: write-allocate); stored lines are written back."""
-    misses = mem_accesses * served_fractions(local)[-1]
-    return misses * line_bytes * (1.0 + store_fraction)
+def dram_traffic_bytes(mem_accesses: float, local: Sequence[float], line_bytes: int, store_fraction: float,
+                       writeback_bytes_per_access: float | None = None) -> float:
+    """Last-level misses fetch a line each (stores too: write-allocate), plus the dirty lines written back:
+    the write-back profiles' bytes per access where the run computed them (one line per dirty eviction,
+    whatever the store mix), else the stored share of the fetched lines."""
+    reads = mem_accesses * served_fractions(local)[-1] * line_bytes
+    if writeback_bytes_per_access is None:
+        return reads * (1.0 + store_fraction)
+    return reads + mem_accesses * writeback_bytes_per_access
 
 
 def dram_floor_seconds(machine: Machine, cores: int, dram_bytes: float, placement: str = "close",
