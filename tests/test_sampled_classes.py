@@ -16,6 +16,8 @@ from analysis.hitrates.cachesim import simulate_hierarchy
 from analysis.hitrates.rates import predict_hit_rates
 from analysis.profiles.profileset import ProfileSet
 from analysis.profiles.sweep import compute_profiles_from
+from analysis.sampling import class_shards as CS
+from analysis.sampling import class_tail as CT
 from analysis.sampling import replay as R
 from analysis.sampling import source as SS
 from analysis.sampling import windows as W
@@ -207,3 +209,70 @@ def test_a_level_read_at_fewer_set_bits_says_so():
     assert notes["L3"] == ""
     full = compute_profiles_from(info, chunker(ch, 1000), [1, 2], "iteration", class_bits=(6,))
     assert "note" not in predict_hit_rates(full, machine, set_aware=True).columns
+
+
+def test_class_posterior_hand_computed_case():
+    """The far tail's posterior (class_tail.posterior) for class count 0 of plain count 2 at rate 1/2 and 1-bit
+    classes: D = 4, 2 unseen lines, share Beta(1, 1 + 2): d = BetaBinomial(2, 1, 3) = [3/5, 3/10, 1/10]."""
+    d, p = CT.posterior(0, 2.0, 0.5, 1)
+    assert d.tolist() == [0, 1, 2]
+    assert np.allclose(p, [3 / 5, 3 / 10, 1 / 10])
+
+
+def test_class_posterior_matches_bayes_by_enumeration():
+    """The posterior against Bayes' rule summed over the model: d ~ Bin(D, s) with the class share s ~ Beta(1,
+    2^b - 1) (a numerical integral), the sample's k ~ Bin(d, R) class lines and K - k ~ Bin(D - d, R) others."""
+    from scipy import integrate, stats
+
+    rate, bits, k, big = 0.25, 2, 1, 6
+    n_lines = int(big / rate)
+    prior = np.array([integrate.quad(lambda s, d=d: stats.binom.pmf(d, n_lines, s) * stats.beta.pdf(s, 1, 3), 0, 1)[0]
+                      for d in range(n_lines + 1)])
+    d = np.arange(n_lines + 1)
+    post = prior * stats.binom.pmf(k, d, rate) * stats.binom.pmf(big - k, n_lines - d, rate)
+    got_d, got_p = CT.posterior(k, float(big), rate, bits)
+    want = {int(x): float(y) for x, y in zip(d, post / post.sum()) if y > 1e-15}
+    assert got_d.tolist() == list(range(k, k + len(got_d)))
+    assert np.allclose([want.get(int(x), 0.0) for x in got_d], got_p, atol=1e-12)
+    assert sum(want.values()) == pytest.approx(float(got_p[got_d <= max(want)].sum()))
+
+
+def row_sweeps(n_lines: int = 2560, steps: int = 16):
+    """a[i] += 1 over a contiguous array of n_lines lines (not a power of two's worth of classes' worth of
+    rows: every 6-bit class holds n_lines / 64 = 40 of them), `steps` times: each line's reuse across steps is
+    far (gap 8 * n_lines accesses) with a class distance of 40, between an L1 set's 8 ways and 1/R at 1%."""
+    n_it = 64
+    idx = np.arange(8 * n_lines)
+    addr = np.tile((1 << 30) + idx * 8, steps).astype(np.uint64)
+    n = addr.shape[0]
+    it = np.tile(idx // (8 * n_lines // n_it), steps)
+    lp = np.repeat(np.arange(steps), 8 * n_lines)
+    cols = {"addr": addr, "size": np.full(n, 8), "is_store": np.zeros(n, bool), "block": np.zeros(n),
+            "block_instance": it + lp * n_it, "thread": np.zeros(n), "region": np.zeros(n), "loop": lp,
+            "iteration": it, "is_stack": np.zeros(n, bool)}
+    ch = TraceChunk(*(np.asarray(cols[k]).astype(d) for k, d in CHUNK_DTYPES.items()))
+    loops = [LoopInstance(s, 0, n_it, SCHED_STATIC, 0) for s in range(steps)]
+    info = TraceInfo("sweeps.trace", 1, "prog", [], True, n, {0: BlockInfo(0, "OUT__1", "body", False)},
+                     {0: n_it * steps}, loops=loops)
+    return info, ch
+
+
+def test_far_class_tail_is_not_biased_to_hits_on_row_sweeps(monkeypatch):
+    """At rate 0.01 on row sweeps (class distance 40 > 8 ways, far reuses): the set-aware L1 hit rate from the
+    sampled class profiles is within 4 pp of the simulated L1's; with every far sample at k / R (class_tail.FEW
+    0, the estimate without plain counts) most far reuses see no sampled class line and count as hits: 6+ pp off."""
+    info, ch = row_sweeps()
+    cores = [1]
+    monkeypatch.setattr(SS, "source_trace", lambda path: (info, lambda rows, columns: chunker(ch, 1 << 14)(), None))
+    machine = load_machine("haswell-i7-5960x")
+    sim = l1_rates(simulate_hierarchy(info, chunker(ch, 1 << 14), machine, cores, "iteration"))[1]
+
+    def aware() -> float:
+        ps, _ = SS.sampled_profile_set("sweeps.trace", cores, SS.SourceSampling(0.01, 1), "iteration",
+                                       coherence=False, class_bits=(6,), class_crds=False)
+        return l1_rates(predict_hit_rates(ps, machine, set_aware=True))[1]
+
+    new = aware()
+    monkeypatch.setattr(CS, "FEW", 0)
+    old = aware()
+    assert abs(new - sim) < 0.04 and abs(old - sim) > 0.06, (new, old, sim)

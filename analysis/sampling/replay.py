@@ -260,7 +260,7 @@ class ShardsReplay:
         # every core as many positions further, a whole number of turns, and no pair waiting to be merged (so the
         # queues need no shifting, and every access to come follows every core's position)
         steady = sh.p == 1 or (bool((self.step == self.step[0]).all()) and int(self.step[0]) % sh.k == 0
-                               and bool((sh.q_head == sh.q_tail).all()))
+                               and sh.idle())
         # only a copy that repeats the one before it can be followed by more: no state comparisons otherwise
         self.norm = self._norm() if same and steady and int(self.step[0]) > 0 else None
         self.armed = norm0 is not None and self.norm is not None and _equal(norm0, self.norm)

@@ -11,7 +11,8 @@ analysis.profiles.coherence.Directory, bit for bit (rate 1 equals the exact Prof
   slots also keep each line's sharer set (the Directory's rules: all cores until the first store, a store
   leaves only its core, a load adds its core; an access by a core not in the set is stale);
 * the pairs' private distances, gaps and store tags wait in per-core queues (each in its core's order)
-  until every core's running count has passed them in the round-robin order (see analysis/sampling/source.py);
+  until every core's running count has passed them in the round-robin order (see analysis/sampling/source.py):
+  chains of blocks of one pool, spilled to disk beyond a memory budget (analysis/sampling/queues.py);
 * a stale shared access with a finite private distance is a coherence miss: its private histogram entry
   moves to the cold slot at once (what ReuseEngine.reclassify does in bulk);
 * the windows' SHARDS tallies (near samples, their coherence misses, the far samples' distances) are
@@ -30,10 +31,13 @@ import numpy as np
 
 from analysis.profiles.kernel_ops import EXACT_LIMIT, bin_of
 from analysis.profiles.private_traces import ALL_CORES
-from analysis.sampling.stacks import (DONE, EMPTY, GROW_AXIS, GROW_QUEUE, GROW_TABLE, GROW_TAIL, RENUMBER, Stacks,
-                                      hot_helper, hot_loop, load_regs, renumber, room, store_regs, touch)
+from analysis.sampling.queues import HB, HI, QueuePool, q_advance, q_push, q_room
+from analysis.sampling.stacks import (DONE, EMPTY, GROW_AXIS, GROW_QUEUE, GROW_TABLE, GROW_TAIL, LOAD_QUEUE, LOG_FULL,
+                                      RENUMBER, Stacks, hot_helper, hot_loop, load_regs, renumber, room, store_regs,
+                                      touch)
 
 TAG = np.uint64(1 << 63)  # a store's line id in the queues (as analysis.profiles.reuse.STORE_TAG)
+LOG_ROWS = 1 << 16  # entries of the samples' log (2.5 MiB): the kernels stop for the sinks to drain a full one
 
 
 class PairBatch(NamedTuple):
@@ -49,23 +53,12 @@ class PairBatch(NamedTuple):
     step: np.uint64
 
 
-class Queues(NamedTuple):
-    """Per core, the pairs waiting for the shared stack, in the core's order (rows head[c]..tail[c]): private
-    position, line (TAG on stores), private distance, gap."""
-
-    pos: np.ndarray
-    line: np.ndarray
-    dist: np.ndarray
-    gap: np.ndarray
-    head: np.ndarray
-    tail: np.ndarray
-
-
 class Log(NamedTuple):
     """The SHARDS samples in the order the kernels finish them (cfg.log; for the per-set-class stacks,
     analysis/sampling/class_shards.py): core, line (with offset), private gap, coherence miss, shared turn gap
     (-1: cold or no shared windows); n[0] entries. Private samples are logged when placed with one core, else
-    when released (every core's in its order, all in the shared trace's order); the caller makes room."""
+    when released (every core's in its order, all in the shared trace's order); a kernel stops with LOG_FULL
+    for the caller to drain a full log."""
 
     core: np.ndarray
     line: np.ndarray
@@ -116,18 +109,6 @@ def rr_key(pos, core, p, k):
     if k == 1:
         return pos * p + core
     return ((pos // k) * p + core) * k + pos % k
-
-
-@hot_loop
-def _drop_heads(qs, c):
-    """Move core c's queued pairs to the front of its queue (the released ones are dropped); DONE."""
-    h = qs.head[c]
-    for i in range(h, qs.tail[c]):
-        qs.pos[c, i - h], qs.line[c, i - h], qs.dist[c, i - h], qs.gap[c, i - h] = qs.pos[c, i], qs.line[c, i], \
-            qs.dist[c, i], qs.gap[c, i]
-    qs.tail[c] -= h
-    qs.head[c] = 0
-    return DONE
 
 
 @numba.njit(cache=True, nogil=True)
@@ -190,12 +171,15 @@ def _feed_core(batch, counters, resume, st, qs, tl, cfg, c):
 
 @hot_helper
 def _pair_room(st, qs, tl, cfg, c, regs):
-    """DONE when core c's stack, queue and tail can take one more pair, else what to grow (or RENUMBER)."""
+    """DONE when core c's stack, queue, tail and log can take one more pair, else what to grow or drain (or
+    RENUMBER)."""
     status = room(regs, st.bits.shape[1] * 64)
-    if status == DONE and cfg.queued and qs.tail[c] >= qs.pos.shape[1]:
-        status = GROW_QUEUE if qs.head[c] == 0 else _drop_heads(qs, c)
+    if status == DONE and cfg.queued:
+        status = q_room(qs, c)
     if status == DONE and cfg.account and regs.live + 1 >= tl.tail.shape[1]:  # a distance is below live
         status = GROW_TAIL
+    if status == DONE and cfg.log and not cfg.queued and tl.log.n[0] >= tl.log.core.shape[0]:
+        status = LOG_FULL
     return status
 
 
@@ -214,12 +198,7 @@ def _place(batch, st, qs, tl, cfg, c, j, pos, regs):
     if cfg.log and not cfg.queued:
         _log(tl.log, c, x, gap, False, -1)
     if cfg.queued:
-        t = qs.tail[c]
-        qs.pos[c, t] = pos
-        qs.line[c, t] = x | (TAG if cfg.coherent and batch.store[j] else np.uint64(0))
-        qs.dist[c, t] = d
-        qs.gap[c, t] = gap
-        qs.tail[c] = t + 1
+        q_push(qs, c, pos, x | (TAG if cfg.coherent and batch.store[j] else np.uint64(0)), d, gap)
     return regs
 
 
@@ -242,11 +221,11 @@ def release(limit, qs, sh, pv, tl, cfg):
     one with a finite private distance is a coherence miss (moved to the cold slot of its core's private
     histogram, pv) and the pairs are tallied for the private estimates here (windows); with shared windows
     each access's turn gap and shared distance is tallied for the shared estimate. Returns DONE
-    or what to grow (the queues' heads say where it stopped)."""
+    or what to grow, load or drain (the queues' heads say where it stopped)."""
     head = np.full(cfg.p, np.iinfo(np.int64).max, np.int64)  # each core's next key
     for c in range(cfg.p):
-        if qs.head[c] < qs.tail[c]:
-            head[c] = rr_key(qs.pos[c, qs.head[c]], c, cfg.p, cfg.k)
+        if qs.ctl[c, HB] >= 0:
+            head[c] = rr_key(qs.pos[qs.ctl[c, HB], qs.ctl[c, HI]], c, cfg.p, cfg.k)
     while True:
         status = _merge(limit, head, qs, sh, pv, tl, cfg)
         if status != RENUMBER:
@@ -268,10 +247,12 @@ def _merge(limit, head, qs, sh, pv, tl, cfg):
         if status != DONE:
             store_regs(sh, 0, regs)
             return max(status, DONE)
-        i = qs.head[best]
-        regs = _release_pair(qs, sh, pv, tl, cfg, best, i, regs)
-        qs.head[best] = i + 1
-        head[best] = rr_key(qs.pos[best, i + 1], best, cfg.p, cfg.k) if i + 1 < qs.tail[best] else big
+        regs = _release_pair(qs, sh, pv, tl, cfg, best, qs.ctl[best, HB], qs.ctl[best, HI], regs)
+        if q_advance(qs, best) != DONE:  # the next pairs are on disk
+            store_regs(sh, 0, regs)
+            return LOAD_QUEUE
+        b = qs.ctl[best, HB]
+        head[best] = rr_key(qs.pos[b, qs.ctl[best, HI]], best, cfg.p, cfg.k) if b >= 0 else big
 
 
 @hot_helper
@@ -285,16 +266,18 @@ def _release_room(sh, pv, tl, cfg, best, regs):
         status = GROW_TAIL  # a private distance is below its stack's live lines
     if status == DONE and cfg.s_windows and regs.live + 1 >= tl.s_tail.shape[1]:
         status = GROW_TAIL
+    if status == DONE and cfg.log and tl.log.n[0] >= tl.log.core.shape[0]:
+        status = LOG_FULL
     return status
 
 
 @hot_helper
-def _release_pair(qs, sh, pv, tl, cfg, c, i, regs):
-    """Feed core c's queued pair i to the shared stack, with its coherence and window tallies; returns the
-    shared stack's registers after it."""
-    raw = qs.line[c, i]
+def _release_pair(qs, sh, pv, tl, cfg, c, b, i, regs):
+    """Feed core c's queued pair (block b, index i) to the shared stack, with its coherence and window tallies;
+    returns the shared stack's registers after it."""
+    raw = qs.line[b, i]
     x = raw & ~TAG
-    dist, gap = qs.dist[c, i], qs.gap[c, i]
+    dist, gap = qs.dist[b, i], qs.gap[b, i]
     slot, d, regs = touch(sh, 0, x, regs)
     coh, tg = False, -1
     if cfg.coherent:  # analysis.profiles.coherence.Directory's rules on the stack's sharer sets
@@ -304,7 +287,7 @@ def _release_pair(qs, sh, pv, tl, cfg, c, i, regs):
         if cfg.windows:
             _tally(tl.tally, tl.tail, c, gap, cfg.look, coh, dist)
     if cfg.s_windows:
-        pos = qs.pos[c, i]
+        pos = qs.pos[b, i]
         turn = pos if cfg.k == 1 else pos // cfg.k
         tg = turn - sh.aux[0, slot] if d >= 0 else -1
         sh.aux[0, slot] = turn
@@ -358,16 +341,17 @@ class ShardsStreams:
     shared stack with its sharer sets, and the windows' SHARDS tallies (see the module docstring)."""
 
     def __init__(self, p: int, k: int, coherence: bool, windows: bool, look: int, s_windows: bool,
-                 s_look: int, sinks: tuple = ()) -> None:
-        """sinks: objects whose drain(Log) takes the samples after each kernel call (the per-set-class stacks)."""
+                 s_look: int, sinks: tuple = (), budget: int = 1 << 30, spill_dir: str | None = None) -> None:
+        """sinks: objects whose drain(Log) takes the samples after each kernel call and whenever the log fills
+        (the per-set-class stacks); budget, spill_dir: bytes of queued pairs kept in memory, and where the rest
+        spills (queues.QueuePool)."""
         self.p, self.k, self.look, self.s_look = p, k, look, s_look
-        self.sinks, self.log = tuple(sinks), empty_log()
+        self.sinks = tuple(sinks)
+        self.log = empty_log(LOG_ROWS if self.sinks else 0)
         self.coherent, self.windows, self.s_windows = coherence and p > 1, windows, s_windows
         self.private = Stacks(p)
         self.shared = Stacks(1, p if self.coherent else 0) if p > 1 else None
-        self.queue = (np.zeros((p, 1024), np.int64), np.zeros((p, 1024), np.uint64), np.zeros((p, 1024), np.int64),
-                      np.zeros((p, 1024), np.int64))  # private position, line (TAG on stores), distance, gap
-        self.q_head, self.q_tail = np.zeros(p, np.int64), np.zeros(p, np.int64)
+        self.pool = QueuePool(p, budget, spill_dir)
         # per core: [near samples, their coherence misses, far coherence misses]; far samples per distance + 1
         self.tally, self.tail = np.zeros((p, 3), np.int64), np.zeros((p, 64), np.int64)
         self.s_tally, self.s_tail = np.zeros((1, 3), np.int64), np.zeros((1, 64), np.int64)
@@ -375,9 +359,9 @@ class ShardsStreams:
         self.config = ShardsConfig(p, k, look, s_look, self.coherent, windows, s_windows,
                                    windows and not self.coherent, self.shared is not None, bool(self.sinks))
 
-    def queues(self) -> Queues:
-        """The queues' arrays (which _grow replaces), for the kernels."""
-        return Queues(*self.queue, self.q_head, self.q_tail)
+    def idle(self) -> bool:
+        """Whether no pair waits for the merge."""
+        return self.pool.idle()
 
     def tallies(self) -> Tallies:
         """The tallies' arrays (which _grow replaces), for the kernels."""
@@ -387,11 +371,9 @@ class ShardsStreams:
         """A batch's sampled rows over its runs: fed to the private stacks and queued; counters advanced over
         the runs; the queued pairs every core has passed are released to the shared stack."""
         self.resume[:] = (0, 0, -1, 0)
-        if self.sinks and not self.config.queued:
-            self._room(batch.sel.shape[0] * self.p)
         while True:
-            status = feed_pairs(batch, counters, self.resume, self.private.arrays(), self.queues(), self.tallies(),
-                                self.config)
+            status = feed_pairs(batch, counters, self.resume, self.private.arrays(), self.pool.arrays(),
+                                self.tallies(), self.config)
             if status == DONE:
                 break
             self._grow(status, self.private)
@@ -405,25 +387,13 @@ class ShardsStreams:
         big = np.iinfo(np.int64).max
         limit = big if counters is None else min(int(rr_key(int(x), c, self.p, self.k))
                                                  for c, x in enumerate(counters.tolist()))
-        if self.sinks:
-            self._room(int((self.q_tail - self.q_head).sum()))
         while True:
-            status = release(limit, self.queues(), self.shared.arrays(), self.private.arrays(), self.tallies(),
+            status = release(limit, self.pool.arrays(), self.shared.arrays(), self.private.arrays(), self.tallies(),
                              self.config)
             if status == DONE:
                 break
             self._grow(status, self.shared)
         self._drain()
-
-    def _room(self, more: int) -> None:
-        """A log with room for `more` entries after those it holds."""
-        held = int(self.log.n[0])
-        if held + more > self.log.core.shape[0]:
-            log = empty_log(max(held + more, 2 * self.log.core.shape[0], 1024))
-            for a, b in zip(log[:5], self.log[:5]):
-                a[:held] = b[:held]
-            log.n[0] = held
-            self.log = log
 
     def _drain(self) -> None:
         """Hand the logged samples to the sinks; the log empties."""
@@ -433,13 +403,17 @@ class ShardsStreams:
             self.log.n[0] = 0
 
     def _grow(self, status: int, stacks: Stacks) -> None:
-        """Make room for what a kernel stopped on."""
-        if status in (GROW_TABLE, GROW_AXIS):
+        """Make room for what a kernel stopped on (or load or drain)."""
+        if status == LOG_FULL:
+            self._drain()
+        elif status == LOAD_QUEUE:
+            self.pool.load()
+        elif status in (GROW_TABLE, GROW_AXIS):
             stacks.grow(status)
         elif status == GROW_TAIL:  # distances up to the stacks' live lines
             self.tail, self.s_tail = (np.concatenate([t, np.zeros_like(t)], axis=1) for t in (self.tail, self.s_tail))
-        elif status == GROW_QUEUE:  # a core's queue is full of pairs waiting: twice the room
-            self.queue = tuple(np.concatenate([q, np.zeros_like(q)], axis=1) for q in self.queue)
+        elif status == GROW_QUEUE:  # no free block for a core's queue: spill or grow the pool
+            self.pool.make_room()
 
     def tails(self) -> tuple[list[tuple[np.ndarray, np.ndarray]], tuple[np.ndarray, np.ndarray]]:
         """The far SHARDS samples' distances (-1: coherence miss or cold) and how many had each, ascending: per

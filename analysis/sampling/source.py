@@ -21,7 +21,8 @@ touches a few percent of the accesses:
   traces' lengths (core c's j-th turn is in the j-th cycle: every active core takes one turn per
   cycle), so the sampled accesses are merged by that key, streaming: each core's wait in a queue in
   its order, and an access is released once every core's running count has passed it (a numba p-way
-  merge of the queues' heads; the queues hold about `rate` of what waits in the exact interleaver).
+  merge of the queues' heads; the queues hold about `rate` of what waits in the exact interleaver, in
+  one block pool per core count that spills beyond the memory budget: analysis/sampling/queues.py).
   Write-invalidate coherence works line by line, so the Directory walk over
   the merged sampled stream finds exactly the coherence misses of the sampled lines. All of this
   (placing, private stacks, merge, sharer sets, shared stack, tallies) is two fused kernels per core
@@ -71,9 +72,10 @@ streams.py StreamSampler, method ``window``, on fully built streams, without coh
 records that in the metadata.
 
 Modules: this one (the options, one core count's work, the entry points); source_rows.py (the source pass);
-core_runs.py (cores per run, window pieces); windows.py (the time windows); shards_kernel.py and stacks.py
-(the SHARDS samples); class_shards.py (the per-set-class profiles: class stacks fed from the kernels' log, the
-windows' class distances, the same estimator); replay.py (periodic stretches); hashing.py and binning.py (shared with the other
+core_runs.py (cores per run, window pieces); windows.py (the time windows); shards_kernel.py, stacks.py and
+queues.py (the SHARDS samples, the merge's queues); memory.py (the memory check before a pass); class_shards.py
+(the per-set-class profiles: class stacks fed from the kernels' log, the windows' class distances, the same
+estimator); replay.py (periodic stretches); hashing.py and binning.py (shared with the other
 samplers).
 """
 from __future__ import annotations
@@ -83,6 +85,7 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
+from analysis.profiles.interleave import resolve_memory_budget
 from analysis.profiles.set_classes import check_class_bits
 from analysis.profiles.sweep import loop_period
 from analysis.profiles.private_traces import OFFSET_BITS, CoreMap, line_shift, resolve_mode
@@ -91,6 +94,7 @@ from analysis.sampling.binning import scale_profile
 from analysis.sampling.class_shards import ClassShards, class_estimate
 from analysis.sampling.core_runs import WindowGrid, core_runs, window_pieces
 from analysis.sampling.hashing import draw_salt, shards_threshold
+from analysis.sampling.memory import SHARED_SPACING, check_sampled_memory
 from analysis.sampling.shards_kernel import PairBatch, ShardsStreams
 from analysis.sampling import replay as source_replay
 from analysis.sampling.replay import Copy, CopyBuffer, ShardsReplay, advance, even_split
@@ -114,7 +118,7 @@ SAMPLED_ROWS = 1 << 19
 # The shared trace's windows are this many times sparser than the private traces' (they measure rate / 4 of
 # the shared accesses): the CRD sets only the shared level's hit rate, whose near reuses are all hits, so its
 # windows need only the share of near reuses, not their distances' detail (see analysis/SAMPLING.md).
-SHARED_WINDOW_SPACING = 4
+SHARED_WINDOW_SPACING = SHARED_SPACING
 
 # A sample whose heaviest line takes more than this share of the sampled accesses is flagged: SHARDS weighs
 # the line 1/rate, and its reuses then stand for far more of the trace than they are (see heaviest_share).
@@ -186,9 +190,11 @@ class SourceTask:
     private trace and of the shared trace."""
 
     def __init__(self, cmap: CoreMap, shift: int, refs_per_turn: int, coherence: bool, sampling: SourceSampling,
-                 replay: int = 0, class_bits: tuple[int, ...] = (), class_crds: bool = True) -> None:
+                 replay: int = 0, class_bits: tuple[int, ...] = (), class_crds: bool = True,
+                 budget: int = 1 << 30, spill_dir: str | None = None) -> None:
         """class_bits: also estimate the per-set-class profiles of these widths (class_shards.py); class_crds:
-        with their CRDs (p > 1)."""
+        with their CRDs (p > 1); budget, spill_dir: bytes of samples waiting for the merge kept in memory, and
+        where the rest spills (queues.QueuePool)."""
         cores = cmap.cores
         self.class_bits, self.class_crds = tuple(class_bits), class_crds and cores > 1
         self.p, self.k, self.shift = cores, refs_per_turn, shift
@@ -209,7 +215,7 @@ class SourceTask:
         self.classes = [ClassShards(b, cores, self.class_crds, self.windows, self.c_look, self.shared_windows, s_look)
                         for b in self.class_bits]
         self.shards = ShardsStreams(cores, refs_per_turn, coherence, self.windows, self.look, self.shared_windows,
-                                    s_look, self.classes)
+                                    s_look, self.classes, budget, spill_dir)
         replay = replay and even_split(self.cmap, replay)
         # with replay (periodic traces) the SHARDS samples are fed copy by copy, behind the rows: own positions
         self.s_counters = np.zeros(cores, dtype=np.int64) if replay else self.counters
@@ -351,20 +357,24 @@ def source_profiles(info: TraceInfo, chunks: Iterable[TraceChunk] | None, counts
                     sampling: SourceSampling, mode: str, refs_per_turn: int = 1, line_size: int = 64,
                     paper_chunk: int = 0, coherence: bool = True,
                     batches: BatchSource | None = None, diagnostics: dict | None = None,
-                    classes: ClassRequest | None = None) -> list[tuple[list, object]]:
+                    classes: ClassRequest | None = None, memory_budget: int | None = None,
+                    spill_dir: str | None = None) -> list[tuple[list, object]]:
     """Sampled (PRDs, CRD) of each core count, from one pass over the chunks (round-robin interleaving).
     batches: instead of chunks, in iteration mode, the trace reader's sampling decode (the decoder hashes the
     lines and finds the runs itself, so the rows are never read back; same profiles). diagnostics, when
     given, receives `heaviest_line_share` (LineTally.heaviest_share). classes: also the per-set-class profiles
-    of its widths, into classes.results[bits] (one (PRDs, CRD) per core count, as set_classes.class_profiles)."""
+    of its widths, into classes.results[bits] (one (PRDs, CRD) per core count, as set_classes.class_profiles).
+    memory_budget: bytes of samples waiting for the round-robin merge kept in memory, shared by the core counts
+    (None: analysis.profiles.interleave's default, $PPTMC_MEMORY_BUDGET); the rest spills to spill_dir."""
     if refs_per_turn < 1:
         raise InputError(f"--refs-per-turn {refs_per_turn}: must be at least 1")
     resolved = resolve_mode(info, mode)
     shift = line_shift(line_size)
     period = loop_period(info) if resolved == "iteration" and REPLAY else 0
     bits, crds = (classes.bits, classes.crds) if classes is not None else ((), True)
+    budget = resolve_memory_budget(memory_budget) // max(1, sum(1 for p in counts if p > 1))
     tasks = [SourceTask(CoreMap(info, p, resolved, paper_chunk), shift, refs_per_turn, coherence, sampling, period,
-                        bits, crds) for p in counts]
+                        bits, crds, budget, spill_dir) for p in counts]
     if not tasks:
         return []
     copies = CopyBuffer(period) if any(t.replay is not None for t in tasks) else None
@@ -416,12 +426,14 @@ def decode_replay(info: TraceInfo) -> dict:
 def sampled_profile_set(trace_path: str, cores: list[int], sampling: SourceSampling, mode: str = "auto",
                         interleave: str = "rr", seed: int = 0, refs_per_turn: int = 1, line_size: int = 64,
                         paper_chunk: int = 0, coherence: bool = True, max_rows: int | None = None,
-                        class_bits: tuple[int, ...] = (), class_crds: bool = True):
+                        class_bits: tuple[int, ...] = (), class_crds: bool = True, memory_budget: int | None = None,
+                        spill_dir: str | None = None):
     """(ProfileSet, sampling metadata) of a trace file: sampled at the source for round-robin
     interleaving; for `--interleave random`, the stream sampler (window method) on the full streams, without
     per-set-class profiles. max_rows: decoded rows per batch (default SAMPLED_ROWS with the reader's sampling
     decode, else SOURCE_ROWS; 2^20 for the stream sampler). class_bits, class_crds: the per-set-class profiles
-    to estimate too (compute_profiles' keywords)."""
+    to estimate too (compute_profiles' keywords); memory_budget, spill_dir: source_profiles'. Refuses a run whose
+    worst case does not fit in the free memory (memory.check_sampled_memory) before any work."""
     from analysis.profiles import sweep as profiles
     from analysis.sampling.streams import StreamSampling, sampled_profiles
 
@@ -434,6 +446,9 @@ def sampled_profile_set(trace_path: str, cores: list[int], sampling: SourceSampl
         return ps, {**fallback.metadata(), "requested": "source (rr interleaving only)"}
     info, chunks, sampled = source_trace(trace_path)
     counts = sorted(set(int(c) for c in cores))
+    budget = resolve_memory_budget(memory_budget)
+    check_sampled_memory(str(trace_path), info.n_accesses, info.distinct_lines_estimate, counts, sampling.rate,
+                         sampling.window, sampling.length, budget)
     resolved = resolve_mode(info, mode)
     ps = profiles.ProfileSet(line_size, resolved, interleave, seed, refs_per_turn, info.path,
                              paper_chunk=paper_chunk, trace_complete=info.complete, coherence=coherence)
@@ -442,11 +457,12 @@ def sampled_profile_set(trace_path: str, cores: list[int], sampling: SourceSampl
     if sampled is not None and resolved == "iteration":
         rows, replay = max_rows or SAMPLED_ROWS, decode_replay(info)
         results = source_profiles(info, None, counts, sampling, resolved, refs_per_turn, line_size, paper_chunk,
-                                  coherence, lambda *hash_args: sampled(rows, *hash_args, **replay), found, classes)
+                                  coherence, lambda *hash_args: sampled(rows, *hash_args, **replay), found, classes,
+                                  budget, spill_dir)
     else:
         results = source_profiles(info, chunks(max_rows or SOURCE_ROWS, SOURCE_COLUMNS[resolved]), counts,
                                   sampling, resolved, refs_per_turn, line_size, paper_chunk, coherence,
-                                  diagnostics=found, classes=classes)
+                                  diagnostics=found, classes=classes, memory_budget=budget, spill_dir=spill_dir)
     for p, (prd, crd) in zip(counts, results):
         ps.prd.update({(p, c): h for c, h in enumerate(prd)})
         ps.crd[p] = crd

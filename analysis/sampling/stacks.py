@@ -34,9 +34,9 @@ MIN_AXIS = 1 << 12  # time slots of a new stack (a sampled stream has few distin
 AXIS_PER_LINE = 8  # the axis grows when fewer than 7/8 of its slots would be free after renumbering
 MAX_LOAD = 0.6
 
-# the kernels stop for Python to grow: the stacks' tables or axes, a queue, a tail buffer; their loops also stop
-# for the kernel to renumber a full axis in place
-DONE, GROW_TABLE, GROW_AXIS, GROW_QUEUE, GROW_TAIL, RENUMBER = 0, 1, 2, 3, 4, 5
+# the kernels stop for Python to grow: the stacks' tables or axes, a queue, a tail buffer; to read a queue's
+# spilled pairs back, to drain a full log; their loops also stop for the kernel to renumber a full axis in place
+DONE, GROW_TABLE, GROW_AXIS, GROW_QUEUE, GROW_TAIL, RENUMBER, LOAD_QUEUE, LOG_FULL = 0, 1, 2, 3, 4, 5, 6, 7
 
 # The decorator of the loops over accesses and of their inlined helpers: numba without reference counting (the
 # arrays belong to the caller; nothing may be allocated)

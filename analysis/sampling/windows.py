@@ -424,15 +424,19 @@ class Estimate:
         near_keys = np.array(sorted(self.near), dtype=np.int64)
         near_cnt = np.array([self.near[k] for k in near_keys.tolist()], dtype=np.float64)
         f_coh = self.shards_near_coh / self.shards_near if self.shards_near else 0.0
-        tail_keys, tail_cnt = self.tail_keys, self.tail_cnt
-        n_tail = int(tail_cnt.sum())
-        tail_cnt = tail_cnt.astype(np.float64)
+        tail_vals, tail_cnt = self.far_tail(rate)
+        n_tail = int(np.rint(tail_cnt.sum()))
         if n_tail == 0:  # no far SHARDS sample: the far share stays cold
-            tail_keys, tail_cnt = np.array([-1]), np.array([1.0])
+            tail_vals, tail_cnt = np.array([-1]), np.array([1.0])
         far = self.n_far * tail_cnt / tail_cnt.sum()
-        vals = np.concatenate([near_keys, [-1], np.where(tail_keys >= 0, np.rint(tail_keys / rate), -1)])
+        vals = np.concatenate([near_keys, [-1], tail_vals])
         cnt = np.concatenate([near_cnt * (1 - f_coh), [near_cnt.sum() * f_coh], far]) * scale
         prof = binned_profile(vals.astype(np.int64), cnt, 1.0, total)
         tail_share = self.tail_coh / max(n_tail, 1)
         prof.coherence = min(int(round(scale * (near_cnt.sum() * f_coh + self.n_far * tail_share))), prof.cold)
         return prof
+
+    def far_tail(self, rate: float) -> tuple[np.ndarray, np.ndarray]:
+        """The far SHARDS samples as full-trace distances (-1: cold) and counts: each sample's distance / rate."""
+        vals = np.where(self.tail_keys >= 0, np.rint(self.tail_keys / rate), -1)
+        return vals, self.tail_cnt.astype(np.float64)
