@@ -120,17 +120,17 @@ class PartitionBuffers:
     pass's engines share one set (they are fed one after another); nothing returned points into it."""
 
     def __init__(self) -> None:
-        self.order = np.empty(0, dtype=np.int64)
+        self.order = np.empty(0, dtype=np.int32)  # a call's accesses are one chunk's (below 2^31)
         self.lines = np.empty(0, dtype=np.uint64)
         self.cores = np.empty(0, dtype=np.int64)
-        self.distances = np.empty(0, dtype=np.int64)
+        self.distances = np.empty(0, dtype=np.int32)  # distances are below the engine's 2^29 lines
 
     def partition(self, n: int, classes: int, order: bool, cores: bool) -> Partition:
         """A Partition of views for n accesses (order and cores empty unless asked for)."""
         if len(self.lines) < n:
             size = max(n, 2 * len(self.lines))
-            self.order, self.lines = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.uint64)
-            self.cores, self.distances = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
+            self.order, self.lines = np.empty(size, dtype=np.int32), np.empty(size, dtype=np.uint64)
+            self.cores, self.distances = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int32)
         return Partition(self.order[:n if order else 0], self.lines[:n], self.cores[:n if cores else 0],
                          np.zeros(classes + 1, dtype=np.int64), np.empty(classes, dtype=np.int64))
 
@@ -188,7 +188,7 @@ class ClassEngine:
         for c in present:
             lo, hi = part.bounds[c], part.bounds[c + 1]
             self._engine(c).feed_distances(part.lines[lo:hi], None if flags is None else flags[lo:hi], tagged,
-                                           out=by_class[lo:hi])
+                                           np.int32, by_class[lo:hi])
         out = np.empty(len(part.lines), dtype=dtype)
         _unsort(by_class, part.order, out)
         return out
@@ -200,7 +200,7 @@ class ClassEngine:
         for c in present:
             lo, hi = part.bounds[c], part.bounds[c + 1]
             stale.append(part.order[lo + self._engine(c).feed_shared(part.lines[lo:hi], part.cores[lo:hi])])
-        return np.sort(np.concatenate(stale)) if stale else np.zeros(0, dtype=np.int64)
+        return np.sort(np.concatenate(stale)).astype(np.int64) if stale else np.zeros(0, dtype=np.int64)
 
     def reclassify(self, moved: np.ndarray, moved_sum: np.ndarray) -> None:
         """ReuseEngine.reclassify, over the sum of the classes' histograms."""
