@@ -11,6 +11,7 @@ from analysis.hitrates.rates import class_widths, predict_hit_rates
 from analysis.profiles.profileset import ProfileSet
 from analysis.profiles.set_classes import ClassEngine
 from analysis.profiles.sweep import compute_profiles_from
+from analysis.profiles.sweep_pass import SweepPass
 from common.errors import InputError
 from instrument.trace_types import SCHED_DYNAMIC, SCHED_STATIC
 from machines.model import CacheLevel, Machine, Ram
@@ -154,7 +155,7 @@ def test_class_profiles_replay_repeated_loops_exactly(monkeypatch):
                         lambda self, counts, sums: replays.append(1) or original(self, counts, sums))
     replayed = compute_profiles_from(info, chunker(ch, 5000), [1, 2, 4], "iteration", class_bits=(6,))
     assert replays, "no copy was replayed: the test no longer covers the replay"
-    monkeypatch.setattr(set_classes.LoopWatch, "watch", lambda self, prep, splits: None)
+    monkeypatch.setattr(SweepPass, "_watch", lambda self, prep, splits: None)
     fed = compute_profiles_from(info, chunker(ch, 5000), [1, 2, 4], "iteration", class_bits=(6,))
     for key, prof in fed.class_prd.items():
         other = replayed.class_prd[key]
@@ -176,3 +177,42 @@ def test_class_engine_tables_start_at_the_estimates_share():
     assert class_lines(info(32000), 128, 6, 1) == 250   # 128-byte lines: half as many
     assert class_lines(info(None), 64, 6, 1) == 16      # no estimate: the engines' smallest table
     assert class_lines(info(10 ** 12), 64, 1, 1) == 1 << 16
+
+
+def test_class_engine_copy_and_relabel_continue_exactly():
+    """A copy continues as the original would; a relabelled copy (per-core offset, a multiple of 2^bits) gives the
+    brute-force class distances of the relabelled stream; an offset that moves lines between classes is refused."""
+    rng = np.random.default_rng(3)
+    head, tail = rng.integers(0, 200, 1500).astype(np.uint64), rng.integers(0, 200, 1500).astype(np.uint64)
+    engine = ClassEngine(3)
+    engine.feed_distances(head)
+    twin = engine.copy()
+    delta = 5 << 41
+    moved = engine.copy()
+    moved.relabel(0, delta)
+    want = brute_class_distances(np.concatenate([head, tail]), 3)[len(head):]
+    assert engine.feed_distances(tail).tolist() == want
+    assert twin.feed_distances(tail).tolist() == want
+    assert moved.feed_distances(tail + np.uint64(delta)).tolist() == want
+    assert twin.histogram().count.tolist() == engine.histogram().count.tolist()
+    with pytest.raises(ValueError, match="between 3-bit classes"):
+        twin.relabel(0, 12)
+
+
+def test_class_pass_shares_engines_of_coinciding_traces(monkeypatch):
+    """With a static schedule, core 2c of 2p runs the first half of core c of p's block: the class pass feeds one
+    engine for both and forks it (ClassEngine.copy) where they part; the set-aware rates stay the set-associative
+    simulator's exactly (every set bit known), with coherence on."""
+    copies = []
+    original = ClassEngine.copy
+    monkeypatch.setattr(ClassEngine, "copy", lambda self: copies.append(1) or original(self))
+    info, ch = make_trace(trip=150, schedule=SCHED_STATIC, n_loops=3, seed=4)
+    cores = [1, 2, 4, 8]
+    ps = compute_profiles_from(info, chunker(ch, 41), cores, "iteration", class_bits=class_widths([VIRTUAL]))
+    assert copies, "no class engine was shared between coinciding private traces"
+    sim = simulate_hierarchy(info, chunker(ch, 67), VIRTUAL, cores, "iteration", "rr", hierarchical=True,
+                             coherent=True)
+    aware = predict_hit_rates(ps, VIRTUAL, set_aware=True)
+    first = (aware["level"] == "L1").to_numpy()
+    assert aware["cumulative_hit_rate"].to_numpy()[first] == pytest.approx(
+        sim["cumulative_hit_rate"].to_numpy()[first], abs=1e-12)

@@ -312,11 +312,14 @@ class ReuseEngine:
         """Bytes held by the tables that grow with distinct lines."""
         return sum(a.nbytes for a in (self._keys, self._times, self._sharers, self._bits, self._tree))
 
-    def copy(self) -> ReuseEngine:
-        """An independent engine in the same state (continues exactly as this one would)."""
+    def copy(self, counters: tuple[np.ndarray, np.ndarray] | None = None) -> ReuseEngine:
+        """An independent engine in the same state (continues exactly as this one would); counters: the
+        histogram counters the copy counts into (as the constructor's), None: copies of this one's."""
         twin = ReuseEngine.__new__(ReuseEngine)
         for name, value in vars(self).items():
             setattr(twin, name, value.copy() if isinstance(value, np.ndarray) else value)
+        if counters is not None:
+            twin._hist, twin._hist_sum = counters
         return twin
 
     def relabel(self, at_least: int, delta: int) -> None:

@@ -10,11 +10,13 @@ The distance of an access within its class is its plain distance in the trace fi
 so a ClassEngine is one ReuseEngine per class, fed each class's accesses in order; coherence needs no
 change (a line's invalidations concern that line only, and the line stays in its class). The class
 profiles of a core count are made by the same CoreCountTask as the plain ones, with ClassEngines, in
-a pass of their own without the plain sweep's sharing between core counts (Mirrors, Suffixes, runs):
-each of those relies on the plain engine's one time axis. Private engines do replay the stretches of
-their traces that repeat (LoopWatch; a class stack repeats whenever the whole stack does). Without
-class CRDs (no shared level reads them),
-the shared role is a `StaleOnly`: the coherence directory's walk, for the class PRDs' coherence misses.
+a pass of their own (sweep_pass.SweepPass with plain=False). Private traces that coincide share one
+ClassEngine (Mirrors: equal accesses give equal class stacks, and relabelling by a per-core offset keeps
+every line in its class); the plain sweep's other sharing (dense ids, following the one-core trace,
+Suffixes) compares distances with the lines of the whole trace and is left out. Private engines replay
+the stretches of their traces that repeat (a class stack repeats whenever the whole stack does). Without
+class CRDs (no shared level reads them), the shared role is a `StaleOnly`: the coherence directory's
+walk, for the class PRDs' coherence misses.
 """
 from __future__ import annotations
 
@@ -26,10 +28,10 @@ import numpy as np
 
 from analysis.profiles.coherence import Directory
 from analysis.profiles.interleave import resolve_memory_budget
-from analysis.profiles.private_traces import (InterleaveSpec, line_shift, loop_starts, prepare_chunk, resolve_mode,
-                                              rows_before)
+from analysis.profiles.private_traces import InterleaveSpec, line_shift, resolve_mode
 from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.reuse import N_BINS, ReuseEngine, profile_from_counters
+from analysis.profiles.sweep_pass import SweepPass
 from analysis.profiles.task import CoreCountTask
 from common.errors import InputError
 from instrument.trace_types import TraceInfo
@@ -157,6 +159,23 @@ class ClassEngine:
     def distinct_lines(self) -> int:
         return sum(e.distinct_lines for e in self.engines.values())
 
+    def copy(self) -> ClassEngine:
+        """ReuseEngine.copy: an independent ClassEngine in the same state (its engines count into its own
+        counters; the partition buffers stay shared, as engines of one pass are fed one after another)."""
+        twin = ClassEngine(self.bits, self.sharer_cores, self.buffers, self.initial_lines)
+        twin.moved, twin.moved_sum = self.moved.copy(), self.moved_sum.copy()
+        twin.counters = self.counters[0].copy(), self.counters[1].copy()
+        twin.engines = {c: e.copy(twin.counters) for c, e in self.engines.items()}
+        return twin
+
+    def relabel(self, at_least: int, delta: int) -> None:
+        """ReuseEngine.relabel, class by class: a delta that is a multiple of 2^bits keeps every line in
+        its class (the per-core offsets are multiples of 2^41)."""
+        if delta % (1 << self.bits):
+            raise ValueError(f"relabel: a delta of {delta} would move lines between {self.bits}-bit classes")
+        for engine in self.engines.values():
+            engine.relabel(at_least, delta)
+
     def _engine(self, cls: int) -> ReuseEngine:
         engine = self.engines.get(cls)
         if engine is None:
@@ -281,39 +300,13 @@ def class_profiles(info: TraceInfo, chunks, counts: list[int], settings, bits: i
                            engine=partial(_class_engine, bits, crds, buffers, (
                                class_lines(info, settings.line_size, bits, p),
                                class_lines(info, settings.line_size, bits, 1)))) for p in counts]
-    tag = any(t.coherent for t in tasks)
-    for t in tasks:  # the shared traces are walked whole; store tags when any task needs them
-        t.replay, t.tagged = None, tag
-    loops = LoopWatch(tasks)
+    for t in tasks:  # the shared traces are walked whole
+        t.replay = None
+    sweep = SweepPass(info, tasks, mode, settings.line_size, budget, plain=False)
     for ch in chunks():
-        tasks[0].cmap.check(ch)
-        prep = prepare_chunk(ch, mode, tasks[0].cmap.shared_block, shift, info.path, stores=tag)
-        splits = [t.cmap.split_runs(prep, shift) for t in tasks]
-        loops.watch(prep, splits)
-        for t, (parts, _) in zip(tasks, splits):
-            t.feed(parts, shared=frozenset())  # no engine is shared with another task: each may replay
+        sweep.take(ch)
         if progress is not None:
             progress.update(len(ch) * len(counts))
+    sweep.mirrors.finish()
     return [t.finish() for t in tasks]
 
-
-class LoopWatch:
-    """Where loop instances start, for the tasks whose private traces repeat (CoreCountTask.watch): their
-    engines then replay repeated stretches (replay.PrivateReplay), exactly, as in the plain sweep."""
-
-    def __init__(self, tasks: list[CoreCountTask]) -> None:
-        self.tasks = tasks
-        self.watching = [j for j, t in enumerate(tasks) if t.loop_period]
-        self.seen = -1  # the highest loop instance started so far
-
-    def watch(self, prep, splits: list) -> None:
-        """Tell the tasks where this chunk's new loop instances start (before the chunk is fed);
-        splits[j] is task j's CoreMap.split_runs of the chunk."""
-        if not self.watching:
-            return
-        marks, started = loop_starts(prep, self.seen)
-        if len(started):
-            self.seen = int(started[-1])
-            for j in self.watching:
-                t = self.tasks[j]
-                t.watch(started, rows_before(prep, splits[j][1], marks, t.spec.cores))
