@@ -6,30 +6,27 @@ instance, so what waits grows with the trace. Each core's queue is a chain of BL
 one pool (a free list; a block goes back to it once its core's head leaves it), so the pool holds the sum of
 the queues' lengths (plus a partly filled block per end of each queue), not p times the longest. Beyond the
 budget (bytes of waiting pairs per core count: analysis.profiles.interleave's $PPTMC_MEMORY_BUDGET, shared by
-the pass's core counts) the full blocks between a queue's head block and its tail block go, in order, to a
-zstd-compressed temporary file of their core (as the exact interleaver's lanes do); the chain then has a hole
-after the block before them, and when the merge's head leaves that block the kernel stops (LOAD_QUEUE) and the
-next blocks are read back in its place. The pairs come back unchanged, so spilling changes no count.
+the pass's core counts, less the shared window ring's part, memory.ring_budget) the full blocks between a
+queue's head block and its tail block go, in order, to a zstd-compressed temporary file of their core
+(spill.FrameFile, as the exact interleaver's lanes do); the chain then has a hole after the block before them,
+and when the merge's head leaves that block the kernel stops (LOAD_QUEUE) and the next blocks are read back in
+its place. The pairs come back unchanged, so spilling changes no count.
 
 The kernels' side (`q_room`, `q_push`, `q_advance`) takes the arrays bundled (`Queues`) and allocates nothing; the
 pool grows, spills and loads in Python between kernel calls (`QueuePool`).
 """
 from __future__ import annotations
 
-import struct
-import tempfile
 from typing import NamedTuple
 
 import numpy as np
-import zstandard
 
+from analysis.sampling.spill import FrameFile
 from analysis.sampling.stacks import DONE, GROW_QUEUE, LOAD_QUEUE, hot_helper
-from common.errors import PptmcError
 
 BLOCK = 4096  # pairs per block: 128 KiB of the four fields
 FIELDS = 4  # private position, line (TAG on stores), private distance, gap
 HB, HI, TB, TI, HOLE, DISK = range(6)  # ctl columns (see Queues)
-_FRAME = struct.Struct("<Q")  # compressed bytes of one spilled block
 
 
 class Queues(NamedTuple):
@@ -118,8 +115,7 @@ class QueuePool:
         self.ctl = np.zeros((p, 6), np.int64)
         self.ctl[:, [HB, TB, HOLE]] = -1
         self.free = np.zeros(2, np.int64)
-        self.files: list = [None] * p
-        self.at = np.zeros((p, 2), np.int64)  # per core: read and write offsets of its spill file
+        self.files: list[FrameFile | None] = [None] * p  # per core: its spill file
         self.spilled = 0  # blocks written to disk so far
 
     def arrays(self) -> Queues:
@@ -203,31 +199,16 @@ class QueuePool:
             if not self.ctl[c, DISK]:
                 self.files[c].close()
                 self.files[c] = None
-                self.at[c] = 0
 
     def _write(self, c: int, b: int) -> None:
         """Block b at the end of core c's spill file."""
-        raw = b"".join(a[b].tobytes() for a in self.data)
-        data = zstandard.ZstdCompressor(level=1).compress(raw)
-        try:
-            if self.files[c] is None:
-                self.files[c] = tempfile.TemporaryFile(prefix="pptmc-sampled-", dir=self.spill_dir)
-            f = self.files[c]
-            f.seek(int(self.at[c, 1]))
-            f.write(_FRAME.pack(len(data)) + data)
-        except OSError as exc:
-            where = self.spill_dir or tempfile.gettempdir()
-            raise PptmcError(f"{where}: cannot spill the sampled profiles' waiting samples ({exc.strerror}); free "
-                             f"disk space, point TMPDIR at a larger disk or raise $PPTMC_MEMORY_BUDGET") from exc
-        self.at[c, 1] = f.tell()
+        if self.files[c] is None:
+            self.files[c] = FrameFile(self.spill_dir, "waiting samples")
+        self.files[c].append(b"".join(a[b].tobytes() for a in self.data))
 
     def _read(self, c: int, b: int) -> None:
         """Core c's next spilled block into block b."""
-        f = self.files[c]
-        f.seek(int(self.at[c, 0]))
-        (size,) = _FRAME.unpack(f.read(_FRAME.size))
-        raw = zstandard.ZstdDecompressor().decompress(f.read(size), max_output_size=self.block_bytes)
-        self.at[c, 0] = f.tell()
+        raw = self.files[c].pop(self.block_bytes)
         words = np.frombuffer(raw, np.uint64).reshape(FIELDS, self.block)
         for a, w in zip(self.data, words):
             a[b] = w.view(a.dtype)

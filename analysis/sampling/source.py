@@ -38,7 +38,8 @@ touches a few percent of the accesses:
   windows are SHARED_WINDOW_SPACING (4) times sparser than private ones: the CRD sets only the shared
   level, whose near reuses are all hits, so it needs their share, not their distances in detail.
   Rows are copied into per-core segment buffers as they are decoded (shared segments wait in a
-  ring until every core has passed them, then are read in round-robin order) and each segment
+  ring until every core has passed them, spilled beyond the memory budget, then are read in round-robin order:
+  analysis/sampling/shared_windows.py) and each segment
   is measured in one pass (a hash table for previous uses, a bitset of latest uses whose
   popcount between two uses is the distance). A reuse at most `window` positions (turns) back
   is near and keeps its exact in-window distance; the others (and cold accesses) take the
@@ -72,11 +73,11 @@ streams.py StreamSampler, method ``window``, on fully built streams, without coh
 records that in the metadata.
 
 Modules: this one (the options, one core count's work, the entry points); source_rows.py (the source pass);
-core_runs.py (cores per run, window pieces); windows.py (the time windows); shards_kernel.py, stacks.py and
-queues.py (the SHARDS samples, the merge's queues); memory.py (the memory check before a pass); class_shards.py
-(the per-set-class profiles: class stacks fed from the kernels' log, the windows' class distances, the same
-estimator); replay.py (periodic stretches); hashing.py and binning.py (shared with the other
-samplers).
+core_runs.py (cores per run, window pieces); windows.py and shared_windows.py (the time windows); shards_kernel.py,
+stacks.py and queues.py (the SHARDS samples, the merge's queues); spill.py (the spill files); memory.py (the memory
+check before a pass); class_shards.py (the per-set-class profiles: class stacks fed from the kernels' log, the
+windows' class distances, the same estimator); replay.py (periodic stretches); hashing.py and binning.py (shared
+with the other samplers).
 """
 from __future__ import annotations
 
@@ -94,13 +95,14 @@ from analysis.sampling.binning import scale_profile
 from analysis.sampling.class_shards import ClassShards, class_estimate
 from analysis.sampling.core_runs import WindowGrid, core_runs, window_pieces
 from analysis.sampling.hashing import draw_salt, shards_threshold
-from analysis.sampling.memory import SHARED_SPACING, check_sampled_memory
+from analysis.sampling.memory import SHARED_SPACING, check_sampled_memory, ring_budget
 from analysis.sampling.shards_kernel import PairBatch, ShardsStreams
 from analysis.sampling import replay as source_replay
 from analysis.sampling.replay import Copy, CopyBuffer, ShardsReplay, advance, even_split
 from analysis.sampling.source_rows import Picker, Rows
 from analysis.sampling.streams import DEFAULT_WINDOW_LENGTH
-from analysis.sampling.windows import Estimate, PrivateWindows, SharedWindows
+from analysis.sampling.shared_windows import SharedWindows
+from analysis.sampling.windows import Estimate, PrivateWindows
 from instrument.trace_types import TraceChunk, TraceInfo
 from instrument import open_trace
 from instrument.tracefile import SampledBatch
@@ -193,8 +195,9 @@ class SourceTask:
                  replay: int = 0, class_bits: tuple[int, ...] = (), class_crds: bool = True,
                  budget: int = 1 << 30, spill_dir: str | None = None) -> None:
         """class_bits: also estimate the per-set-class profiles of these widths (class_shards.py); class_crds:
-        with their CRDs (p > 1); budget, spill_dir: bytes of samples waiting for the merge kept in memory, and
-        where the rest spills (queues.QueuePool)."""
+        with their CRDs (p > 1); budget, spill_dir: bytes of samples waiting for the merge (queues.QueuePool) and
+        of shared window segments (shared_windows.SharedWindows: memory.ring_budget of it) kept in memory, and
+        where the rest spills."""
         cores = cmap.cores
         self.class_bits, self.class_crds = tuple(class_bits), class_crds and cores > 1
         self.p, self.k, self.shift = cores, refs_per_turn, shift
@@ -209,22 +212,23 @@ class SourceTask:
         self.est = [Estimate(sampling.window) for _ in range(cores)]
         self.pool = PrivateWindows(cores, sampling.window, sampling.length)
         self.scratch = np.zeros((64, 6), dtype=np.int64)
-        self._init_shared_windows(sampling)
+        self._init_shared_windows(sampling, ring_budget(budget, self.windows and cores > 1), spill_dir)
         self._init_class_windows(sampling)
         s_look = self.s_look // refs_per_turn
         self.classes = [ClassShards(b, cores, self.class_crds, self.windows, self.c_look, self.shared_windows, s_look)
                         for b in self.class_bits]
         self.shards = ShardsStreams(cores, refs_per_turn, coherence, self.windows, self.look, self.shared_windows,
-                                    s_look, self.classes, budget, spill_dir)
+                                    s_look, self.classes, budget - ring_budget(budget, self.shared_windows), spill_dir)
         replay = replay and even_split(self.cmap, replay)
         # with replay (periodic traces) the SHARDS samples are fed copy by copy, behind the rows: own positions
         self.s_counters = np.zeros(cores, dtype=np.int64) if replay else self.counters
         self.replay = ShardsReplay(self.shards, self.s_counters, self.feed_copy) if replay else None
 
-    def _init_shared_windows(self, sampling: SourceSampling) -> None:
+    def _init_shared_windows(self, sampling: SourceSampling, budget: int, spill_dir: str | None) -> None:
         """Windows of the shared trace: the same private positions [s - look, s + length) in every core,
         on turn boundaries, are one contiguous run of the round-robin shared trace (keys
-        [key(s - look, 0), key(s + length, 0))), whatever the private traces' lengths."""
+        [key(s - look, 0), key(s + length, 0))), whatever the private traces' lengths. budget, spill_dir: bytes
+        of waiting segments kept in memory, and where the rest spills (shared_windows.SharedWindows)."""
         k = self.k
         up = lambda x: -(-x // k) * k  # noqa: E731
         self.shared_windows = self.windows and self.p > 1
@@ -237,7 +241,7 @@ class SourceTask:
         self.s_grid = WindowGrid(self.s_next, self.s_period, self.s_length, self.s_look)
         self.s_est = Estimate(self.s_look // k)  # positions are turns
         self.s_pool = SharedWindows(self.p, k, self.s_look, self.s_length, int(self.s_next[0]), self.s_period,
-                                    self.class_bits if self.class_crds else ())
+                                    self.class_bits if self.class_crds else (), budget, spill_dir)
 
     def _init_class_windows(self, sampling: SourceSampling) -> None:
         """The private windows of the per-set-class profiles: the plain windows' starts with a lookback of at least
@@ -364,8 +368,9 @@ def source_profiles(info: TraceInfo, chunks: Iterable[TraceChunk] | None, counts
     lines and finds the runs itself, so the rows are never read back; same profiles). diagnostics, when
     given, receives `heaviest_line_share` (LineTally.heaviest_share). classes: also the per-set-class profiles
     of its widths, into classes.results[bits] (one (PRDs, CRD) per core count, as set_classes.class_profiles).
-    memory_budget: bytes of samples waiting for the round-robin merge kept in memory, shared by the core counts
-    (None: analysis.profiles.interleave's default, $PPTMC_MEMORY_BUDGET); the rest spills to spill_dir."""
+    memory_budget: bytes of samples waiting for the round-robin merge and of shared window segments kept in memory,
+    shared by the core counts (None: analysis.profiles.interleave's default, $PPTMC_MEMORY_BUDGET); the rest spills to
+    spill_dir."""
     if refs_per_turn < 1:
         raise InputError(f"--refs-per-turn {refs_per_turn}: must be at least 1")
     resolved = resolve_mode(info, mode)

@@ -3,8 +3,8 @@
 A private window is a range of private positions of one core; a shared window is the same turn-aligned range
 of private positions in every core, one contiguous run of the round-robin shared trace (see source.py). Rows
 are copied into per-core segment buffers as they are decoded (shared segments wait in a ring until every
-core has passed them, then are read in round-robin order) and each segment is measured in one pass
-(`walk_segment`). `Estimate` joins a stream's window tallies with its SHARDS tallies.
+core has passed them, then are read in round-robin order: analysis/sampling/shared_windows.py) and each segment is
+measured in one pass (`walk_segment`). `Estimate` joins a stream's window tallies with its SHARDS tallies.
 """
 from __future__ import annotations
 
@@ -204,162 +204,7 @@ def finish_private(seg, table):
             measure_private(seg, c, table)
 
 
-class SharedRing(NamedTuple):
-    """The shared segments waiting for every core: segment j (window start first + j * period) lives in slot
-    j % capacity of buf, one row of positions per core (private position - segment start, lookback first);
-    fill[slot, core] = positions filled; state = [oldest live segment, segments started]; k: turn length."""
-
-    buf: np.ndarray
-    fill: np.ndarray
-    state: np.ndarray
-    first: int
-    period: int
-    look: int
-    length: int
-    k: int
-
-
-class SharedTallies(NamedTuple):
-    """The shared windows' near distances (hist) and [far, measured] (tally), with drain_shared's scratch: the
-    merged segment's lines (seq), turns and distances; near set-class distances of width w into chist[w]."""
-
-    hist: np.ndarray
-    tally: np.ndarray
-    dist: np.ndarray
-    seq: np.ndarray
-    turn: np.ndarray
-    chist: np.ndarray
-    cs: ClassScratch
-
-
-@numba.njit(cache=True, nogil=True)
-def fill_shared(pieces, r0, src, ring):
-    """Copy the pieces' rows from r0 on into the ring's segment buffers (src: RowSource, ring: SharedRing).
-    Returns the piece reached: it stops before a segment that does not fit. Row i is src.addr[i % len(addr)]
-    (see fill_private)."""
-    addr, is_stack, block, shared_block, iteration_mode, shift = src
-    buf, fill, state, first, period, look = ring.buf, ring.fill, ring.state, ring.first, ring.period, ring.look
-    cap, n = buf.shape[0], addr.shape[0]
-    for r in range(r0, pieces.shape[0]):
-        c, ra, rb, q0, s = pieces[r, 0], pieces[r, 1], pieces[r, 2], pieces[r, 3], pieces[r, 5]
-        seg = (s - first) // period
-        if seg >= state[0] + cap:
-            return r
-        while state[1] <= seg:  # a segment no core has reached yet
-            fill[state[1] % cap, :] = 0
-            state[1] += 1
-        slot = seg % cap
-        lo = max(s - look, 0)
-        at = ra % n
-        for row in range(ra, rb):
-            buf[slot, c, q0 - lo + row - ra] = line_of(addr, is_stack, block, shared_block, iteration_mode, shift,
-                                                       at, c)
-            at += 1
-            if at == n:
-                at = 0
-        fill[slot, c] = q0 + rb - ra - lo
-    return pieces.shape[0]
-
-
-@numba.njit(cache=True, nogil=True)
-def drain_shared(ring, reached, out, table):
-    """Measure the live segments that end at or before private position `reached` of every core, oldest
-    first: their rows in round-robin order (turn, core, position), reuses timed in turns (near: at most
-    look // k turns back); near distances into out.hist, [far, measured] into out.tally (out: SharedTallies)."""
-    buf, fill, state, first, period, look, length, k = ring
-    hist, tally, dist, seq, turn, chist, cs = out
-    cap = buf.shape[0]
-    p = buf.shape[1]
-    while state[0] < state[1]:
-        s = first + state[0] * period
-        if s + length > reached:
-            return
-        slot = state[0] % cap
-        lo = max(s - look, 0)
-        n = 0
-        for t in range((s + length - lo) // k):
-            for c in range(p):
-                for x in range(t * k, t * k + k):
-                    if x < fill[slot, c]:
-                        seq[n] = buf[slot, c, x]
-                        turn[n] = (lo + x) // k
-                        n += 1
-        m0 = 0  # the window proper starts at the first access of turn s // k (turns are aligned on k)
-        while m0 < n and turn[m0] * k < s:
-            m0 += 1
-        walk_segment(seq, 0, n, turn, look // k, table, dist, m0)
-        for i in range(m0, n):
-            if dist[i] >= 0:
-                hist[dist[i]] += 1
-            else:
-                tally[0] += 1
-            tally[1] += 1
-        for w in range(cs.masks.shape[0]):
-            class_walk(seq, turn, n, m0, look // k, cs.masks[w], cs, table, chist[w])
-        state[0] += 1
-
-
-class SharedWindows:
-    """The window segments of the round-robin shared trace: the same turn-aligned private positions in every
-    core. Cores reach a segment at different times, so segments wait in a ring of buffers (grown as needed)
-    until every core has passed them; then their rows are read in the shared trace's order."""
-
-    def __init__(self, cores: int, k: int, look: int, length: int, first: int, period: int,
-                 class_bits: tuple[int, ...] = ()) -> None:
-        """class_bits: also measure near set-class distances of these widths."""
-        n = look + length
-        size = 1 << max(4, (4 * n * cores).bit_length())  # load at most 1/4
-        self.k, self.look, self.length, self.first, self.period = k, look, length, first, period
-        self.buf = np.empty((4, cores, n), np.uint64)
-        self.fill = np.zeros((4, cores), np.int64)
-        self.state = np.zeros(2, np.int64)
-        self.out = SharedTallies(np.zeros(cores * n + 1, np.int64), np.zeros(2, np.int64),
-                                 np.empty(cores * n, np.int64), np.empty(cores * n, np.uint64),
-                                 np.empty(cores * n, np.int64), np.zeros((len(class_bits), cores * n + 1), np.int64),
-                                 class_scratch(class_bits, cores * n))
-        self.table = walk_table(size, cores * n)
-
-    def ring(self) -> SharedRing:
-        """The ring's arrays (which _grow replaces) and geometry, for the kernels."""
-        return SharedRing(self.buf, self.fill, self.state, self.first, self.period, self.look, self.length, self.k)
-
-    def add(self, pieces: np.ndarray, rows: Rows) -> None:
-        """Rows of the chunk's pieces (core_runs.window_pieces)."""
-        src = rows.source()
-        r = 0
-        while True:
-            r = fill_shared(pieces, r, src, self.ring())
-            if r == pieces.shape[0]:
-                return
-            self._grow()
-
-    def _grow(self) -> None:
-        """Twice the ring's slots, live segments moved to their new slots."""
-        cap = self.buf.shape[0]
-        buf = np.empty((2 * cap,) + self.buf.shape[1:], np.uint64)  # fill says what is valid
-        fill = np.zeros((2 * cap, self.fill.shape[1]), np.int64)
-        live = np.arange(self.state[0], self.state[1])
-        buf[live % (2 * cap)], fill[live % (2 * cap)] = self.buf[live % cap], self.fill[live % cap]
-        self.buf, self.fill = buf, fill
-
-    def measure(self, reached: int) -> None:
-        """Measure the segments every core has passed (private position `reached`)."""
-        drain_shared(self.ring(), reached, self.out, self.table)
-
-    def finish(self, est: Estimate) -> None:
-        """Measure the segments left (some cores' traces end before them); tallies to the estimate."""
-        self.measure(np.iinfo(np.int64).max)
-        hist, tally = self.out.hist, self.out.tally
-        nz = np.flatnonzero(hist)
-        est.near = dict(zip(nz.tolist(), hist[nz].tolist()))
-        est.n_far, est.n_measured = int(tally[0]), int(tally[1])
-
-    def class_near(self, w: int) -> dict[int, int]:
-        """The near set-class distances of width class_bits[w] -> count (after finish)."""
-        return _counts(self.out.chist[w])
-
-
-def _counts(hist: np.ndarray) -> dict[int, int]:
+def hist_counts(hist: np.ndarray) -> dict[int, int]:
     """A histogram's non-zero entries as distance -> count."""
     nz = np.flatnonzero(hist)
     return dict(zip(nz.tolist(), hist[nz].tolist()))
@@ -396,7 +241,7 @@ class PrivateWindows:
 
     def class_near(self, w: int, c: int) -> dict[int, int]:
         """Core c's near set-class distances of width class_bits[w] -> count (after finish)."""
-        return _counts(self.seg.chist[w, c])
+        return hist_counts(self.seg.chist[w, c])
 
 
 class Estimate:
