@@ -238,6 +238,10 @@ class ClassShards:
             out += [self.shared.hist, self.shared.hist_sum]
         return out
 
+    def norm(self) -> list[np.ndarray]:
+        """Nothing for replay.ShardsReplay to compare: a class stack's state follows the plain stack's."""
+        return []
+
     def raw(self) -> tuple[list[ReuseProfile], ReuseProfile | None]:
         """Every core's class SHARDS profile (coherence misses counted cold) and the shared trace's (None: not
         kept)."""

@@ -20,6 +20,7 @@ STACK_LINE_BYTES = 96  # a SHARDS stack's bytes per sampled line: hash slots at 
 SEGMENT_BYTES = 16  # a shared window's bytes per access (8 B rows; the ring doubles when full)
 RING_SHARE = 4  # the shared window ring gets 1 / RING_SHARE of a core count's budget, the waiting samples the rest
 SHARED_SPACING = 4  # shared windows are this many times sparser than private ones (source.SHARED_WINDOW_SPACING)
+DIRECTORY_LINE_BYTES = 32  # the per-instance stacks' directory of stored lines, per sampled line (load 0.6, 2x)
 BASE_BYTES = 512 << 20  # the fixed part: decode batches, window pools, the ring's stage and frames, numba, caches
 
 
@@ -30,11 +31,13 @@ def ring_budget(budget: int, windows: bool = True) -> int:
 
 
 def sampled_bytes(n_accesses: int, lines: int | None, counts: Sequence[int], rate: float, window: int,
-                  length: int, budget: int) -> dict[str, int]:
+                  length: int, budget: int, instances: int = 0) -> dict[str, int]:
     """The most each part of a source-sampled pass holds (bytes; budget: the whole memory budget): the waiting
     samples and the shared window ring (each at most its part of the budget, twice that for the ring while it
     doubles, or every sample or segment of the trace at once if less), the SHARDS stacks (every sampled line in
-    each; 0 when the trace's distinct lines are unknown) and the fixed part."""
+    each; 0 when the trace's distinct lines are unknown), the per-instance stacks of the groupings (instances:
+    their instances in all; every sampled line in each, and a directory per grouping, of at most as many) and the
+    fixed part."""
     shared = [p for p in counts if p > 1]
     sample = rate * n_accesses
     windows = rate < 1.0 and window > 0
@@ -45,15 +48,19 @@ def sampled_bytes(n_accesses: int, lines: int | None, counts: Sequence[int], rat
         worst = int(len(shared) * sample / SHARED_SPACING * (window + length) / length * SEGMENT_BYTES)
         ring = min(worst, 2 * ring_part)
     stacks = int((lines or 0) * rate * STACK_LINE_BYTES * (sum(counts) + len(shared)))
-    return {"waiting samples": waiting, "shared window ring": ring, "SHARDS stacks": stacks, "fixed": BASE_BYTES}
+    sampled = (lines or 0) * rate
+    groups = int(sampled * (STACK_LINE_BYTES + DIRECTORY_LINE_BYTES) * instances)  # a directory per grouping, at most
+    return {"waiting samples": waiting, "shared window ring": ring, "SHARDS stacks": stacks,
+            "instance stacks": groups, "fixed": BASE_BYTES}
 
 
 def check_sampled_memory(trace: str, n_accesses: int, lines: int | None, counts: Sequence[int], rate: float,
-                         window: int, length: int, budget: int) -> None:
+                         window: int, length: int, budget: int, instances: int = 0) -> None:
     """Refuse a sampled run whose worst case (sampled_bytes; lines: the footer's distinct-line estimate, None when
-    it has none) exceeds the free memory, naming the options that shrink it."""
+    it has none; instances: the groupings' instances in all) exceeds the free memory, naming the options that
+    shrink it."""
     parts = sampled_bytes(n_accesses, None if lines is None else lines_bound(lines), counts, rate, window, length,
-                          budget)
+                          budget, instances)
     need, have = sum(parts.values()), available_bytes()
     if need <= have:
         return

@@ -307,6 +307,8 @@ class ShardsReplay:
             t_now = int(self.counters.min()) // sh.k  # (the queues are empty: every access to come is after it)
             rel = t_now - sh.shared.aux[0]
         out += _stack_norm(sh.shared, 0, rel, sh.s_look + 1)
+        for sink in sh.sinks:  # a sink whose state does not follow the plain stacks' (the per-instance stacks)
+            out += sink.norm()
         return out
 
 

@@ -55,8 +55,9 @@ class PairBatch(NamedTuple):
 
 class Log(NamedTuple):
     """The SHARDS samples in the order the kernels finish them (cfg.log; for the per-set-class stacks,
-    analysis/sampling/class_shards.py): core, line (with offset), private gap, coherence miss, shared turn gap
-    (-1: cold or no shared windows); n[0] entries. Private samples are logged when placed with one core, else
+    analysis/sampling/class_shards.py; the per-instance stacks, group_shards.py): core, line (with offset), private
+    gap, coherence miss, shared turn gap (-1: cold or no shared windows), store (1: a store, tagged only with
+    coherence); n[0] entries. Private samples are logged when placed with one core, else
     when released (every core's in its order, all in the shared trace's order); a kernel stops with LOG_FULL
     for the caller to drain a full log."""
 
@@ -65,13 +66,14 @@ class Log(NamedTuple):
     gap: np.ndarray
     coh: np.ndarray
     tg: np.ndarray
+    st: np.ndarray
     n: np.ndarray
 
 
 def empty_log(size: int = 0) -> Log:
     """A Log with room for `size` entries."""
     return Log(np.zeros(size, np.int64), np.zeros(size, np.uint64), np.zeros(size, np.int64),
-               np.zeros(size, np.int64), np.zeros(size, np.int64), np.zeros(1, np.int64))
+               np.zeros(size, np.int64), np.zeros(size, np.int64), np.zeros(size, np.int64), np.zeros(1, np.int64))
 
 
 class Tallies(NamedTuple):
@@ -196,7 +198,7 @@ def _place(batch, st, qs, tl, cfg, c, j, pos, regs):
     if cfg.account:
         _tally(tl.tally, tl.tail, c, gap, cfg.look, False, d)
     if cfg.log and not cfg.queued:
-        _log(tl.log, c, x, gap, False, -1)
+        _log(tl.log, c, x, gap, False, -1, batch.store[j])
     if cfg.queued:
         q_push(qs, c, pos, x | (TAG if cfg.coherent and batch.store[j] else np.uint64(0)), d, gap)
     return regs
@@ -293,15 +295,16 @@ def _release_pair(qs, sh, pv, tl, cfg, c, b, i, regs):
         sh.aux[0, slot] = turn
         _tally(tl.s_tally, tl.s_tail, 0, tg, cfg.s_look, False, d)
     if cfg.log:
-        _log(tl.log, c, x, gap, coh, tg)
+        _log(tl.log, c, x, gap, coh, tg, raw != x)
     return regs
 
 
 @hot_helper
-def _log(log, c, x, gap, coh, tg):
+def _log(log, c, x, gap, coh, tg, store):
     """Append one sample to the log (room made by the caller)."""
     n = log.n[0]
     log.core[n], log.line[n], log.gap[n], log.coh[n], log.tg[n] = c, x, gap, 1 if coh else 0, tg
+    log.st[n] = 1 if store else 0
     log.n[0] = n + 1
 
 

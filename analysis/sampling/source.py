@@ -86,6 +86,7 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
+from analysis.profiles.groups import grouping_name
 from analysis.profiles.interleave import resolve_memory_budget
 from analysis.profiles.set_classes import check_class_bits
 from analysis.profiles.sweep import loop_period
@@ -93,6 +94,7 @@ from analysis.profiles.private_traces import OFFSET_BITS, CoreMap, line_shift, r
 from analysis.profiles.profileset import ReuseProfile
 from analysis.sampling.binning import scale_profile
 from analysis.sampling.class_shards import ClassShards, class_estimate
+from analysis.sampling.group_shards import GroupShards
 from analysis.sampling.core_runs import WindowGrid, core_runs, window_pieces
 from analysis.sampling.hashing import draw_salt, shards_threshold
 from analysis.sampling.memory import SHARED_SPACING, check_sampled_memory, ring_budget
@@ -193,9 +195,10 @@ class SourceTask:
 
     def __init__(self, cmap: CoreMap, shift: int, refs_per_turn: int, coherence: bool, sampling: SourceSampling,
                  replay: int = 0, class_bits: tuple[int, ...] = (), class_crds: bool = True,
-                 budget: int = 1 << 30, spill_dir: str | None = None) -> None:
+                 budget: int = 1 << 30, spill_dir: str | None = None, groupings: tuple = ()) -> None:
         """class_bits: also estimate the per-set-class profiles of these widths (class_shards.py); class_crds:
-        with their CRDs (p > 1); budget, spill_dir: bytes of samples waiting for the merge (queues.QueuePool) and
+        with their CRDs (p > 1); groupings: also the per-instance CRDs of these groupings of the p threads
+        (group_shards.py); budget, spill_dir: bytes of samples waiting for the merge (queues.QueuePool) and
         of shared window segments (shared_windows.SharedWindows: memory.ring_budget of it) kept in memory, and
         where the rest spills."""
         cores = cmap.cores
@@ -217,8 +220,10 @@ class SourceTask:
         s_look = self.s_look // refs_per_turn
         self.classes = [ClassShards(b, cores, self.class_crds, self.windows, self.c_look, self.shared_windows, s_look)
                         for b in self.class_bits]
+        self.groups = [GroupShards(g, coherence and cores > 1) for g in groupings if len(g) == cores]
         self.shards = ShardsStreams(cores, refs_per_turn, coherence, self.windows, self.look, self.shared_windows,
-                                    s_look, self.classes, budget - ring_budget(budget, self.shared_windows), spill_dir)
+                                    s_look, tuple(self.classes) + tuple(self.groups),
+                                    budget - ring_budget(budget, self.shared_windows), spill_dir)
         replay = replay and even_split(self.cmap, replay)
         # with replay (periodic traces) the SHARDS samples are fed copy by copy, behind the rows: own positions
         self.s_counters = np.zeros(cores, dtype=np.int64) if replay else self.counters
@@ -312,6 +317,8 @@ class SourceTask:
         out = self._estimate(raw, sh.shared.profile(0) if sh.shared is not None else None, sampling,
                              self.est, self.s_est)
         self.class_results = [self._class_estimate(w, cs, sampling) for w, cs in enumerate(self.classes)]
+        self.group_results = {g.grouping: g.profiles(self.counters, sampling.rate, sampling.adjust)
+                              for g in self.groups}
         return out
 
     def _estimate(self, raw: list, raw_crd, sampling: SourceSampling, est: list, s_est) -> tuple[list, object]:
@@ -355,6 +362,8 @@ class ClassRequest:
     bits: tuple[int, ...] = ()
     crds: bool = True
     results: dict = field(default_factory=dict)
+    groupings: tuple = ()  # also the per-instance CRDs of these groupings (group_shards.py) ...
+    groups: dict = field(default_factory=dict)  # ... after it, grouping -> its instances' CRDs
 
 
 def source_profiles(info: TraceInfo, chunks: Iterable[TraceChunk] | None, counts: list[int],
@@ -367,7 +376,8 @@ def source_profiles(info: TraceInfo, chunks: Iterable[TraceChunk] | None, counts
     batches: instead of chunks, in iteration mode, the trace reader's sampling decode (the decoder hashes the
     lines and finds the runs itself, so the rows are never read back; same profiles). diagnostics, when
     given, receives `heaviest_line_share` (LineTally.heaviest_share). classes: also the per-set-class profiles
-    of its widths, into classes.results[bits] (one (PRDs, CRD) per core count, as set_classes.class_profiles).
+    of its widths, into classes.results[bits] (one (PRDs, CRD) per core count, as set_classes.class_profiles), and
+    the per-instance CRDs of its groupings into classes.groups.
     memory_budget: bytes of samples waiting for the round-robin merge and of shared window segments kept in memory,
     shared by the core counts (None: analysis.profiles.interleave's default, $PPTMC_MEMORY_BUDGET); the rest spills to
     spill_dir."""
@@ -377,9 +387,10 @@ def source_profiles(info: TraceInfo, chunks: Iterable[TraceChunk] | None, counts
     shift = line_shift(line_size)
     period = loop_period(info) if resolved == "iteration" and REPLAY else 0
     bits, crds = (classes.bits, classes.crds) if classes is not None else ((), True)
+    groupings = classes.groupings if classes is not None else ()
     budget = resolve_memory_budget(memory_budget) // max(1, sum(1 for p in counts if p > 1))
     tasks = [SourceTask(CoreMap(info, p, resolved, paper_chunk), shift, refs_per_turn, coherence, sampling, period,
-                        bits, crds, budget, spill_dir) for p in counts]
+                        bits, crds, budget, spill_dir, groupings) for p in counts]
     if not tasks:
         return []
     copies = CopyBuffer(period) if any(t.replay is not None for t in tasks) else None
@@ -400,6 +411,7 @@ def source_profiles(info: TraceInfo, chunks: Iterable[TraceChunk] | None, counts
     out = [t.finish(sampling) for t in tasks]
     if classes is not None:
         classes.results.update({b: [t.class_results[w] for t in tasks] for w, b in enumerate(bits)})
+        classes.groups.update({g: crds for t in tasks for g, crds in t.group_results.items()})
     return out
 
 
@@ -432,12 +444,13 @@ def sampled_profile_set(trace_path: str, cores: list[int], sampling: SourceSampl
                         interleave: str = "rr", seed: int = 0, refs_per_turn: int = 1, line_size: int = 64,
                         paper_chunk: int = 0, coherence: bool = True, max_rows: int | None = None,
                         class_bits: tuple[int, ...] = (), class_crds: bool = True, memory_budget: int | None = None,
-                        spill_dir: str | None = None):
+                        spill_dir: str | None = None, groupings: tuple = ()):
     """(ProfileSet, sampling metadata) of a trace file: sampled at the source for round-robin
     interleaving; for `--interleave random`, the stream sampler (window method) on the full streams, without
     per-set-class profiles. max_rows: decoded rows per batch (default SAMPLED_ROWS with the reader's sampling
     decode, else SOURCE_ROWS; 2^20 for the stream sampler). class_bits, class_crds: the per-set-class profiles
-    to estimate too (compute_profiles' keywords); memory_budget, spill_dir: source_profiles'. Refuses a run whose
+    to estimate too and groupings, the per-instance CRDs (compute_profiles' keywords); memory_budget, spill_dir:
+    source_profiles'. Refuses a run whose
     worst case does not fit in the free memory (memory.check_sampled_memory) before any work."""
     from analysis.profiles import sweep as profiles
     from analysis.sampling.streams import StreamSampling, sampled_profiles
@@ -453,12 +466,12 @@ def sampled_profile_set(trace_path: str, cores: list[int], sampling: SourceSampl
     counts = sorted(set(int(c) for c in cores))
     budget = resolve_memory_budget(memory_budget)
     check_sampled_memory(str(trace_path), info.n_accesses, info.distinct_lines_estimate, counts, sampling.rate,
-                         sampling.window, sampling.length, budget)
+                         sampling.window, sampling.length, budget, sum(max(g) + 1 for g in groupings))
     resolved = resolve_mode(info, mode)
     ps = profiles.ProfileSet(line_size, resolved, interleave, seed, refs_per_turn, info.path,
                              paper_chunk=paper_chunk, trace_complete=info.complete, coherence=coherence)
     found: dict = {}
-    classes = ClassRequest(check_class_bits(class_bits), class_crds)
+    classes = ClassRequest(check_class_bits(class_bits), class_crds, groupings=tuple(tuple(g) for g in groupings))
     if sampled is not None and resolved == "iteration":
         rows, replay = max_rows or SAMPLED_ROWS, decode_replay(info)
         results = source_profiles(info, None, counts, sampling, resolved, refs_per_turn, line_size, paper_chunk,
@@ -473,4 +486,6 @@ def sampled_profile_set(trace_path: str, cores: list[int], sampling: SourceSampl
         ps.crd[p] = crd
     for b, res in classes.results.items():
         ps.add_classes(b, counts, res, class_crds)
+    for g, crds in classes.groups.items():
+        ps.group_crd.update({(grouping_name(g), i): prof for i, prof in enumerate(crds)})
     return ps, {**sampling.metadata(), "heaviest_line_share": round(found["heaviest_line_share"], 6)}

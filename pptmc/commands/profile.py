@@ -178,14 +178,15 @@ def _sampled(args: argparse.Namespace, cores: list[int]):
     if args.sample_method == "source":
         from analysis.sampling.source import HEAVY_SHARE_WARN, SourceSampling, sampled_profile_set
 
-        needs = _for_machines(args, cores)  # the set-class widths the exact sweep would make
+        needs = _for_machines(args, cores)  # the set-class widths and groupings the exact sweep would make
         ps, meta = sampled_profile_set(args.trace, cores,
                                        SourceSampling(args.sample_rate, args.seed,
                                                       window=_or(args.sample_window, SOURCE_WINDOW),
                                                       length=args.window_length),
                                        args.mode, args.interleave, args.seed, args.refs_per_turn, args.line_size,
                                        args.paper_chunk, args.coherence, class_bits=needs["class_bits"],
-                                       class_crds=needs.get("class_crds", True))
+                                       class_crds=needs.get("class_crds", True),
+                                       groupings=needs.get("groupings", ()))
         if meta.get("heaviest_line_share", 0.0) > HEAVY_SHARE_WARN:  # not measured by the random fallback
             print(f"note: one sampled line takes {100 * meta['heaviest_line_share']:.1f}% of the sample; SHARDS "
                   f"weighs it 1/{args.sample_rate:g}, so this seed's estimate may be off by several points "
