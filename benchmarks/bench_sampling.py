@@ -94,7 +94,7 @@ def exact_run(chunks: list[TraceChunk]) -> tuple[float, ReuseProfile]:
 def sampled_run(info: TraceInfo, chunks: list[TraceChunk], method: str, rate: float,
                 window: int) -> tuple[float, ReuseProfile]:
     """Time one sampled profile, mixing per-block profiles with the trace's own counts."""
-    from analysis.sampling.blocks import sample_profile
+    from analysis.sampling.amm.blocks import sample_profile
 
     start = time.perf_counter()
     prof = sample_profile(info, chunks, rate, window=window, seed=1, method=method).combined()
@@ -140,7 +140,7 @@ def as_chunks(addr: np.ndarray, block: np.ndarray, inst: np.ndarray, rows: int =
 
 def scaling_rows(small_n: int = 25, large_n: int = 200) -> list[dict]:
     """Hit-rate error of AMM input scaling, matmul small_n -> large_n."""
-    from analysis.sampling.blocks import sample_profile
+    from analysis.sampling.amm.blocks import sample_profile
     from analysis.counts.scaling import scale_profile
 
     s_info, s_chunks = matmul_chunks(small_n)
@@ -421,7 +421,7 @@ def scale_one(name: str, small: str, large: str, workdir) -> tuple[dict, list[st
     from analysis.counts import bbcounts
     from analysis.profiles.sweep import open_chunks
     from analysis.profiles.reuse import ReuseEngine
-    from analysis.sampling.blocks import sample_trace_file
+    from analysis.sampling.amm.blocks import sample_trace_file
     from analysis.counts.scaling import compare, scale_profile
     from common.io import program_output_to
 

@@ -1,4 +1,4 @@
-"""Per-set-class profiles of source sampling (analysis/sampling/class_shards.py, windows.class_walk).
+"""Per-set-class profiles of source sampling (analysis/sampling/shards/class_shards.py, windows.class_walk).
 
 Oracles: at rate 1 the exact per-set-class ProfileSet (set_classes.ClassEngine, itself pinned against brute
 force in test_set_classes.py); the windows' class distances against a brute-force per-class LRU stack; below rate
@@ -16,11 +16,11 @@ from analysis.hitrates.cachesim import simulate_hierarchy
 from analysis.hitrates.rates import predict_hit_rates
 from analysis.profiles.profileset import ProfileSet
 from analysis.profiles.sweep import compute_profiles_from
-from analysis.sampling import class_shards as CS
-from analysis.sampling import class_tail as CT
-from analysis.sampling import replay as R
+from analysis.sampling.shards import class_shards as CS
+from analysis.sampling.shards import class_tail as CT
+from analysis.sampling.shards import replay as R
 from analysis.sampling import source as SS
-from analysis.sampling import windows as W
+from analysis.sampling.near import windows as W
 from instrument.trace_types import (CHUNK_DTYPES, SCHED_DYNAMIC, SCHED_STATIC, BlockInfo, LoopInstance, TraceChunk,
                                     TraceInfo)
 from machines import load_machine

@@ -1,4 +1,4 @@
-"""Per-instance CRDs of source sampling (analysis/sampling/group_shards.py).
+"""Per-instance CRDs of source sampling (analysis/sampling/shards/group_shards.py).
 
 Oracles: at rate 1 the exact sweep's per-instance CRDs (analysis.profiles.groups.GroupCrds: ReuseEngine and the
 coherence Directory over instance ids); the instance stacks' drain against a brute-force LRU list per instance with
@@ -18,11 +18,11 @@ from analysis.hitrates.sdcm import expected_hits
 from analysis.profiles.groups import grouping_name
 from analysis.profiles.profileset import ProfileSet
 from analysis.profiles.sweep import compute_profiles_from
-from analysis.sampling import group_shards as G
-from analysis.sampling import replay as R
+from analysis.sampling.shards import group_shards as G
+from analysis.sampling.shards import replay as R
 from analysis.sampling import source as SS
 from analysis.sampling.binning import engine_bins
-from analysis.sampling.shards_kernel import empty_log
+from analysis.sampling.shards.shards_kernel import empty_log
 from instrument.trace_types import SCHED_DYNAMIC, SCHED_STATIC
 
 CORES = [1, 2, 3, 4, 8]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.sampling import blocks as S
+from analysis.sampling.amm import blocks as S
 from analysis.sampling import streams as ST
 from analysis.profiles.profileset import ReuseProfile
 from instrument.trace_types import TraceInfo

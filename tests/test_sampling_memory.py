@@ -1,4 +1,4 @@
-"""Source sampling's memory (analysis/sampling/queues.py, memory.py): the block-pool queues of the round-robin merge
+"""Source sampling's memory (analysis/sampling/shards/queues.py, memory.py): the block-pool queues of the round-robin merge
 against per-core deques and a brute-force merge, through spills to disk; spilling changes no profile (rate 1
 still equals the exact ProfileSet); the check before a pass refuses what does not fit, naming the options."""
 from __future__ import annotations
@@ -14,12 +14,12 @@ from test_source_sampling import brute_windows, exact_set, random_trace, same
 from analysis.profiles.interleave import interleave_arrays
 from analysis.profiles.reuse import ReuseEngine
 from analysis.sampling import memory as M
-from analysis.sampling import queues as Q
-from analysis.sampling import shared_windows as SW
+from analysis.sampling.shards import queues as Q
+from analysis.sampling.near import shared_windows as SW
 from analysis.sampling import source as SS
 from analysis.sampling import source_rows as SR
-from analysis.sampling.shards_kernel import PairBatch, ShardsStreams, rr_key
-from analysis.sampling.stacks import DONE, GROW_QUEUE, LOAD_QUEUE
+from analysis.sampling.shards.shards_kernel import PairBatch, ShardsStreams, rr_key
+from analysis.sampling.shards.stacks import DONE, GROW_QUEUE, LOAD_QUEUE
 from common.errors import InputError
 from instrument.trace_types import SCHED_DYNAMIC, SCHED_STATIC
 

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.sampling import blocks as S
+from analysis.sampling.amm import blocks as S
 from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.reuse import reuse_distances
 from analysis.counts.scaling import compare, hit_rates, scale_profile

@@ -1,4 +1,4 @@
-"""Replay of periodic stretches in source sampling (analysis/sampling/replay.py): the profiles must be bit for bit
+"""Replay of periodic stretches in source sampling (analysis/sampling/shards/replay.py): the profiles must be bit for bit
 those of feeding every copy (rate 1: the exact ProfileSet, the independent oracle; below rate 1: the sampler with
 replay off), and copies must actually be skipped."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.sampling import replay as R
+from analysis.sampling.shards import replay as R
 from analysis.sampling import source as SS
 from analysis.sampling.source_rows import Picker
 from analysis.profiles.private_traces import CoreMap

@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from analysis.sampling import core_runs as CR, source as SS, source_rows as SR, windows as W
+from analysis.sampling import core_runs as CR, source as SS, source_rows as SR
+from analysis.sampling.near import windows as W
 from analysis.sampling.binning import scale_profile
 from analysis.profiles.interleave import interleave_arrays
 from analysis.profiles.private_traces import ALL_CORES
@@ -95,7 +96,7 @@ def test_full_rate_equals_exact_profile_set(mode, schedule, chunk, k, coherence,
 @pytest.mark.parametrize("p,k", [(2, 1), (3, 1), (4, 3), (5, 2)])
 def test_merge_key_is_the_round_robin_order(p, k):
     """The (turn, core, position) key sorts accesses into the real Interleaver's order, for any lengths."""
-    from analysis.sampling.shards_kernel import rr_key
+    from analysis.sampling.shards.shards_kernel import rr_key
 
     rng = np.random.default_rng(p * 10 + k)
     for _ in range(20):
@@ -222,7 +223,7 @@ def test_fused_stacks_match_brute_force(look):
     every distance is the exact engine's, and the window tallies split the samples by their gap in private
     positions to the previous use of the line (a direct scan) at `look`."""
     from analysis.profiles.reuse import ReuseEngine
-    from analysis.sampling.shards_kernel import PairBatch, ShardsStreams
+    from analysis.sampling.shards.shards_kernel import PairBatch, ShardsStreams
 
     rng = np.random.default_rng(2 + look)
     n = 30_000

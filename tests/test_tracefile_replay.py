@@ -231,7 +231,8 @@ def _trace_info(payloads: list[bytes]):
 def test_sampler_takes_repeats_as_decoded_rows(monkeypatch, rate, rows):
     """sampled_profile_set on batches of repeats (the sampler's columns of one copy laid out, its lines tallied
     with a weight) gives the profiles and metadata of the same rows decoded in full."""
-    from analysis.sampling import replay as source_replay, source as SS
+    from analysis.sampling import source as SS
+    from analysis.sampling.shards import replay as source_replay
 
     monkeypatch.setattr(source_replay, "MIN_COPY_ROWS", 3000)
     payloads = _split(steps_events(40), 3)
@@ -264,7 +265,7 @@ def _copies(batches: list, min_rows: int) -> tuple[list, object]:
     """The copies (source_replay.CopyBuffer, period 2) of the decoded batches' SHARDS parts, and the buffer."""
     from types import SimpleNamespace
 
-    from analysis.sampling.replay import CopyBuffer
+    from analysis.sampling.shards.replay import CopyBuffer
 
     buf, out = CopyBuffer(2, min_rows), []
     for words, sel, starts, lp, it, _, copies, recording in batches:

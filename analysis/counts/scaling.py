@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from analysis.profiles.profileset import ReuseProfile
-from analysis.sampling.blocks import SampledProfile
+from analysis.sampling.amm.blocks import SampledProfile
 from machines.model import CacheLevel
 
 # The reference hierarchy (Haswell-like): used when no machine is given.

@@ -1,6 +1,6 @@
 """Sampled distances into the exact engine's histogram bins, so sampled and exact ProfileSets read alike.
 
-Shared by the per-block samplers (analysis/sampling/blocks.py), the stream sampler (streams.py) and source
+Shared by the per-block samplers (analysis/sampling/amm/blocks.py), the stream sampler (streams.py) and source
 sampling (source.py, windows.py, stacks.py).
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What a source-sampled pass (analysis/sampling/source.py) will hold in memory, checked before it starts.
 
 Its memory grows with the sampled distinct lines (the SHARDS stacks) or is bounded by the memory budget (each core
-count p > 1 gets an even share of it): the samples that wait for the round-robin merge (analysis/sampling/queues.py)
+count p > 1 gets an even share of it): the samples that wait for the round-robin merge (analysis/sampling/shards/queues.py)
 and the ring of shared-trace window segments that wait until every core has passed them (analysis/sampling/
 shared_windows.py; with a static schedule nearly a loop instance's worth) spill beyond their parts of the share
 (`ring_budget`). `check_sampled_memory` adds the worst cases, from the trace's footer (TraceInfo.n_accesses,

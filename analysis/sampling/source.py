@@ -22,11 +22,11 @@ touches a few percent of the accesses:
   cycle), so the sampled accesses are merged by that key, streaming: each core's wait in a queue in
   its order, and an access is released once every core's running count has passed it (a numba p-way
   merge of the queues' heads; the queues hold about `rate` of what waits in the exact interleaver, in
-  one block pool per core count that spills beyond the memory budget: analysis/sampling/queues.py).
+  one block pool per core count that spills beyond the memory budget: analysis/sampling/shards/queues.py).
   Write-invalidate coherence works line by line, so the Directory walk over
   the merged sampled stream finds exactly the coherence misses of the sampled lines. All of this
   (placing, private stacks, merge, sharer sets, shared stack, tallies) is two fused kernels per core
-  count and batch (analysis/sampling/shards_kernel.py);
+  count and batch (analysis/sampling/shards/shards_kernel.py);
 * time windows (the stream sampler's `window` method, analysis/sampling/streams.py): SHARDS alone is
   coarse for small caches (a 1% sample of a 512-line L1 sees distances of about 5 lines) and
   gives a few hot lines a coin-toss weight, so short reuses are measured exactly in windows of
@@ -39,7 +39,7 @@ touches a few percent of the accesses:
   level, whose near reuses are all hits, so it needs their share, not their distances in detail.
   Rows are copied into per-core segment buffers as they are decoded (shared segments wait in a
   ring until every core has passed them, spilled beyond the memory budget, then are read in round-robin order:
-  analysis/sampling/shared_windows.py) and each segment
+  analysis/sampling/near/shared_windows.py) and each segment
   is measured in one pass (a hash table for previous uses, a bitset of latest uses whose
   popcount between two uses is the distance). A reuse at most `window` positions (turns) back
   is near and keeps its exact in-window distance; the others (and cold accesses) take the
@@ -51,7 +51,7 @@ touches a few percent of the accesses:
 Periodic traces (iteration mode, analysis.profiles.sweep.loop_period): the SHARDS samples are cut into copies at the
 loop instances that start a period and fed copy by copy; a copy whose sampled part repeats the previous one is
 not fed once a fed copy left the kernels' state as it found it (relative to every core's position): its counts
-are added again (analysis/sampling/replay.py; bit for bit the same profiles). The reader's sampling decode does not
+are added again (analysis/sampling/shards/replay.py; bit for bit the same profiles). The reader's sampling decode does not
 decode the copies of the events that repeat either (instrument.tracefile.DecodeReplay, `decode_replay`): they come
 as batches of repeats of one recorded copy, whose SHARDS columns and copies the sampler takes once per recording.
 The windows still read every row (of the recorded words, laid out once per repeat).
@@ -93,18 +93,18 @@ from analysis.profiles.sweep import loop_period
 from analysis.profiles.private_traces import OFFSET_BITS, CoreMap, line_shift, resolve_mode
 from analysis.profiles.profileset import ReuseProfile
 from analysis.sampling.binning import scale_profile
-from analysis.sampling.class_shards import ClassShards, class_estimate
-from analysis.sampling.group_shards import GroupShards
+from analysis.sampling.shards.class_shards import ClassShards, class_estimate
+from analysis.sampling.shards.group_shards import GroupShards
 from analysis.sampling.core_runs import WindowGrid, core_runs, window_pieces
 from analysis.sampling.hashing import draw_salt, shards_threshold
 from analysis.sampling.memory import SHARED_SPACING, check_sampled_memory, ring_budget
-from analysis.sampling.shards_kernel import PairBatch, ShardsStreams
-from analysis.sampling import replay as source_replay
-from analysis.sampling.replay import Copy, CopyBuffer, ShardsReplay, advance, even_split
+from analysis.sampling.shards.shards_kernel import PairBatch, ShardsStreams
+from analysis.sampling.shards import replay as source_replay
+from analysis.sampling.shards.replay import Copy, CopyBuffer, ShardsReplay, advance, even_split
 from analysis.sampling.source_rows import Picker, Rows
 from analysis.sampling.streams import DEFAULT_WINDOW_LENGTH
-from analysis.sampling.shared_windows import SharedWindows
-from analysis.sampling.windows import Estimate, PrivateWindows
+from analysis.sampling.near.shared_windows import SharedWindows
+from analysis.sampling.near.windows import Estimate, PrivateWindows
 from instrument.trace_types import TraceChunk, TraceInfo
 from instrument import open_trace
 from instrument.tracefile import SampledBatch
@@ -133,7 +133,7 @@ HEAVY_SHARE_WARN = 0.05
 # of a 1% sample's far tail with fewer than about 100 lines of its class between comes out as distance 0)
 CLASS_WINDOW = 4096
 
-# Replay the SHARDS samples' periodic stretches (analysis/sampling/replay.py) in iteration mode; False: feed every
+# Replay the SHARDS samples' periodic stretches (analysis/sampling/shards/replay.py) in iteration mode; False: feed every
 # copy (the same profiles, bit for bit; tests compare the two)
 REPLAY = True
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # scipy, networkx, pandas and numba load in about a second: o
 
     from analysis.counts import bbcounts
     from analysis.profiles.profileset import ReuseProfile
-    from analysis.sampling.blocks import SampledProfile
+    from analysis.sampling.amm.blocks import SampledProfile
 
 
 def register(subparsers) -> None:
@@ -122,7 +122,7 @@ def _print_counts(cfg: bbcounts.Cfg, result: bbcounts.BlockCounts) -> None:
 
 def _sample(path: str, args: argparse.Namespace) -> SampledProfile:
     """Per-block profiles of one trace file with the chosen method."""
-    from analysis.sampling.blocks import sample_trace_file
+    from analysis.sampling.amm.blocks import sample_trace_file
 
     return sample_trace_file(path, args.sample_rate, args.window, args.seed, args.line_size, args.method,
                              args.sample_size)

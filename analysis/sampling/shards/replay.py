@@ -6,7 +6,7 @@ sequential trace is cut into copies at the starts of the loop instances that are
 copies' SHARDS part (sampled rows, their lines and flags, and the runs of one loop iteration, with instances
 counted from the copy's first) is kept, a few percent of the rows. Two consecutive copies with the same part give
 every core the same sampled accesses at the same private positions, and every core count the same core decisions
-(the loops' signatures repeat), so the kernels of analysis/sampling/shards_kernel.py do the same work on them when they
+(the loops' signatures repeat), so the kernels of analysis/sampling/shards/shards_kernel.py do the same work on them when they
 start from the same state.
 
 That is what `ShardsReplay` checks, per core count, instead of relying on a theorem: after a copy has been fed,
@@ -17,7 +17,7 @@ in the merge's queues). When they are equal, feeding the next copy, if its part 
 would add the same counts and leave the same state again, shifted by the copy's length; so such copies are not
 fed: they are counted, and when a copy differs (or the trace ends) the counts of the last fed copy are added that
 many times and the state's positions are shifted (`unwind`). The profiles are bit for bit those of feeding every
-copy (tests/test_source_replay.py). The windows (analysis/sampling/windows.py) still read every row.
+copy (tests/test_source_replay.py). The windows (analysis/sampling/near/windows.py) still read every row.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ import numba
 import numpy as np
 
 from analysis.profiles.private_traces import ALL_CORES, iteration_core
-from analysis.sampling.stacks import EMPTY
+from analysis.sampling.shards.stacks import EMPTY
 
 # Rows a copy has at least: periods shorter than this are taken several at a time (a copy per period would cost
 # a feed call per core count each, and the state comparison after each fed copy); about half a decode batch, so

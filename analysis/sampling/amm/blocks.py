@@ -32,7 +32,7 @@ the mimicking and interleaving: SHARDS lines and time windows of each stream are
 decoded rows, so only a few percent of the accesses go further. The stream sampler
 (analysis/sampling/streams.py; `--sample-method window|spatial|exact`, and the fallback for
 `--interleave random`) builds each stream in full and samples it. The numba passes of the samplers
-below are in analysis/sampling/block_kernels.py.
+below are in analysis/sampling/amm/block_kernels.py.
 
 Distances are at cache-line granularity (addr // line_size). Per-block conditional profiles
 are mixed with weights N_i * m_i / sum_j N_j * m_j where N_i is the block count and m_i its
@@ -49,7 +49,7 @@ import numpy as np
 
 from analysis.profiles.profileset import ReuseProfile
 from analysis.sampling.binning import cat, exact_distances
-from analysis.sampling.block_kernels import InstanceDraw, InstanceOut, ScanState, hash_select, instance_chunk
+from analysis.sampling.amm.block_kernels import InstanceDraw, InstanceOut, ScanState, hash_select, instance_chunk
 from analysis.sampling.hashing import draw_salt, shards_threshold
 from instrument.trace_types import TraceChunk, TraceInfo
 from common.errors import InputError

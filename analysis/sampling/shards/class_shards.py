@@ -29,8 +29,8 @@ import numpy as np
 
 from analysis.profiles.kernel_ops import EXACT_LIMIT, bin_of
 from analysis.profiles.profileset import ReuseProfile
-from analysis.sampling.class_tail import FEW, PLAIN_BINS, ClassEstimate, ClassTail, plain_bin
-from analysis.sampling.stacks import (DONE, GROW_TAIL, RENUMBER, StackArrays, Stacks, hot_helper, hot_loop, load_regs,
+from analysis.sampling.shards.class_tail import FEW, PLAIN_BINS, ClassEstimate, ClassTail, plain_bin
+from analysis.sampling.shards.stacks import (DONE, GROW_TAIL, RENUMBER, StackArrays, Stacks, hot_helper, hot_loop, load_regs,
                                       renumber, room, store_regs, touch_row)
 
 

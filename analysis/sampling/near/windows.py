@@ -3,7 +3,7 @@
 A private window is a range of private positions of one core; a shared window is the same turn-aligned range
 of private positions in every core, one contiguous run of the round-robin shared trace (see source.py). Rows
 are copied into per-core segment buffers as they are decoded (shared segments wait in a ring until every
-core has passed them, then are read in round-robin order: analysis/sampling/shared_windows.py) and each segment is
+core has passed them, then are read in round-robin order: analysis/sampling/near/shared_windows.py) and each segment is
 measured in one pass (`walk_segment`). `Estimate` joins a stream's window tallies with its SHARDS tallies.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The numba passes of the per-block samplers (analysis/sampling/blocks.py): AMM Algorithm 1 over the sampled
+"""The numba passes of the per-block samplers (analysis/sampling/amm/blocks.py): AMM Algorithm 1 over the sampled
 block instances (`instance_chunk`) and the SHARDS selection with per-block access counts (`hash_select`)."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A first-in first-out file of zstd-compressed frames: where source sampling's bounded buffers spill beyond the
-memory budget (analysis/sampling/queues.py QueuePool, the merge's waiting samples; analysis/sampling/
+memory budget (analysis/sampling/shards/queues.py QueuePool, the merge's waiting samples; analysis/sampling/
 shared_windows.py SharedWindows, the shared window segments waiting for every core). Frames come back unchanged
 and in the order written."""
 from __future__ import annotations

@@ -22,8 +22,8 @@ import numba
 import numpy as np
 
 from analysis.sampling.source_rows import Rows, line_of
-from analysis.sampling.spill import FrameFile
-from analysis.sampling.windows import (
+from analysis.sampling.shards.spill import FrameFile
+from analysis.sampling.near.windows import (
     ClassScratch,
     Estimate,
     class_scratch,

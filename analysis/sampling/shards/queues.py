@@ -1,4 +1,4 @@
-"""The per-core queues of SHARDS pairs waiting for the round-robin merge (analysis/sampling/shards_kernel.py), in
+"""The per-core queues of SHARDS pairs waiting for the round-robin merge (analysis/sampling/shards/shards_kernel.py), in
 one pool of fixed-size blocks, spilled to disk beyond a memory budget.
 
 With a static schedule core 0's sampled pairs wait until core p-1's first ones arrive, nearly a whole loop
@@ -21,8 +21,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from analysis.sampling.spill import FrameFile
-from analysis.sampling.stacks import DONE, GROW_QUEUE, LOAD_QUEUE, hot_helper
+from analysis.sampling.shards.spill import FrameFile
+from analysis.sampling.shards.stacks import DONE, GROW_QUEUE, LOAD_QUEUE, hot_helper
 
 BLOCK = 4096  # pairs per block: 128 KiB of the four fields
 FIELDS = 4  # private position, line (TAG on stores), private distance, gap

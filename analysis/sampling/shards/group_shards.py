@@ -37,7 +37,7 @@ from analysis.profiles.kernel_ops import EXACT_LIMIT, bin_of
 from analysis.profiles.profileset import ReuseProfile
 from analysis.sampling.binning import scale_profile
 from analysis.sampling.hashing import slot_of
-from analysis.sampling.stacks import (
+from analysis.sampling.shards.stacks import (
     DONE,
     EMPTY,
     RENUMBER,

@@ -7,12 +7,12 @@ per-core queues by round-robin key and feeds the shared stack (`release`), inste
 passes and three engine calls per batch. The results are those of analysis.profiles.reuse.ReuseEngine and
 analysis.profiles.coherence.Directory, bit for bit (rate 1 equals the exact ProfileSet: tests/test_source_sampling.py):
 
-* the stacks (analysis/sampling/stacks.py): p private ones and, for more than one core, the shared one, whose
+* the stacks (analysis/sampling/shards/stacks.py): p private ones and, for more than one core, the shared one, whose
   slots also keep each line's sharer set (the Directory's rules: all cores until the first store, a store
   leaves only its core, a load adds its core; an access by a core not in the set is stale);
 * the pairs' private distances, gaps and store tags wait in per-core queues (each in its core's order)
   until every core's running count has passed them in the round-robin order (see analysis/sampling/source.py):
-  chains of blocks of one pool, spilled to disk beyond a memory budget (analysis/sampling/queues.py);
+  chains of blocks of one pool, spilled to disk beyond a memory budget (analysis/sampling/shards/queues.py);
 * a stale shared access with a finite private distance is a coherence miss: its private histogram entry
   moves to the cold slot at once (what ReuseEngine.reclassify does in bulk);
 * the windows' SHARDS tallies (near samples, their coherence misses, the far samples' distances) are
@@ -31,8 +31,8 @@ import numpy as np
 
 from analysis.profiles.kernel_ops import EXACT_LIMIT, bin_of
 from analysis.profiles.private_traces import ALL_CORES
-from analysis.sampling.queues import HB, HI, QueuePool, q_advance, q_push, q_room
-from analysis.sampling.stacks import (DONE, EMPTY, GROW_AXIS, GROW_QUEUE, GROW_TABLE, GROW_TAIL, LOAD_QUEUE, LOG_FULL,
+from analysis.sampling.shards.queues import HB, HI, QueuePool, q_advance, q_push, q_room
+from analysis.sampling.shards.stacks import (DONE, EMPTY, GROW_AXIS, GROW_QUEUE, GROW_TABLE, GROW_TAIL, LOAD_QUEUE, LOG_FULL,
                                       RENUMBER, Stacks, hot_helper, hot_loop, load_regs, renumber, room, store_regs,
                                       touch)
 
@@ -55,7 +55,7 @@ class PairBatch(NamedTuple):
 
 class Log(NamedTuple):
     """The SHARDS samples in the order the kernels finish them (cfg.log; for the per-set-class stacks,
-    analysis/sampling/class_shards.py; the per-instance stacks, group_shards.py): core, line (with offset), private
+    analysis/sampling/shards/class_shards.py; the per-instance stacks, group_shards.py): core, line (with offset), private
     gap, coherence miss, shared turn gap (-1: cold or no shared windows), store (1: a store, tagged only with
     coherence); n[0] entries. Private samples are logged when placed with one core, else
     when released (every core's in its order, all in the shared trace's order); a kernel stops with LOG_FULL

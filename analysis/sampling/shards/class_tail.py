@@ -20,8 +20,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy.special import betaln, gammaln
 
-from analysis.sampling.stacks import hot_helper
-from analysis.sampling.windows import Estimate
+from analysis.sampling.shards.stacks import hot_helper
+from analysis.sampling.near.windows import Estimate
 
 FEW = 32  # class counts below this are tallied with their plain count
 EXACT_K = 128  # plain counts below this are tallied exactly, larger ones in PLAIN_SUB bins an octave

@@ -1,4 +1,4 @@
-"""n LRU stacks in 2-D arrays, for the SHARDS samples of source sampling (analysis/sampling/shards_kernel.py).
+"""n LRU stacks in 2-D arrays, for the SHARDS samples of source sampling (analysis/sampling/shards/shards_kernel.py).
 
 Each stack runs the exact engine's algorithm (analysis.profiles.reuse.ReuseEngine): a hash table line -> last
 time, a bitmap of latest uses over a time axis, a Fenwick tree of the words that fell more than NEAR_WORDS

@@ -1,0 +1,1 @@
+"""AMM per-block sampled profiles (analysis/SAMPLING.md section 1)."""
