@@ -27,11 +27,10 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from analysis.profiles.kernel_ops import EXACT_LIMIT, bin_of
 from analysis.profiles.profileset import ReuseProfile
 from analysis.sampling.shards.class_tail import FEW, PLAIN_BINS, ClassEstimate, ClassTail, plain_bin
 from analysis.sampling.shards.stacks import (DONE, GROW_TAIL, RENUMBER, StackArrays, Stacks, hot_helper, hot_loop, load_regs,
-                                      renumber, room, store_regs, touch_row)
+                                      renumber, room, store_regs, touch_row, uncount)
 
 
 class ClassConfig(NamedTuple):
@@ -141,17 +140,12 @@ def _drain(log, resume, pv, sh, pl, ct, cfg):
 @hot_helper
 def _private(log, i, pv, pp, ct, cfg, c, e, x, regs, p_regs):
     """Entry i on its private class stack e (histogram row c) and, with windows, on core c's plain stack pp:
-    its class distance, moved to cold when the plain kernel found a coherence miss (shards_kernel._reclassify's
-    rule), and its far tally."""
+    its class distance, moved to cold when the plain kernel found a coherence miss (stacks.uncount), and its far tally."""
     slot, d, regs = touch_row(pv, e, x, regs, c)
     store_regs(pv, e, regs)
     coh = log.coh[i] != 0 and d >= 0
     if coh:
-        bi = bin_of(d)
-        pv.hist[c, bi] -= 1
-        pv.hist[c, pv.hist.shape[1] - 1] += 1
-        if d >= EXACT_LIMIT:
-            pv.hist_sum[c, bi] -= d
+        uncount(pv, c, d)
         ct.coh[c] += 1
     if not cfg.windows:
         return

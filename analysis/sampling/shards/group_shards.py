@@ -33,7 +33,6 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from analysis.profiles.kernel_ops import EXACT_LIMIT, bin_of
 from analysis.profiles.profileset import ReuseProfile
 from analysis.sampling.binning import scale_profile
 from analysis.sampling.hashing import slot_of
@@ -49,6 +48,7 @@ from analysis.sampling.shards.stacks import (
     room,
     store_regs,
     touch,
+    uncount,
 )
 
 GROW_DIRECTORY = 8  # beyond stacks' statuses: the directory of stored lines must grow
@@ -130,11 +130,7 @@ def _coherence(st, dr, e, slot, x, d, store):
     while dr.keys[h] != x and dr.keys[h] != EMPTY:
         h = (h + np.uint64(1)) & mask
     if d >= 0 and dr.keys[h] == x and dr.last[h] > st.aux[e, slot]:
-        bi = bin_of(d)
-        st.hist[e, bi] -= 1
-        st.hist[e, st.hist.shape[1] - 1] += 1
-        if d >= EXACT_LIMIT:
-            st.hist_sum[e, bi] -= d
+        uncount(st, e, d)
         st.state[e, 3] += 1
     st.aux[e, slot] = seq
     if store:

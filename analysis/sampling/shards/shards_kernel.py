@@ -29,12 +29,11 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from analysis.profiles.kernel_ops import EXACT_LIMIT, bin_of
 from analysis.profiles.private_traces import ALL_CORES
 from analysis.sampling.shards.queues import HB, HI, QueuePool, q_advance, q_push, q_room
 from analysis.sampling.shards.stacks import (DONE, EMPTY, GROW_AXIS, GROW_QUEUE, GROW_TABLE, GROW_TAIL, LOAD_QUEUE, LOG_FULL,
                                       RENUMBER, Stacks, hot_helper, hot_loop, load_regs, renumber, room, store_regs,
-                                      touch)
+                                      touch, uncount)
 
 TAG = np.uint64(1 << 63)  # a store's line id in the queues (as analysis.profiles.reuse.STORE_TAG)
 LOG_ROWS = 1 << 16  # entries of the samples' log (2.5 MiB): the kernels stop for the sinks to drain a full one
@@ -331,11 +330,7 @@ def _coherence_miss(sharers, slot, c, store, d):
 @hot_helper
 def _reclassify(pv, c, dist):
     """Core c's private access at distance dist is a coherence miss: from its bin to the cold slot."""
-    bi = bin_of(dist)
-    pv.hist[c, bi] -= 1
-    pv.hist[c, pv.hist.shape[1] - 1] += 1
-    if dist >= EXACT_LIMIT:
-        pv.hist_sum[c, bi] -= dist
+    uncount(pv, c, dist)
     pv.state[c, 3] += 1
 
 

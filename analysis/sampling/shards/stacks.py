@@ -290,6 +290,17 @@ def _distance(st, e, t, bw, live, c_hi):
 
 
 @hot_helper
+def uncount(st, row, d):
+    """Move one access counted at distance d >= 0 in histogram row `row` to the cold slot (a coherence miss found
+    after it was counted: ReuseEngine.reclassify's rule); the caller counts the coherence miss."""
+    bi = bin_of(d)
+    st.hist[row, bi] -= 1
+    st.hist[row, st.hist.shape[1] - 1] += 1
+    if d >= EXACT_LIMIT:
+        st.hist_sum[row, bi] -= d
+
+
+@hot_helper
 def _count(st, e, d):
     """Count distance d (-1: cold) in stack e's histogram."""
     if d < 0:
