@@ -138,16 +138,21 @@ def column_walks(n_rows: int = 256, n_cols: int = 64, steps: int = 3):
             addr.append(np.stack([a, x], -1).ravel())
             it.append(np.full(2 * n_rows, j))
             lp.append(np.full(2 * n_rows, step))
-    addr = np.concatenate(addr).astype(np.uint64)
+    return loop_trace("columns.trace", np.concatenate(addr).astype(np.uint64), np.concatenate(it),
+                      np.concatenate(lp), n_cols, steps)
+
+
+def loop_trace(name: str, addr: np.ndarray, it: np.ndarray, lp: np.ndarray, n_it: int, steps: int):
+    """One thread's loads at addr, access k in iteration it[k] of static loop instance lp[k] (`steps` instances
+    of n_it iterations each, one block): the TraceInfo and the one chunk."""
     n = addr.shape[0]
-    it, lp = np.concatenate(it), np.concatenate(lp)
     cols = {"addr": addr, "size": np.full(n, 8), "is_store": np.zeros(n, bool), "block": np.zeros(n),
-            "block_instance": it + lp * n_cols, "thread": np.zeros(n), "region": np.zeros(n), "loop": lp,
+            "block_instance": it + lp * n_it, "thread": np.zeros(n), "region": np.zeros(n), "loop": lp,
             "iteration": it, "is_stack": np.zeros(n, bool)}
     ch = TraceChunk(*(np.asarray(cols[k]).astype(d) for k, d in CHUNK_DTYPES.items()))
-    loops = [LoopInstance(s, 0, n_cols, SCHED_STATIC, 0) for s in range(steps)]
-    info = TraceInfo("columns.trace", 1, "prog", [], True, n, {0: BlockInfo(0, "OUT__1", "body", False)},
-                     {0: n_cols * steps}, loops=loops)
+    loops = [LoopInstance(s, 0, n_it, SCHED_STATIC, 0) for s in range(steps)]
+    info = TraceInfo(name, 1, "prog", [], True, n, {0: BlockInfo(0, "OUT__1", "body", False)},
+                     {0: n_it * steps}, loops=loops)
     return info, ch
 
 
@@ -244,17 +249,9 @@ def row_sweeps(n_lines: int = 2560, steps: int = 16):
     n_it = 64
     idx = np.arange(8 * n_lines)
     addr = np.tile((1 << 30) + idx * 8, steps).astype(np.uint64)
-    n = addr.shape[0]
     it = np.tile(idx // (8 * n_lines // n_it), steps)
     lp = np.repeat(np.arange(steps), 8 * n_lines)
-    cols = {"addr": addr, "size": np.full(n, 8), "is_store": np.zeros(n, bool), "block": np.zeros(n),
-            "block_instance": it + lp * n_it, "thread": np.zeros(n), "region": np.zeros(n), "loop": lp,
-            "iteration": it, "is_stack": np.zeros(n, bool)}
-    ch = TraceChunk(*(np.asarray(cols[k]).astype(d) for k, d in CHUNK_DTYPES.items()))
-    loops = [LoopInstance(s, 0, n_it, SCHED_STATIC, 0) for s in range(steps)]
-    info = TraceInfo("sweeps.trace", 1, "prog", [], True, n, {0: BlockInfo(0, "OUT__1", "body", False)},
-                     {0: n_it * steps}, loops=loops)
-    return info, ch
+    return loop_trace("sweeps.trace", addr, it, lp, n_it, steps)
 
 
 def test_far_class_tail_is_not_biased_to_hits_on_row_sweeps(monkeypatch):

@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 from fake_source import fake_source_traces  # noqa: F401 (fixture)
 from test_private_traces import chunker
-from test_source_sampling import brute_windows, exact_set, random_trace, same
+from test_source_sampling import brute_shared_windows, exact_set, random_trace, same
 
-from analysis.profiles.interleave import interleave_arrays
 from analysis.profiles.reuse import ReuseEngine
 from analysis.sampling import memory as M
 from analysis.sampling.shards import queues as Q
@@ -195,12 +194,7 @@ def test_spilled_shared_windows_match_brute_force(monkeypatch, p, k, words):
     assert sum(spills) > 0 and task.s_pool.buf.shape[0] == 4 and task.s_pool.files == [None] * p
     private = [x.copy() for x in CoreMap(info, p, "iteration").split(ch, line_shift(64))]
     plain = [(x & ~np.uint64(1 << 63)).tolist() for x in private]
-    ids = [np.array([(c << 32) | i for i in range(len(x))], np.uint64) for c, x in enumerate(plain)]
-    order, _ = interleave_arrays(ids, "rr", refs_per_turn=k)
-    core, pos = (order >> np.uint64(32)).astype(np.int64), (order & np.uint64((1 << 32) - 1)).astype(np.int64)
-    shared = [plain[c][q] for c, q in zip(core.tolist(), pos.tolist())]
-    want = brute_windows([shared], lambda e, i: int(pos[i]), [s_offset], task.s_period, task.s_length, task.s_look,
-                         turn_of=lambda q: q // k)
+    want = brute_shared_windows(plain, k, s_offset, task)
     assert (task.s_est.near, task.s_est.n_far, task.s_est.n_measured) == want and want[2] > 0
 
 

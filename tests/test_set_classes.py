@@ -71,16 +71,21 @@ def test_set_aware_equals_the_set_associative_simulator(mode, interleave, k, sch
     assert np.abs(sdcm["level_hit_rate"].to_numpy() - sim["level_hit_rate"].to_numpy()).max() > 0.05
 
 
-def test_set_aware_first_level_with_coherence_equals_the_coherent_simulator():
-    info, ch = make_trace(trip=200, schedule=SCHED_DYNAMIC, n_loops=3, seed=7)
-    cores = [1, 2, 4, 8]
-    ps = compute_profiles_from(info, chunker(ch, 53), cores, "iteration", "rr", class_bits=(3, 4))
+def assert_first_level_is_the_coherent_simulators(ps, info, ch, cores) -> None:
+    """The set-aware L1 rates of `ps` equal the coherent hierarchical set-associative simulator's exactly."""
     sim = simulate_hierarchy(info, chunker(ch, 67), VIRTUAL, cores, "iteration", "rr", hierarchical=True,
                              coherent=True)
     aware = predict_hit_rates(ps, VIRTUAL, set_aware=True)
     first = (aware["level"] == "L1").to_numpy()
     assert aware["cumulative_hit_rate"].to_numpy()[first] == pytest.approx(
         sim["cumulative_hit_rate"].to_numpy()[first], abs=1e-12)
+
+
+def test_set_aware_first_level_with_coherence_equals_the_coherent_simulator():
+    info, ch = make_trace(trip=200, schedule=SCHED_DYNAMIC, n_loops=3, seed=7)
+    cores = [1, 2, 4, 8]
+    ps = compute_profiles_from(info, chunker(ch, 53), cores, "iteration", "rr", class_bits=(3, 4))
+    assert_first_level_is_the_coherent_simulators(ps, info, ch, cores)
 
 
 def test_class_profiles_survive_save_and_load(tmp_path):
@@ -210,9 +215,4 @@ def test_class_pass_shares_engines_of_coinciding_traces(monkeypatch):
     cores = [1, 2, 4, 8]
     ps = compute_profiles_from(info, chunker(ch, 41), cores, "iteration", class_bits=class_widths([VIRTUAL]))
     assert copies, "no class engine was shared between coinciding private traces"
-    sim = simulate_hierarchy(info, chunker(ch, 67), VIRTUAL, cores, "iteration", "rr", hierarchical=True,
-                             coherent=True)
-    aware = predict_hit_rates(ps, VIRTUAL, set_aware=True)
-    first = (aware["level"] == "L1").to_numpy()
-    assert aware["cumulative_hit_rate"].to_numpy()[first] == pytest.approx(
-        sim["cumulative_hit_rate"].to_numpy()[first], abs=1e-12)
+    assert_first_level_is_the_coherent_simulators(ps, info, ch, cores)

@@ -388,6 +388,18 @@ def test_cli_default_is_source_and_full_rate_is_exact(tmp_path, fake_source_trac
     assert meta["sampling"]["method"] == "window" and "source" in meta["sampling"]["requested"]
 
 
+def brute_shared_windows(plain: list[list[int]], k: int, s_offset: int, task) -> tuple:
+    """brute_windows over the shared trace: the private traces `plain` interleaved rr, k references per turn,
+    by the real Interleaver, each access at its private position and timed in turns (task: its shared windows'
+    period, length and lookback)."""
+    ids = [np.array([(c << 32) | i for i in range(len(x))], np.uint64) for c, x in enumerate(plain)]
+    order, _ = interleave_arrays(ids, "rr", refs_per_turn=k)
+    core, pos = (order >> np.uint64(32)).astype(np.int64), (order & np.uint64((1 << 32) - 1)).astype(np.int64)
+    shared = [plain[c][q] for c, q in zip(core.tolist(), pos.tolist())]
+    return brute_windows([shared], lambda e, i: int(pos[i]), [s_offset], task.s_period, task.s_length, task.s_look,
+                         turn_of=lambda q: q // k)
+
+
 def brute_windows(streams, pos_of, offsets, period, length, look, turn_of=lambda q: q):
     """Near distances, far and measured counts of the windows of streams, row by row: stream e's windows
     start at offsets[e] + j * period over positions pos_of(e, i); a window row is near when the previous use
@@ -441,12 +453,7 @@ def test_windows_match_brute_force(p, k, schedule, spacing, monkeypatch):
                got[1] + est.n_far, got[2] + est.n_measured)
     want = brute_windows(plain, lambda e, i: i, offsets.tolist(), task.period, task.length, task.look)
     assert got == want and want[2] > 0
-    ids = [np.array([(c << 32) | i for i in range(len(x))], np.uint64) for c, x in enumerate(plain)]
-    order, _ = interleave_arrays(ids, "rr", refs_per_turn=k)
-    core, pos = (order >> np.uint64(32)).astype(np.int64), (order & np.uint64((1 << 32) - 1)).astype(np.int64)
-    shared = [plain[c][q] for c, q in zip(core.tolist(), pos.tolist())]
-    want = brute_windows([shared], lambda e, i: int(pos[i]), [s_offset], task.s_period, task.s_length, task.s_look,
-                         turn_of=lambda q: q // k)
+    want = brute_shared_windows(plain, k, s_offset, task)
     assert (task.s_est.near, task.s_est.n_far, task.s_est.n_measured) == want and want[2] > 0
     assert schedule == SCHED_DYNAMIC or spacing > 1 or task.s_pool.buf.shape[0] > 4
 
