@@ -316,10 +316,12 @@ class ReuseEngine:
         """An independent engine in the same state (continues exactly as this one would); counters: the
         histogram counters the copy counts into (as the constructor's), None: copies of this one's."""
         twin = ReuseEngine.__new__(ReuseEngine)
+        given = {} if counters is None else {"_hist": counters[0], "_hist_sum": counters[1]}
         for name, value in vars(self).items():
-            setattr(twin, name, value.copy() if isinstance(value, np.ndarray) else value)
-        if counters is not None:
-            twin._hist, twin._hist_sum = counters
+            if name in given:  # taken as given, not copied only to be replaced (a ClassEngine forks one per class)
+                setattr(twin, name, given[name])
+            else:
+                setattr(twin, name, value.copy() if isinstance(value, np.ndarray) else value)
         return twin
 
     def relabel(self, at_least: int, delta: int) -> None:

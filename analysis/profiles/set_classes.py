@@ -266,8 +266,10 @@ class StaleOnly:
 
 def class_lines(info: TraceInfo, line_size: int, bits: int, cores: int) -> int:
     """A class engine's first table size: the trace's distinct lines (its footer's estimate) shared
-    evenly among the classes and the cores; 16 without an estimate, 2^16 at most. Over a task's
-    classes and cores that adds up to the lines one plain engine holds, which limits.check_memory counts."""
+    evenly among the classes and the cores, twice that for p > 1 cores (read-shared data puts more than
+    1/p of the lines in each core's trace); 16 without an estimate, 2^16 at most. Over a task's classes
+    and cores that adds up to at most twice the lines one plain engine holds (check_memory counts a class
+    engine's lines per core)."""
     estimate = info.distinct_lines_estimate
     if not estimate:
         return 16
