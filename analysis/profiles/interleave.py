@@ -17,20 +17,18 @@ stays bounded whatever the trace length. `interleave_streams` is the pull-based 
 from __future__ import annotations
 
 import os
-import struct
-import tempfile
 from collections import deque
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 import numba
 import numpy as np
-import zstandard
 
 from analysis.options import INTERLEAVES
 from analysis.profiles import core_parts
 from analysis.profiles.core_parts import CorePart
 from common.errors import InputError, PptmcError
+from common.spill import FrameFile
 
 BUDGET_ENV = "PPTMC_MEMORY_BUDGET"  # overrides the default budget: bytes, or with a K, M or G suffix
 _BUDGET_CAP = 1 << 30
@@ -80,7 +78,6 @@ def parse_budget(text: str, where: str) -> int:
 DEFAULT_MEMORY_BUDGET = _physical_budget()  # bytes of waiting references, shared by all core counts of one pass
 _TURNS_PER_BATCH = 1 << 15
 _REFS_PER_BATCH = 1 << 18  # round-robin batches stay cache-sized: the layout writes each line p times
-_FRAME = struct.Struct("<QQ")  # references, compressed bytes
 # chunks whose CoreParts wait in place (older ones are copied out): with more than one, a core
 # that has not finished the last chunk when the next one comes still reads it in place (lu
 # MEDIUM: a fifth of the 16-core rounds); the chunks' arrays held are outside the memory budget's count
@@ -150,10 +147,7 @@ class _Lane:
         self.mem: deque[np.ndarray] = deque()
         self.mem_items = 0
         self.closed = False
-        self._spill_dir = spill_dir
-        self._file = None
-        self._read_at = 0
-        self._write_at = 0
+        self._spill = FrameFile(spill_dir, "interleaving buffers")
         self.disk_items = 0
 
     def push_mem(self, lines: np.ndarray | CorePart) -> None:
@@ -163,32 +157,17 @@ class _Lane:
     def push_disk(self, lines: np.ndarray | CorePart) -> None:
         """Append a compressed frame at the end of the spill file."""
         lines = core_parts.as_array(lines)
-        data = zstandard.ZstdCompressor(level=1).compress(np.ascontiguousarray(lines, dtype=self.dtype).tobytes())
-        try:
-            if self._file is None:
-                self._file = tempfile.TemporaryFile(prefix="pptmc-lane-", dir=self._spill_dir)
-            self._file.seek(self._write_at)
-            self._file.write(_FRAME.pack(len(lines), len(data)) + data)
-        except OSError as exc:
-            where = self._spill_dir or tempfile.gettempdir()
-            raise PptmcError(f"{where}: cannot spill interleaving buffers ({exc.strerror}); free disk space "
-                             f"or point TMPDIR at a larger disk") from exc
-        self._write_at = self._file.tell()
+        self._spill.append(np.ascontiguousarray(lines, dtype=self.dtype).tobytes())
         self.disk_items += len(lines)
 
     def promote(self, need: int) -> None:
         """Read frames back from disk until `need` references are in memory (or the file is read)."""
         while self.disk_items and self.mem_items < need:
-            self._file.seek(self._read_at)
-            n, size = _FRAME.unpack(self._file.read(_FRAME.size))
-            raw = zstandard.ZstdDecompressor().decompress(self._file.read(size),
-                                                          max_output_size=self.dtype.itemsize * n)
-            self._read_at = self._file.tell()
-            self.disk_items -= n
-            self.push_mem(np.frombuffer(raw, dtype=self.dtype))
-        if self._file is not None and not self.disk_items:
-            self._file.close()
-            self._file, self._read_at, self._write_at = None, 0, 0
+            frame = np.frombuffer(self._spill.pop(), dtype=self.dtype)
+            self.disk_items -= len(frame)
+            self.push_mem(frame)
+        if not self.disk_items:
+            self._spill.close()
 
     def take(self, n: int) -> np.ndarray:
         """Pop the first n in-memory references."""

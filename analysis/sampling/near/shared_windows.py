@@ -22,7 +22,7 @@ import numba
 import numpy as np
 
 from analysis.sampling.source_rows import Rows, line_of
-from analysis.sampling.shards.spill import FrameFile
+from common.spill import FrameFile
 from analysis.sampling.near.windows import (
     ClassScratch,
     Estimate,
@@ -239,7 +239,7 @@ class SharedWindows:
         for c in np.unique(heads[:, 1]).tolist():
             mine = heads[heads[:, 1] == c][:, [0, 2, 3]]
             if self.files[c] is None:
-                self.files[c] = FrameFile(self.spill_dir, "shared window segments")
+                self.files[c] = FrameFile(self.spill_dir, "the sampled profiles' shared window segments")
             self.files[c].append(np.int64(mine.shape[0]).tobytes() + mine.tobytes()
                                  + self.stage[:w][word_core == c].tobytes())
         self.spilled += m

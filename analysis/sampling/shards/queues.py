@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from analysis.sampling.shards.spill import FrameFile
+from common.spill import FrameFile
 from analysis.sampling.shards.stacks import DONE, GROW_QUEUE, LOAD_QUEUE, hot_helper
 
 BLOCK = 4096  # pairs per block: 128 KiB of the four fields
@@ -203,7 +203,7 @@ class QueuePool:
     def _write(self, c: int, b: int) -> None:
         """Block b at the end of core c's spill file."""
         if self.files[c] is None:
-            self.files[c] = FrameFile(self.spill_dir, "waiting samples")
+            self.files[c] = FrameFile(self.spill_dir, "the sampled profiles' waiting samples")
         self.files[c].append(b"".join(a[b].tobytes() for a in self.data))
 
     def _read(self, c: int, b: int) -> None:
