@@ -169,6 +169,24 @@ def test_pieces_ending_anywhere_in_a_bitmap_word_match_lru_stack(monkeypatch, pi
     assert np.concatenate(got).tolist() == lru_stack_distances(lines)
 
 
+def test_engines_made_together_stay_apart_when_a_call_ends_at_the_axis_end(monkeypatch):
+    """ReuseEngine.many's engines share blocks (their first tables are rows of one array). A call that
+    ends with now at the time axis' end, followed by one that compacts, once wrote the held bitmap word
+    one past the axis: into the next engine's first word here (into the allocator's memory before).
+    Each engine must still give brute-force LRU distances."""
+    import analysis.profiles.reuse as reuse
+
+    monkeypatch.setattr(reuse, "MIN_TIME_AXIS", 64)
+    first, second = ReuseEngine.many(2, initial_lines=16)
+    early = np.arange(10, dtype=np.uint64)  # marks in the second engine's first bitmap word
+    loop = np.tile(np.arange(4, dtype=np.uint64), 16)  # 64 accesses: now ends at the 64-slot axis' end
+    got_second = [second.feed_distances(early)]
+    got_first = [first.feed_distances(loop), first.feed_distances(loop)]  # the second call compacts first
+    got_second.append(second.feed_distances(early))
+    assert np.concatenate(got_first).tolist() == lru_stack_distances(np.concatenate([loop, loop]))
+    assert np.concatenate(got_second).tolist() == lru_stack_distances(np.concatenate([early, early]))
+
+
 def test_copy_and_relabel_continue_exactly():
     """A copied engine whose high lines are relabelled continues as if fed relabelled lines."""
     rng = np.random.default_rng(9)

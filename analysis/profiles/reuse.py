@@ -52,6 +52,8 @@ segment leaves; the bitmap, the tree and the histogram do not change.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
@@ -59,8 +61,8 @@ from analysis.profiles.core_parts import CorePart
 from analysis.profiles.kernel_ops import (EMPTY, EXACT_BITS, EXACT_LIMIT, N_BINS, STORE_TAG, SUB_BITS, free_slot, hash_shift_for, home_slot, popcount_swar, prefetch)
 from analysis.profiles.profileset import ReuseProfile, histogram_bins
 from analysis.profiles.runs import RUN_SHARE, LeadTrace, RunPlan, RunSegments, count, plan_runs
-from analysis.profiles.time_axis import (MAX_TIME_AXIS, MIN_TIME_AXIS, NEAR_WORDS, commit_words, compact, target_axis,
-                                         time_axis, tree_add)
+from analysis.profiles.time_axis import (MAX_TIME_AXIS, MIN_TIME_AXIS, NEAR_WORDS, axis_length, commit_words, compact,
+                                         target_axis, time_axis, tree_add)
 from common.errors import PptmcError
 
 __all__ = ["EXACT_BITS", "EXACT_LIMIT", "N_BINS", "RUN_SHARE", "STORE_TAG", "SUB_BITS", "LeadTrace", "ReuseEngine",
@@ -100,7 +102,8 @@ def _process(tables, feed, pattern, retimes):
         if now >= t_len:  # the time axis is full: compact it here unless it must grow (Python)
             if 4 * live >= MAX_TIME_AXIS or target_axis(live, min_axis) > t_len:
                 break
-            bits[cb] = cw
+            if cb < bits.shape[0]:  # (a call may start with now at the axis' end: then cw holds nothing)
+                bits[cb] = cw
             now = compact(keys, times, bits, now, bits, tree)
             c_hi, cb, cw = (now >> 6) + 1, now >> 6, bits[now >> 6]  # the rebuilt tree counts every mark
         b = now >> 6
@@ -279,6 +282,28 @@ def _holds(keys, lines, line_mask, dense):
     return out
 
 
+class FirstTables(NamedTuple):
+    """The first tables of `count` engines, one row each: hash keys and last-access times, sharer
+    sets (words per line 0: none), the time axis' bitmap and tree, and the kernel state."""
+
+    keys: np.ndarray
+    times: np.ndarray
+    sharers: np.ndarray
+    bits: np.ndarray
+    tree: np.ndarray
+    state: np.ndarray
+
+
+def _first_tables(count: int, initial_lines: int, words: int) -> FirstTables:
+    """Empty tables for count engines of initial_lines lines (the hash table at most _MAX_LOAD full)."""
+    cap = 1 << max(4, int(np.ceil(np.log2(max(initial_lines, 16) / _MAX_LOAD))))
+    t_words = int(axis_length(max(MIN_TIME_AXIS, 2 * initial_lines))) // 64
+    return FirstTables(np.full((count, cap), EMPTY, dtype=np.uint64), np.zeros((count, cap), dtype=np.int32),
+                       np.zeros((count, cap if words else 0, words), dtype=np.uint64),
+                       np.zeros((count, t_words), dtype=np.uint64), np.zeros((count, t_words + 1), dtype=np.int32),
+                       np.zeros((count, 8), dtype=np.int64))
+
+
 class ReuseEngine:
     """Streaming exact stack-distance engine; memory grows with distinct lines only."""
 
@@ -288,17 +313,34 @@ class ReuseEngine:
         counters: histogram counters (counts and distance sums, N_BINS + 1 each) to count into,
         shared by engines whose profiles are only wanted summed (set_classes: 118 KB an engine
         otherwise, for thousands of them); None: the engine's own."""
-        cap = 1 << max(4, int(np.ceil(np.log2(max(initial_lines, 16) / _MAX_LOAD))))
-        self._keys = np.full(cap, EMPTY, dtype=np.uint64)
-        self._times = np.zeros(cap, dtype=np.int32)
-        self._words = (sharer_cores + 63) // 64
-        self._sharers = np.zeros((cap, self._words), dtype=np.uint64) if self._words else _NO_SHARERS
+        self._adopt(_first_tables(1, initial_lines, (sharer_cores + 63) // 64), 0, counters)
+
+    @classmethod
+    def many(cls, count: int, initial_lines: int = 1 << 12, sharer_cores: int = 0,
+             counters: tuple[np.ndarray, np.ndarray] | None = None) -> list[ReuseEngine]:
+        """count engines as ReuseEngine(initial_lines, sharer_cores, counters) makes them, their first tables rows
+        of one block per array (the set-class pass makes thousands of small engines: one allocation
+        each spent more time in numpy than their first chunk's counting). A block is freed once every
+        engine has outgrown its row."""
+        tables = _first_tables(count, initial_lines, (sharer_cores + 63) // 64)
+        engines = []
+        for k in range(count):
+            engine = cls.__new__(cls)
+            engine._adopt(tables, k, counters)
+            engines.append(engine)
+        return engines
+
+    def _adopt(self, tables: FirstTables, k: int, counters: tuple[np.ndarray, np.ndarray] | None) -> None:
+        """Take row k of the first tables, and the given histogram counters (None: its own)."""
+        self._keys, self._times = tables.keys[k], tables.times[k]
+        self._words = tables.sharers.shape[2]
+        self._sharers = tables.sharers[k] if self._words else _NO_SHARERS
         self._min_axis = MIN_TIME_AXIS  # read here, so a test can make compactions frequent
-        self._bits, self._tree = time_axis(max(self._min_axis, 2 * initial_lines))
+        self._bits, self._tree = tables.bits[k], tables.tree[k]
         self._dense = 0  # slots 0.. of the ids below this are dense (reserve_dense); the rest are hashed
         # now, live, n_keys, start, committed words, coherence misses, stale accesses found by feed_shared,
         # keys in the hashed slots
-        self._state = np.zeros(8, dtype=np.int64)
+        self._state = tables.state[k]
         if counters is None:  # the last slot counts cold misses
             counters = np.zeros(N_BINS + 1, dtype=np.int64), np.zeros(N_BINS + 1, dtype=np.int64)
         self._hist, self._hist_sum = counters

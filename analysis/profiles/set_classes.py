@@ -176,19 +176,19 @@ class ClassEngine:
         for engine in self.engines.values():
             engine.relabel(at_least, delta)
 
-    def _engine(self, cls: int) -> ReuseEngine:
-        engine = self.engines.get(cls)
-        if engine is None:
-            engine = self.engines[cls] = ReuseEngine(self.initial_lines, self.sharer_cores, self.counters)
-        return engine
-
     def _partition(self, lines: np.ndarray, pattern: np.ndarray = _NO_PATTERN,
                    order: bool = True) -> tuple[Partition, list[int]]:
         """The accesses ordered by class (with where each came from, when `order`), and the classes
-        present; the arrays are the buffers', valid until the next call."""
+        present, each with its engine (made now for classes first seen); the arrays are the buffers',
+        valid until the next call."""
         part = self.buffers.partition(len(lines), 1 << self.bits, order, len(pattern) > 0)
         _partition(np.ascontiguousarray(lines, dtype=np.uint64), self.mask, pattern, part)
-        return part, np.flatnonzero(np.diff(part.bounds)).tolist()
+        present = np.flatnonzero(np.diff(part.bounds)).tolist()
+        new = [c for c in present if c not in self.engines]
+        if new:
+            self.engines.update(zip(new, ReuseEngine.many(len(new), self.initial_lines, self.sharer_cores,
+                                                          self.counters)))
+        return part, present
 
     def feed(self, lines: np.ndarray, stale: np.ndarray | None = None, tagged: bool = False) -> None:
         """ReuseEngine.feed, class by class."""
@@ -196,7 +196,7 @@ class ClassEngine:
         flags = None if stale is None else np.asarray(stale)[part.order]
         for c in present:
             lo, hi = part.bounds[c], part.bounds[c + 1]
-            self._engine(c).feed(part.lines[lo:hi], None if flags is None else flags[lo:hi], tagged)
+            self.engines[c].feed(part.lines[lo:hi], None if flags is None else flags[lo:hi], tagged)
 
     def feed_distances(self, lines: np.ndarray, stale: np.ndarray | None = None, tagged: bool = False,
                        dtype: type = np.int64) -> np.ndarray:
@@ -206,7 +206,7 @@ class ClassEngine:
         by_class = self.buffers.distances[:len(part.lines)]
         for c in present:
             lo, hi = part.bounds[c], part.bounds[c + 1]
-            self._engine(c).feed_distances(part.lines[lo:hi], None if flags is None else flags[lo:hi], tagged,
+            self.engines[c].feed_distances(part.lines[lo:hi], None if flags is None else flags[lo:hi], tagged,
                                            np.int32, by_class[lo:hi])
         out = np.empty(len(part.lines), dtype=dtype)
         _unsort(by_class, part.order, out)
@@ -218,7 +218,7 @@ class ClassEngine:
         stale = []
         for c in present:
             lo, hi = part.bounds[c], part.bounds[c + 1]
-            stale.append(part.order[lo + self._engine(c).feed_shared(part.lines[lo:hi], part.cores[lo:hi])])
+            stale.append(part.order[lo + self.engines[c].feed_shared(part.lines[lo:hi], part.cores[lo:hi])])
         return np.sort(np.concatenate(stale)).astype(np.int64) if stale else np.zeros(0, dtype=np.int64)
 
     def reclassify(self, moved: np.ndarray, moved_sum: np.ndarray) -> None:
