@@ -4,7 +4,8 @@ and instance profiles (analysis/hitrates/dram.py) against the dirty-bit LRU simu
 
     python -m benchmarks.dram_instances [--machine zen2-epyc-7702p] [--cores 8,16] [--scale 1.0] [-o FILE]
 
-Prints one row per kernel, thread count, placement and instance, and a summary row per configuration.
+Prints one row per kernel, thread count, placement and instance (the simulator's figures are the mean over
+its frame maps, wb_sim_sd_MB their spread), and a summary row per configuration.
 """
 from __future__ import annotations
 
@@ -103,7 +104,9 @@ def compare(trace: Path, machine, cores: list[int]) -> pd.DataFrame:
             frames.append(pd.DataFrame({
                 "cores": p, "placement": placement, "instance": got["instance"], "accesses": got["accesses"],
                 "read_pred_MB": got["dram_read_bytes"] / 1e6, "read_sim_MB": want["dram_read_bytes"] / 1e6,
-                "wb_pred_MB": got["dram_writeback_bytes"] / 1e6, "wb_sim_MB": want["dram_writeback_bytes"] / 1e6}))
+                "wb_pred_MB": got["dram_writeback_bytes"] / 1e6, "wb_sim_MB": want["dram_writeback_bytes"] / 1e6,
+                "wb_sim_sd_MB": want["writebacks_sd"] * machine.caches[-1].line_bytes / 1e6,
+                "frame_maps": want["frame_maps"]}))
     table = pd.concat(frames, ignore_index=True)
     table.attrs["seconds"] = time.perf_counter() - t0
     return table

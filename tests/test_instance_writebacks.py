@@ -229,6 +229,35 @@ def test_hardware_simulation_of_the_profiles_shared_traces():
     assert got["accesses"].sum() == len(lines)
 
 
+def test_a_frame_placed_level_is_simulated_under_several_frame_maps():
+    """A hashed last level: simulate_dram's figures are the mean (and spread) over FRAME_SEEDS frame maps,
+    each map a separate simulator run on the same shared stream; a fully associative one needs one map."""
+    from analysis.hitrates.set_index import FRAME_SEEDS
+
+    info, ch = random_trace(12, 40, True, SCHED_STATIC)
+    hashed = Machine("ccx-hashed", "synthetic", 8, 2.0,
+                     (level("L1", 2, 0), CacheLevel("L3", 8 * 64, 64, 2, 40.0, 4.0, True, "hashed", 2)),
+                     Ram(80.0, 10.0, 40.0), 8, 256, {})
+    ps = compute_profiles_from(info, chunker(ch, 11), [4], "iteration", "rr", seed=3,
+                               groupings=groupings_for([hashed], [4], "close"), writebacks=True)
+    got = simulate_dram(info, chunker(ch, 11), hashed, ps, [4], "close")
+    lines, threads = shared_stream(info, chunker(ch, 11), 4, "rr", 3, 1)
+    inst = threads.astype(np.int64) // 2
+    runs = []
+    for seed in range(3, 3 + FRAME_SEEDS):
+        sim = WritebackSim(hashed.caches[-1], hashed.page_bytes, seed, 2)
+        sim.feed(lines, inst)
+        runs.append(sim.per_instance())
+    runs = np.array(runs, dtype=float)
+    assert got["frame_maps"].tolist() == [FRAME_SEEDS] * 2
+    assert got["reads"].tolist() == pytest.approx(runs[:, :, 0].mean(axis=0).tolist())
+    assert got["writebacks"].tolist() == pytest.approx(runs[:, :, 1].mean(axis=0).tolist())
+    assert got["writebacks_sd"].tolist() == pytest.approx(runs[:, :, 1].std(axis=0).tolist())
+    assert len({tuple(r) for r in runs[:, :, 0]}) > 1  # the maps differ: a mean of one draw would not
+    fa = simulate_dram(info, chunker(ch, 11), CCX, ps, [4], "close")
+    assert fa["frame_maps"].tolist() == [1, 1] and fa["reads_sd"].tolist() == [0.0, 0.0]
+
+
 # ------------------------------------------------------------------ traced kernels, end to end
 
 @pytest.fixture(scope="module")

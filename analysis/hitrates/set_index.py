@@ -31,6 +31,10 @@ VIRTUAL, PHYSICAL, HASHED = 0, 1, 2
 MODE = {"virtual": VIRTUAL, "physical": PHYSICAL, "hashed": HASHED}
 MASK64 = (1 << 64) - 1
 FRAME_SHIFT = 16  # frames are 48-bit numbers, so frame << page_bits never wraps
+# One frame map is one draw of what the OS may do, and a program with few pages can land them in few colours
+# (covariance at POW2 size: L2 hit rates from 0.52 to 0.78 over 12 maps): the simulators that grade the model
+# (validate's ground truth, the DRAM oracle) report the mean over this many maps (seeds seed .. seed + 3)
+FRAME_SEEDS = 4
 
 
 class Placement(NamedTuple):

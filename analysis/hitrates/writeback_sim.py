@@ -24,7 +24,7 @@ import pandas as pd
 
 from analysis.hitrates.dram import INSTANCE_COLUMNS
 from analysis.hitrates.lru_sets import geometry
-from analysis.hitrates.set_index import placement, set_of
+from analysis.hitrates.set_index import FRAME_SEEDS, VIRTUAL, placement, set_of
 from analysis.profiles.groups import grouping_of
 from analysis.profiles.kernel_ops import STORE_TAG
 from analysis.profiles.private_traces import InterleaveSpec, mimic, resolve_mode
@@ -153,24 +153,47 @@ def simulate_dram_like(trace_path: str, machine: Machine, ps, cores: list[int] |
 
 
 def simulate_dram(info, chunks, machine: Machine, ps, cores: list[int] | None = None,
-                  placement: str = "close") -> pd.DataFrame:
+                  placement: str = "close", frame_seeds: int = FRAME_SEEDS) -> pd.DataFrame:
     """Per core count and occupied instance of `machine`'s last level, its simulated DRAM reads and
     write-backs (lines and bytes) on the shared traces the ProfileSet `ps` was made from (its mode,
     interleaving, seed, refs per turn, paper chunk; write-invalidate between the instances when `ps` counts
-    coherence); the seed also draws the page frames. Same columns as dram.dram_per_instance."""
+    coherence). A level placed by page frames (physical or hashed) is simulated under `frame_seeds` frame
+    maps (seeds ps.seed ..) in the same walk, and the figures are their mean, with their standard deviation
+    in reads_sd / writebacks_sd, as validate's ground truth does (set_index.FRAME_SEEDS: one map is one
+    draw). Columns: dram.dram_per_instance's, then those two and frame_maps."""
     llc = machine.caches[-1]
     rows = []
     for p in sorted(set(ps.cores if cores is None else cores)):
         instance = np.asarray(grouping_of(machine, len(machine.caches) - 1, p, placement), dtype=np.int64)
-        sim = WritebackSim(llc, machine.page_bytes, ps.seed, int(instance.max()) + 1, ps.coherence)
+        sims = _frame_sims(llc, machine.page_bytes, ps, int(instance.max()) + 1, frame_seeds)
         accesses = np.zeros(int(instance.max()) + 1, dtype=np.int64)
         spec = InterleaveSpec(p, ps.interleave, ps.seed, ps.refs_per_turn)
         for _, b in mimic(info, chunks, [spec], resolve_mode(info, ps.mode), ps.line_size, ps.paper_chunk,
                           stores=True):
             inst = instance[b.core.astype(np.int64)]
-            sim.feed(b.lines, inst)
+            for sim in sims:
+                sim.feed(b.lines, inst)
             accesses += np.bincount(inst, minlength=len(accesses))
-        rows += [{"cores": p, "instance": i, "dram_read_bytes": m * llc.line_bytes,
-                  "dram_writeback_bytes": w * llc.line_bytes, "reads": m, "writebacks": w,
-                  "accesses": int(accesses[i])} for i, (m, w) in enumerate(sim.per_instance())]
-    return pd.DataFrame(rows, columns=INSTANCE_COLUMNS)
+        rows += _instance_rows(p, sims, accesses, llc.line_bytes)
+    return pd.DataFrame(rows, columns=SIM_COLUMNS)
+
+
+SIM_COLUMNS = INSTANCE_COLUMNS + ["reads_sd", "writebacks_sd", "frame_maps"]
+
+
+def _frame_sims(llc: CacheLevel, page_bytes: int, ps, instances: int, frame_seeds: int) -> list[WritebackSim]:
+    """One simulator per frame map (one only when the level's placement does not read frames)."""
+    first = WritebackSim(llc, page_bytes, ps.seed, instances, ps.coherence)
+    if first.place[0] == VIRTUAL or frame_seeds <= 1:
+        return [first]
+    return [first] + [WritebackSim(llc, page_bytes, ps.seed + k, instances, ps.coherence)
+                      for k in range(1, frame_seeds)]
+
+
+def _instance_rows(cores: int, sims: list[WritebackSim], accesses: np.ndarray, line_bytes: int) -> list[dict]:
+    """Each instance's mean reads and write-backs over the frame maps, and their spread."""
+    counts = np.array([sim.per_instance() for sim in sims], dtype=np.float64)  # maps x instances x (reads, wbs)
+    mean, sd = counts.mean(axis=0), counts.std(axis=0)
+    return [{"cores": cores, "instance": i, "dram_read_bytes": m * line_bytes, "dram_writeback_bytes": w * line_bytes,
+             "reads": m, "writebacks": w, "accesses": int(accesses[i]), "reads_sd": sd[i, 0],
+             "writebacks_sd": sd[i, 1], "frame_maps": len(sims)} for i, (m, w) in enumerate(mean)]

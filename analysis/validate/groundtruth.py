@@ -27,6 +27,7 @@ import pandas as pd
 
 from analysis.options import INTERLEAVES
 from analysis.hitrates.cachesim import MAX_COHERENT_CORES, machine_hierarchy
+from analysis.hitrates.set_index import FRAME_SEEDS  # a physical level's hit rate: the mean over frame maps
 from analysis.profiles.interleave import Interleaver
 from analysis.profiles.private_traces import line_shift
 from machines.model import PLACEMENTS, Machine
@@ -43,9 +44,6 @@ GT_COLUMNS = ["machine", "cores", "interleave", "level", "cumulative_hit_rate", 
 # misses; larger ones (L3) would cost a scan of every way per access and keep their geometry.
 FA_MAX_LINES = 8192
 MEMORY_BUDGET = 64 << 20  # bytes of merge buffers kept in memory over all live regions; the rest spills
-# The OS's page frames are one draw of many: a physically indexed level's hit rate is averaged over this many
-# seeded frame maps (placement_sd: their spread), since one map can put a program's few pages in few colours
-FRAME_SEEDS = 4
 _SIM_VERSION = 7  # bump when the simulation's semantics change (invalidates cached tables)
 
 Progress = Callable[[str], None] | None
