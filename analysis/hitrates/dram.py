@@ -26,6 +26,12 @@ INSTANCE_COLUMNS = ["cores", "instance", "dram_read_bytes", "dram_writeback_byte
                     "accesses"]
 
 
+def dram_read_bytes(accesses: float, llc_miss_fraction: float, line_bytes: int) -> float:
+    """Bytes read from DRAM: a line per access that misses the last level (stores too: write-allocate),
+    whether that level serves one core or many. One formula for this table and the runtime's DRAM term."""
+    return accesses * llc_miss_fraction * line_bytes
+
+
 def dram_traffic(profiles: ProfileSet, hits: pd.DataFrame, machine: Machine, placement: str = "close"
                  ) -> pd.DataFrame:
     """One row per core count of the hit-rate table that has write-back profiles."""
@@ -34,7 +40,7 @@ def dram_traffic(profiles: ProfileSet, hits: pd.DataFrame, machine: Machine, pla
     for cores, part in hits[hits["level"] == llc.name].groupby("cores", sort=True):
         cum, accesses = float(part["cumulative_hit_rate"].iloc[0]), int(part["accesses"].iloc[0])
         writebacks = sum(_writebacks(pair, llc) for pair in _llc_writebacks(profiles, machine, int(cores), placement))
-        rows.append({"cores": int(cores), "dram_read_bytes": (1.0 - cum) * accesses * llc.line_bytes,
+        rows.append({"cores": int(cores), "dram_read_bytes": dram_read_bytes(accesses, 1.0 - cum, llc.line_bytes),
                      "dram_writeback_bytes": writebacks * llc.line_bytes, "writebacks": writebacks,
                      "accesses": accesses})
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from analysis.hitrates.dram import dram_read_bytes
 from analysis.runtime.inputs import served_fractions
 from analysis.runtime.terms.core_curves import curve_value
 from analysis.runtime.terms.numa import controller_demand, numa_bandwidth_gbs
@@ -34,7 +35,7 @@ def dram_traffic_bytes(mem_accesses: float, local: Sequence[float], line_bytes: 
     """Last-level misses fetch a line each (stores too: write-allocate), plus the dirty lines written back:
     the write-back profiles' bytes per access where the run computed them (one line per dirty eviction,
     whatever the store mix), else the stored share of the fetched lines."""
-    reads = mem_accesses * served_fractions(local)[-1] * line_bytes
+    reads = dram_read_bytes(mem_accesses, served_fractions(local)[-1], line_bytes)
     if writeback_bytes_per_access is None:
         return reads * (1.0 + store_fraction)
     return reads + mem_accesses * writeback_bytes_per_access
