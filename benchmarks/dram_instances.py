@@ -3,6 +3,7 @@ and instance profiles (analysis/hitrates/dram.py) against the dirty-bit LRU simu
 (analysis/hitrates/writeback_sim.py) on the same shared traces, for a few small OpenMP kernels.
 
     python -m benchmarks.dram_instances [--machine zen2-epyc-7702p] [--cores 8,16] [--scale 1.0] [-o FILE]
+    python -m benchmarks.dram_instances --polybench gramschmidt,lu --size MEDIUM --llc 1024:hashed:16 --cores 1,4
 
 Prints one row per kernel, thread count, placement and instance (the simulator's figures are the mean over
 its frame maps, wb_sim_sd_MB their spread), and a summary row per configuration.
@@ -112,6 +113,43 @@ def compare(trace: Path, machine, cores: list[int]) -> pd.DataFrame:
     return table
 
 
+def trace_polybench(name: str, size: str, workdir: Path) -> Path:
+    """Translate, instrument and trace one built-in benchmark at a catalog size, as the pipeline does."""
+    import instrument
+    from benchmarks.bench_sampling import build_benchmark
+
+    bench, d = build_benchmark(name, size, workdir)
+    instrument.run_trace(d / "trace.inst", bench.args, d / "t.trace")
+    return d / "t.trace"
+
+
+def with_last_level(machine, spec: str):
+    """The machine with its last level replaced by one instance for every core: spec KIB:INDEXING[:WAYS]
+    (e.g. 1024:hashed:16), to test the write-back model on a level of another size or placement."""
+    import dataclasses
+
+    from common.errors import InputError
+
+    parts = spec.split(":")
+    if len(parts) not in (2, 3) or not parts[0].isdigit() or (len(parts) == 3 and not parts[2].isdigit()):
+        raise InputError(f"--llc {spec}: give KIB:INDEXING[:WAYS], e.g. 1024:hashed:16")
+    llc = dataclasses.replace(machine.caches[-1], size_bytes=int(parts[0]) << 10, indexing=parts[1],
+                              associativity=int(parts[2]) if len(parts) == 3 else 16, shared=True,
+                              cores_per_instance=0)
+    return dataclasses.replace(machine, name=f"{machine.name}+llc{spec}", caches=machine.caches[:-1] + (llc,))
+
+
+def traces(args, workdir: Path):
+    """(label, trace, N or size) of each kernel asked for: the small kernels above, or built-in benchmarks."""
+    if args.polybench:
+        for name in args.polybench.split(","):
+            yield name, trace_polybench(name, args.size, workdir), args.size
+        return
+    for name in args.kernels.split(","):
+        size = max(8, int(KERNELS[name][1] * args.scale))
+        yield name, trace_kernel(name, size, workdir), size
+
+
 def main() -> None:
     """Trace each kernel, compare, print."""
     from machines import load_machine
@@ -121,15 +159,19 @@ def main() -> None:
     ap.add_argument("--cores", default="8,16")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply each kernel's N by this")
     ap.add_argument("--kernels", default=",".join(KERNELS))
+    ap.add_argument("--polybench", help="built-in benchmarks instead of the kernels above (e.g. lu,2mm)")
+    ap.add_argument("--size", default="MEDIUM", help="their catalog size (with --polybench)")
+    ap.add_argument("--llc", help="replace the last level by one shared instance: KIB:INDEXING[:WAYS]")
     ap.add_argument("-o", "--output", type=Path, help="also write the per-instance table as CSV")
     args = ap.parse_args()
     machine = load_machine(args.machine)
+    if args.llc:
+        machine = with_last_level(machine, args.llc)
     cores = [int(c) for c in args.cores.split(",")]
     tables = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.kernels.split(","):
-            size = max(8, int(KERNELS[name][1] * args.scale))
-            table = compare(trace_kernel(name, size, Path(tmp)), machine, cores).assign(kernel=name, N=size)
+        for name, trace, size in traces(args, Path(tmp)):
+            table = compare(trace, machine, cores).assign(kernel=name, N=size)
             tables.append(table)
             summary = table.groupby(["cores", "placement"])[["read_pred_MB", "read_sim_MB", "wb_pred_MB",
                                                                "wb_sim_MB"]].sum()
@@ -142,4 +184,11 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    from common.errors import PptmcError
+
+    try:
+        main()
+    except PptmcError as e:  # a bad --llc or --polybench name: the message, not a traceback
+        sys.exit(f"dram_instances: {e}")
