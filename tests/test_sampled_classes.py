@@ -27,7 +27,7 @@ from machines import load_machine
 from test_private_traces import chunker
 from test_source_replay import periodic_trace, replays  # noqa: F401 (fixture)
 from fake_source import fake_source_traces  # noqa: F401 (fixture)
-from test_source_sampling import random_trace, same
+from test_source_sampling import exact_and_full_rate, random_trace, same
 
 CORES = [1, 2, 3, 4, 8]
 BITS = (1, 3)
@@ -186,17 +186,9 @@ def test_cli_sampled_profiles_carry_the_class_profiles(tmp_path, fake_source_tra
     """`pptmc profile --sample-rate 1 --set-bits 2,3` writes the exact command's tables, class rows included."""
     import pandas as pd
 
-    from pptmc import cli
-
-    info, ch = random_trace(3, 30, True, SCHED_STATIC)
-    trace = tmp_path / "mem.trace"
-    trace.touch()
-    fake_source_traces[str(trace)] = (info, ch.addr, ch.block, ch.block_instance)
-    common = ["profile", str(trace), "--cores", "1,2,4", "--mode", "paper", "--set-bits", "2,3"]
-    assert cli.run([*common, "-o", str(tmp_path / "exact")]) == 0
-    assert cli.run([*common, "--sample-rate", "1", "-o", str(tmp_path / "full")]) == 0
+    exact, full, _ = exact_and_full_rate(tmp_path, fake_source_traces, "2,3")
     for name in ("summary", "bins"):
-        a, b = (pd.read_csv(tmp_path / d / f"{name}.csv") for d in ("exact", "full"))
+        a, b = (pd.read_csv(d / f"{name}.csv") for d in (exact, full))
         assert a.equals(b)
         assert set(a["class_bits"]) == {0, 2, 3}
     assert ProfileSet.load(tmp_path / "full").class_bits == [2, 3]

@@ -366,19 +366,29 @@ def _tables(d):
     return pd.read_csv(d / "summary.csv"), pd.read_csv(d / "bins.csv")
 
 
-def test_cli_default_is_source_and_full_rate_is_exact(tmp_path, fake_source_traces):  # noqa: F811 (the fixture)
-    """`pptmc profile --sample-rate 1` (source, the default) writes the exact command's tables; random
-    interleaving falls back to the window stream sampler and says so."""
+def exact_and_full_rate(tmp_path, traces: dict, set_bits: str) -> tuple:
+    """`pptmc profile` of a small in-memory trace (cores 1, 2, 4, paper mode, --set-bits set_bits; traces: the
+    fake_source_traces fixture), exact and at --sample-rate 1; the two output folders and the command's common
+    arguments."""
     from pptmc import cli
 
     info, ch = random_trace(3, 30, True, SCHED_STATIC)
     trace = tmp_path / "mem.trace"
     trace.touch()
-    fake_source_traces[str(trace)] = (info, ch.addr, ch.block, ch.block_instance)
-    common = ["profile", str(trace), "--cores", "1,2,4", "--mode", "paper", "--set-bits", "0"]
+    traces[str(trace)] = (info, ch.addr, ch.block, ch.block_instance)
+    common = ["profile", str(trace), "--cores", "1,2,4", "--mode", "paper", "--set-bits", set_bits]
     assert cli.run([*common, "-o", str(tmp_path / "exact")]) == 0
     assert cli.run([*common, "--sample-rate", "1", "-o", str(tmp_path / "full")]) == 0
-    for a, b in zip(_tables(tmp_path / "exact"), _tables(tmp_path / "full")):
+    return tmp_path / "exact", tmp_path / "full", common
+
+
+def test_cli_default_is_source_and_full_rate_is_exact(tmp_path, fake_source_traces):  # noqa: F811 (the fixture)
+    """`pptmc profile --sample-rate 1` (source, the default) writes the exact command's tables; random
+    interleaving falls back to the window stream sampler and says so."""
+    from pptmc import cli
+
+    exact, full, common = exact_and_full_rate(tmp_path, fake_source_traces, "0")
+    for a, b in zip(_tables(exact), _tables(full)):
         assert a.equals(b)
     meta = json.loads((tmp_path / "full" / "profiles.json").read_text())
     assert meta["sampling"]["method"] == "source" and meta["coherence"] is True

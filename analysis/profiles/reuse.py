@@ -61,8 +61,8 @@ from analysis.profiles.core_parts import CorePart
 from analysis.profiles.kernel_ops import (EMPTY, EXACT_BITS, EXACT_LIMIT, N_BINS, STORE_TAG, SUB_BITS, free_slot, hash_shift_for, home_slot, popcount_swar, prefetch)
 from analysis.profiles.profileset import ReuseProfile, histogram_bins
 from analysis.profiles.runs import RUN_SHARE, LeadTrace, RunPlan, RunSegments, count, plan_runs
-from analysis.profiles.time_axis import (MAX_TIME_AXIS, MIN_TIME_AXIS, NEAR_WORDS, axis_length, commit_words, compact,
-                                         target_axis, time_axis, tree_add)
+from analysis.profiles.time_axis import (MAX_TIME_AXIS, MIN_TIME_AXIS, NEAR_WORDS, axis_words, commit_words, compact,
+                                         target_axis, tree_add)
 from common.errors import PptmcError
 
 __all__ = ["EXACT_BITS", "EXACT_LIMIT", "N_BINS", "RUN_SHARE", "STORE_TAG", "SUB_BITS", "LeadTrace", "ReuseEngine",
@@ -297,7 +297,7 @@ class FirstTables(NamedTuple):
 def _first_tables(count: int, initial_lines: int, words: int) -> FirstTables:
     """Empty tables for count engines of initial_lines lines (the hash table at most _MAX_LOAD full)."""
     cap = 1 << max(4, int(np.ceil(np.log2(max(initial_lines, 16) / _MAX_LOAD))))
-    t_words = int(axis_length(max(MIN_TIME_AXIS, 2 * initial_lines))) // 64
+    t_words = axis_words(max(MIN_TIME_AXIS, 2 * initial_lines))
     return FirstTables(np.full((count, cap), EMPTY, dtype=np.uint64), np.zeros((count, cap), dtype=np.int32),
                        np.zeros((count, cap if words else 0, words), dtype=np.uint64),
                        np.zeros((count, t_words), dtype=np.uint64), np.zeros((count, t_words + 1), dtype=np.int32),

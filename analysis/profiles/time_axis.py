@@ -94,7 +94,7 @@ def target_axis(live: int, min_axis: int) -> int:
     return axis_length(min(max(min_axis, TIME_AXIS_PER_LINE * live), MAX_TIME_AXIS))
 
 
-def time_axis(t_len: int) -> tuple[np.ndarray, np.ndarray]:
-    """The live bitmap and the per-word Fenwick tree for t_len times."""
-    t_len = int(axis_length(t_len))
-    return np.zeros(t_len // 64, dtype=np.uint64), np.zeros(t_len // 64 + 1, dtype=np.int32)
+def axis_words(t_len: int) -> int:
+    """Bitmap words of a time axis for t_len times (its length rounded as axis_length does; the
+    per-word Fenwick tree has one more slot)."""
+    return int(axis_length(t_len)) // 64
