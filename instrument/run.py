@@ -57,12 +57,30 @@ def _env(threads: int, env: dict | None) -> dict:
     return out
 
 
-def run_trace(binary: Path, args: list[str], output: Path, threads: int = 1, env=None) -> TraceInfo:
-    """Run `binary args` once and write its trace to `output`; RunError if the program failed."""
+# Core counts whose schedules cut a translated loop into pieces when the caller names none: those the
+# commands predict by default (translate/README.md, "Pieces")
+DEFAULT_PIECE_CORES = (1, 2, 4, 8, 16)
+
+
+def piece_cores_value(cores) -> str:
+    """PPTMC_PIECE_CORES for the trace runtime: the distinct core counts, ascending, comma-separated."""
+    values = sorted({int(c) for c in cores})
+    if not values or values[0] < 1:
+        raise InputError(f"piece core counts {list(cores)}: need at least one, each 1 or more")
+    return ",".join(map(str, values))
+
+
+def run_trace(binary: Path, args: list[str], output: Path, threads: int = 1, env=None,
+              piece_cores=DEFAULT_PIECE_CORES) -> TraceInfo:
+    """Run `binary args` once and write its trace to `output`; RunError if the program failed.
+    `piece_cores`: the core counts whose schedules cut a translated loop into vectorisable pieces
+    (each piece runs on one core for every listed count; the header records them)."""
     binary, output = Path(binary), Path(output)
     table = _check_binary(binary, "trace")
+    pieces = piece_cores_value(piece_cores)
     header = {"format_version": FORMAT_VERSION, "program": str(binary), "args": list(args),
               "block_table_hash": table.table_hash, "threads_requested": threads,
+              "piece_cores": [int(c) for c in pieces.split(",")],
               "blocks": [{"id": b.block_id, "function": b.function, "label": b.label,
                           "is_shared_var_block": b.is_shared_var_block, "host_block": b.host_block}
                          for b in table.blocks.values()],
@@ -73,7 +91,8 @@ def run_trace(binary: Path, args: list[str], output: Path, threads: int = 1, env
         hdr_file.write_text(json.dumps(header))
         # PPTMC_STACK_PAD: the runtime fixes the address layout, so the trace does not depend on
         # randomisation, the environment or these paths (pptmc_rt.c, canonical_addresses)
-        run_env.update(PPTMC_TRACE_OUT=str(part), PPTMC_TRACE_HEADER=str(hdr_file), PPTMC_STACK_PAD="0")
+        run_env.update(PPTMC_TRACE_OUT=str(part), PPTMC_TRACE_HEADER=str(hdr_file), PPTMC_STACK_PAD="0",
+                       PPTMC_PIECE_CORES=pieces)
         start = time.perf_counter()
         proc = subprocess.run([str(binary.resolve()), *map(str, args)], env=run_env, check=False)
         elapsed = time.perf_counter() - start
@@ -110,11 +129,13 @@ def _runtime_footer(path: Path) -> dict | None:
             return None
 
 
-def run_counts(binary: Path, args, threads: int = 1, env=None) -> CountResult:
-    """Run a count-mode binary once and return its block and edge counts."""
+def run_counts(binary: Path, args, threads: int = 1, env=None, piece_cores=DEFAULT_PIECE_CORES) -> CountResult:
+    """Run a count-mode binary once and return its block and edge counts (`piece_cores` as for
+    run_trace: the same list gives the traced run's block counts)."""
     binary = Path(binary)
     table = _check_binary(binary, "count")
     run_env = _env(threads, env)
+    run_env["PPTMC_PIECE_CORES"] = piece_cores_value(piece_cores)
     with tempfile.TemporaryDirectory(prefix="pptmc-count-") as tmp:
         out = Path(tmp) / "counts.json"
         run_env["PPTMC_COUNTS_OUT"] = str(out)

@@ -63,7 +63,7 @@ class TraceReader:
                  for i, l in enumerate(self.footer.get("loops", []))]
         extra = {k: self.footer[k] for k in ("n_chunks", "reason", "exit_status", "signal", "lost_threads",
                                           "elapsed_s") if k in self.footer}
-        extra.update({k: self.header[k] for k in ("threads_requested", "block_table_hash") if k in self.header})
+        extra.update({k: self.header[k] for k in ("threads_requested", "block_table_hash", "piece_cores") if k in self.header})
         return TraceInfo(path=str(self.path), format_version=FORMAT_VERSION,
                          program=self.header.get("program", ""), args=list(self.header.get("args", [])),
                          complete=bool(self.footer.get("complete")), n_accesses=n_acc,

@@ -191,12 +191,12 @@ def trace_step(cfg: PipelineConfig, binary: Path, progress: Progress) -> Path:
     import instrument
 
     trace = cfg.workdir / "trace" / f"{cfg.source.stem}.pptrace"
-    key = step_key([binary], {"args": cfg.args})
+    key = step_key([binary], {"args": cfg.args, "pieces": sorted(cfg.cores)})
     stamp = trace.parent / ".key"
     if not reuse_or_invalidate(stamp, key, [trace]):
         progress("trace")
         with program_output_to(trace.parent / "program.out"):  # the program's own output, kept apart
-            instrument.run_trace(binary, list(cfg.args), trace, threads=1)
+            instrument.run_trace(binary, list(cfg.args), trace, threads=1, piece_cores=cfg.cores)
         mark_done(stamp, key)
     return trace
 

@@ -66,8 +66,8 @@ def _mode(tr: RegionServices, info: DeclInfo, start: int, end: int) -> str:
     if info.is_array and not info.is_pointer:
         _check_array_use(tr, info, start, end)
         return "value"
-    if info.is_pointer and not _modified(tr, info, start, end):
-        return "value"
+    if info.is_pointer and info.bounds and not _modified(tr, info, start, end):
+        return "value"  # a variably modified pointer's type needs its bounds' values, unpacked after it
     hidden = any(not r.direct for r in tr.refs_in(start, end) if r.key == info.key)
     return "define" if hidden else "ptr"
 

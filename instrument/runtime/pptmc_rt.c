@@ -91,6 +91,8 @@ typedef struct tbuf {
     uint32_t tid;
     int depth;                 /* nesting of instrumented functions on this thread */
     int64_t region, loop, iter, region_seq;
+    int64_t l_trip, l_chunk;   /* the current work-shared loop's trip count and chunk, for its pieces */
+    int l_sched;
     uint64_t region_top;       /* the region's return-address slot: its frames lie below */
     int64_t c_region, c_loop, c_iter;  /* state at the start of the current chunk */
     uint64_t c_region_top;
@@ -583,8 +585,12 @@ void __pptmc_fn_exit(int fn) {
 }
 
 void XOMP_trace_loop_begin(int loop_id, long trip_count, int schedule, long chunk) {
+    if (!tracing && !counting) return;
+    tbuf *t = tracing ? room() : tb();
+    t->l_trip = trip_count;
+    t->l_sched = schedule;
+    t->l_chunk = chunk;
     if (!tracing) return;
-    tbuf *t = room();
     pthread_mutex_lock(&lock);
     int64_t inst = loop_seq++;
     if (loops_len + 4 > loops_cap) {
@@ -603,6 +609,74 @@ void XOMP_trace_loop_begin(int loop_id, long trip_count, int schedule, long chun
     t->iter = -1;
     ctrl(t, C_LOOP_BEGIN, (uint64_t)loop_id, (uint64_t)inst, zigzag(trip_count), (uint64_t)schedule,
          zigzag(chunk));
+}
+
+/* Pieces (PPTMC_PIECE_CORES, a comma list of core counts): a translated loop runs its iterations
+ * in pieces and reports each piece's first iteration, so the compiler can vectorise the piece as the
+ * native build vectorises a thread's block. A piece ends at the next iteration where some listed core
+ * count's schedule starts another core's block, so every piece runs on one core for each listed count.
+ * Without the list, every iteration is a piece (exact for any core count, but never vectorised). */
+#define MAX_PIECE_CORES 64
+void XOMP_trace_iteration(int loop_id, long iteration);
+static long piece_cores[MAX_PIECE_CORES];
+static int n_piece_cores;
+
+static void read_piece_cores(void) {
+    const char *s = getenv("PPTMC_PIECE_CORES");
+    n_piece_cores = 0;
+    while (s && *s && n_piece_cores < MAX_PIECE_CORES) {
+        char *end;
+        long p = strtol(s, &end, 10);
+        if (end == s || p < 1) die("PPTMC_PIECE_CORES: expected a comma list of core counts (e.g. 1,2,4)");
+        piece_cores[n_piece_cores++] = p;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') die("PPTMC_PIECE_CORES: expected a comma list of core counts (e.g. 1,2,4)");
+    }
+}
+
+/* First iteration after k that starts a core's block under static balanced blocks for p cores
+ * (the first trip % p cores get one more iteration; analysis/profiles/private_traces.py), or trip. */
+static int64_t next_static_start(int64_t trip, int64_t p, int64_t k) {
+    int64_t q = trip / p, r = trip % p;
+    int64_t t = k / (q + 1) + 1;  /* the blocks of q + 1 iterations come first */
+    if (t <= r) return t * (q + 1);
+    if (q == 0) return trip;
+    t = (k - r) / q + 1;
+    if (t <= r) t = r + 1;
+    return t < p ? t * q + r : trip;
+}
+
+/* First iteration after k that starts a guided chunk for p cores: size max(chunk, ceil(rest / p)),
+ * the rule the model deals (private_traces.guided_starts), or trip. */
+static int64_t next_guided_start(int64_t trip, int64_t p, int64_t chunk, int64_t k) {
+    int64_t start = 0, least = chunk > 0 ? chunk : 1;
+    while (start <= k && start < trip) {
+        int64_t size = (trip - start + p - 1) / p;
+        start += size > least ? size : least;
+    }
+    return start < trip ? start : trip;
+}
+
+/* The end of the piece that starts at iteration k of a chunk ending at hi. */
+static long piece_end(const tbuf *t, long k, long hi) {
+    int cut = t->l_sched == 0 ? t->l_chunk <= 0 : t->l_sched == 2;
+    if (!cut) return hi;  /* chunked static and dynamic: a chunk runs on one core, as it is */
+    if (n_piece_cores == 0) return k + 1;
+    int64_t end = hi;
+    for (int j = 0; j < n_piece_cores; j++) {
+        int64_t p = piece_cores[j];
+        int64_t e = t->l_sched == 0 ? next_static_start(t->l_trip, p, k)
+                                    : next_guided_start(t->l_trip, p, t->l_chunk, k);
+        if (e < end) end = e;
+    }
+    return (long)end;
+}
+
+void XOMP_trace_piece(int loop_id, long k, long *end) {
+    if (counting && !tracing) *end = piece_end(tb(), k, *end);  /* a count run cuts the same pieces */
+    if (!tracing) return;
+    XOMP_trace_iteration(loop_id, k);
+    *end = piece_end(room(), k, *end);
 }
 
 void XOMP_trace_iteration(int loop_id, long iteration) {
@@ -1083,6 +1157,7 @@ __attribute__((constructor)) static void pptmc_start(int argc, char **argv, char
         if (!sum_blocks || !sum_edges) die("out of memory");
         pthread_atfork(NULL, NULL, in_child);
     }
+    if (trace || counting) read_piece_cores();
     if (trace) start_tracing(trace_out);
     /* Counting runs take the marker branches too, so their block counts equal a traced run's. */
     if ((tracing || counting) && &xomp_trace_enabled) xomp_trace_enabled = 1;

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from common.errors import InputError
-from pptmc.commands.args import add_strict
+from pptmc.commands.args import add_strict, parse_cores
 from common.io import write_json, write_table
 
 
@@ -27,6 +27,9 @@ def register(sub) -> None:
     p.add_argument("binary", type=Path)
     p.add_argument("-o", "--output", type=Path)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--cores", default="1,2,4,8,16",
+                   help="core counts to predict later: their schedules cut a translated loop into pieces that "
+                        "run on one core each and vectorise as the native build does (default 1,2,4,8,16)")
     p.add_argument("program_args", nargs="*", help="the program's arguments (after --)")
     p.set_defaults(run=_trace)
 
@@ -34,6 +37,7 @@ def register(sub) -> None:
     p.add_argument("binary", type=Path)
     p.add_argument("-o", "--output", type=Path, help=".json (default) or .csv")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--cores", default="1,2,4,8,16", help="as for pptmc trace: the same list gives its block counts")
     p.add_argument("program_args", nargs="*", help="the program's arguments (after --)")
     p.set_defaults(run=_count)
 
@@ -65,7 +69,7 @@ def _trace(a) -> int:
 
     prog = list(a.program_args)
     out = a.output or a.binary.with_name(a.binary.name + ".trace")
-    info = run_trace(a.binary, prog, out, a.threads)
+    info = run_trace(a.binary, prog, out, a.threads, piece_cores=parse_cores(a.cores))
     size = out.stat().st_size
     n = max(info.n_accesses, 1)
     print(f"{out}: {info.n_accesses} accesses, {sum(c for b, c in info.block_counts.items() if not info.blocks[b].is_shared_var_block)} "
@@ -76,7 +80,7 @@ def _trace(a) -> int:
 def _count(a) -> int:
     from instrument.run import run_counts
 
-    res = run_counts(a.binary, list(a.program_args), a.threads)
+    res = run_counts(a.binary, list(a.program_args), a.threads, piece_cores=parse_cores(a.cores))
     out = a.output or a.binary.with_name(a.binary.name + ".counts.json")
     if out.suffix == ".csv":
         rows = [{"kind": "block", "from": b, "to": b, "count": c} for b, c in sorted(res.block_counts.items())]

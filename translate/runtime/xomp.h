@@ -58,6 +58,9 @@ extern void *xomp_critical_default;
 extern int xomp_trace_enabled;
 void XOMP_trace_loop_begin(int loop_id, long trip_count, int schedule, long chunk);
 void XOMP_trace_iteration(int loop_id, long iteration);
+/* Marks iteration k as the start of a piece and lowers *end (the chunk's end on entry) to the piece's:
+   the iterations [k, *end) run as one inner loop that the compiler may vectorise (translate/README.md). */
+void XOMP_trace_piece(int loop_id, long k, long *end);
 void XOMP_trace_loop_end(int loop_id);
 
 #endif

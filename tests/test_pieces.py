@@ -1,0 +1,93 @@
+"""Pieces: a translated work-shared loop runs its iterations in pieces that the compiler vectorises, cut
+where the schedule of a listed core count starts another core's block (translate/README.md, "Pieces")."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from common.toolchain import toolchain
+from instrument import build_instrumented, open_trace, run_trace
+from translate import runtime_sources, translate_file
+
+LOOPS = r"""
+#include <stdio.h>
+#define N 10
+static double a[N], b[N];
+int main(void)
+{
+  int i;
+  for (i = 0; i < N; i++) b[i] = i;
+#pragma omp parallel private(i)
+  {
+#pragma omp for
+    for (i = 0; i < N; i++) a[i] = 2 * b[i];
+#pragma omp for schedule(guided)
+    for (i = 0; i < N; i++) a[i] += b[i];
+#pragma omp for schedule(dynamic, 3)
+    for (i = 0; i < N; i++) a[i] -= b[i];
+#pragma omp for schedule(static, 4)
+    for (i = 0; i < N; i++) a[i] *= b[i];
+  }
+  printf("%f\n", a[N - 1]);
+  return 0;
+}
+"""
+
+# Hand-computed piece starts of each loop (trip 10) for core counts {2, 4}:
+# static blocks, the first trip % p cores one longer: p=2 [0,5) [5,10); p=4 [0,3) [3,6) [6,8) [8,10)
+# guided, chunk max(1, ceil(rest / p)): p=2 0,5,8,9; p=4 0,3,5,7,8,9
+# dynamic 3 and static 4: their chunks, whatever the core count
+EXPECTED = [[0, 3, 5, 6, 8], [0, 3, 5, 7, 8, 9], [0, 3, 6, 9], [0, 4, 8]]
+
+
+@pytest.fixture(scope="module")
+def loops_binary(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("pieces")
+    (work / "loops.c").write_text(LOOPS)
+    translate_file(work / "loops.c", work / "loops.xomp.c")
+    return build_instrumented(work / "loops.xomp.c", work / "loops.inst").binary
+
+
+def _piece_starts(trace: Path) -> list[list[int]]:
+    """Per loop instance, the iterations that carry accesses (each piece reports only its first; -1 marks the
+    accesses before the first piece, which every core makes)."""
+    reader = open_trace(trace)
+    loops, its = [], []
+    for ch in reader.chunks():
+        loops.append(ch.loop)
+        its.append(ch.iteration)
+    loop, it = np.concatenate(loops), np.concatenate(its)
+    return [sorted(set(it[(loop == k) & (it >= 0)].tolist())) for k in sorted(set(loop.tolist())) if k >= 0]
+
+
+def test_pieces_start_where_a_listed_core_count_starts_a_block(loops_binary, tmp_path):
+    run_trace(loops_binary, [], tmp_path / "t.trace", piece_cores=(4, 2))
+    assert _piece_starts(tmp_path / "t.trace") == EXPECTED
+    assert open_trace(tmp_path / "t.trace").info.extra["piece_cores"] == [2, 4]
+
+
+def test_one_core_count_per_iteration_cuts_every_iteration(loops_binary, tmp_path):
+    run_trace(loops_binary, [], tmp_path / "t.trace", piece_cores=range(1, 11))
+    assert _piece_starts(tmp_path / "t.trace")[:2] == [list(range(10))] * 2
+
+
+def test_bad_piece_core_counts_are_refused(loops_binary, tmp_path):
+    from common.errors import InputError
+
+    with pytest.raises(InputError, match="piece core counts"):
+        run_trace(loops_binary, [], tmp_path / "t.trace", piece_cores=(0, 2))
+    assert not (tmp_path / "t.trace").exists()
+
+
+def test_a_translated_one_dimensional_loop_vectorises(tmp_path):
+    """The piece loop holds no call, so clang -O2 vectorises it as it does the native build's loop."""
+    (tmp_path / "loops.c").write_text(LOOPS)
+    translate_file(tmp_path / "loops.c", tmp_path / "loops.xomp.c")
+    tc = toolchain()
+    proc = subprocess.run([str(tc.clang), "-O2", *tc.openmp_compile_flags(), f"-I{runtime_sources()[1]}", "-c",
+                           str(tmp_path / "loops.xomp.c"), "-o", str(tmp_path / "x.o"), "-Rpass=loop-vectorize"],
+                          capture_output=True, text=True, check=True)
+    assert proc.stderr.count("vectorized loop") >= 2  # the static and guided loops at least
