@@ -70,6 +70,19 @@ def piece_cores_value(cores) -> str:
     return ",".join(map(str, values))
 
 
+def unlisted_piece_cores(info: TraceInfo, cores) -> str | None:
+    """A warning when some core counts were not among those the trace's pieces were cut for (None when all
+    were, or when the trace predates pieces): a piece that straddles such a count's block boundary goes
+    whole to the core of its first iteration."""
+    listed = info.extra.get("piece_cores")
+    missing = sorted({int(c) for c in cores} - set(listed or ())) if listed else []
+    if not missing:
+        return None
+    return (f"its translated loops were cut into pieces for cores {','.join(map(str, listed))}; at "
+            f"{','.join(map(str, missing))} cores a piece that straddles a core's block boundary is given whole to "
+            f"one core; re-trace with pptmc trace --cores {','.join(map(str, sorted(set(listed) | set(missing))))}")
+
+
 def run_trace(binary: Path, args: list[str], output: Path, threads: int = 1, env=None,
               piece_cores=DEFAULT_PIECE_CORES) -> TraceInfo:
     """Run `binary args` once and write its trace to `output`; RunError if the program failed.

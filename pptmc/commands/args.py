@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from common.errors import InputError
@@ -59,6 +60,15 @@ def check_complete(complete: bool, what: str, args: argparse.Namespace) -> None:
     if getattr(args, "strict", False):
         raise InputError(message + "; rerun the program, or drop --strict to use what it recorded")
     print(f"pptmc: warning: {message}", file=sys.stderr)
+
+
+def check_pieces(trace: Path, cores: list[int]) -> None:
+    """A warning on stderr when the trace's loops were not cut into pieces for every core count asked for."""
+    from instrument import open_trace, unlisted_piece_cores
+
+    message = unlisted_piece_cores(open_trace(trace).info, cores)
+    if message:
+        print(f"pptmc: warning: {trace}: {message}", file=sys.stderr)
 
 
 def add_model_options(parser: argparse.ArgumentParser, *, profiles: bool = True) -> None:

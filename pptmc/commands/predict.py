@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from pptmc.commands.args import add_model_options, add_strict, check_complete, model_options, parse_cores
+from pptmc.commands.args import add_model_options, add_strict, check_complete, check_pieces, model_options, parse_cores
 from common.errors import InputError
 from common.io import write_json, write_table
 
@@ -82,6 +82,7 @@ def run_predict(args: argparse.Namespace) -> int:
     sources = direct_sources(args, machine, cores, options)
     complete = bool(sources.record.info.complete)
     check_complete(complete, str(args.trace), args)
+    check_pieces(Path(args.trace), cores)
     pred = predict_machine(sources, machine, cores, options)
     runtimes = pred.runtimes.drop(columns="machine").assign(trace_complete=complete)
     rows = runtimes.to_dict("records")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from analysis.options import PLACEMENTS, INTERLEAVES, MODES
 from analysis.sampling.options import DEFAULT_WINDOW_LENGTH, SOURCE_WINDOW, STREAM_METHODS, STREAM_WINDOW
-from pptmc.commands.args import add_strict, check_complete, parse_cores, seed
+from pptmc.commands.args import add_strict, check_complete, check_pieces, parse_cores, seed
 from common.errors import InputError, PptmcError
 from common.io import write_json, write_table
 
@@ -133,6 +133,7 @@ def run_profile(args: argparse.Namespace) -> int:
         if warning:
             print(f"pptmc: warning: {args.trace}: {warning}", file=sys.stderr)
     check_complete(ps.trace_complete, str(args.trace), args)  # before writing: --strict leaves nothing
+    check_pieces(Path(args.trace), cores)
     with output_folder(Path(args.output), "pptmc profile") as folder:  # the folder is replaced whole, never mixed
         ps.save(folder)
         if extra:  # label the directory: hitrates predicted from it are estimates of estimates
