@@ -7,8 +7,9 @@ With curves over active cores, R x curves.fork_join_ns(p) and B x curves.barrier
 threads) replace the scaled all-core figures for p > 1, each where its curve is given. One thread is charged
 nothing, as without curves: a one-thread team's barrier returns at once in libomp, and the curves' p = 1
 figures (overhead.c's loop around an empty region or `omp for`, ~80 and ~275 ns here) overstate it. On this
-project's 2-core host, charging them made durbin MEDIUM (about 8000 loop barriers) 107% slow at one thread
-against 27% without, while its 2-thread error (-3%) came from the p = 2 figures.
+project's 2-core host durbin MEDIUM's constructs (about 8000 loop barriers) cost 1.15 ms at one thread
+natively (the same source without -fopenmp), about 144 ns per barrier: charged 275 ns each
+its prediction would be about 46% slow, charged nothing it is 40% fast (analysis/RUNTIME_MODEL.md).
 
 R: parallel-region invocations, B: barriers executed (facts.RegionFacts). Added after contention.
 Machine fields: cores, parallel.fork_join_ns, parallel.barrier_ns, parallel.cold_start_ns,
