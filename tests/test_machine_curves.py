@@ -97,6 +97,9 @@ def test_terms_read_the_curves_at_p():
     # fork/join at 3 = 600 ns, barrier 250 ns; no [parallel] table: no cold start
     assert overhead_seconds(m, 3, regions=10, barriers=50) == pytest.approx((10 * 600 + 50 * 250) * 1e-9)
     assert overhead_seconds(m, 1, regions=10, barriers=50) == 0.0  # one thread: no fork/join or barrier cost
+    # ... but each work-shared loop sets up its schedule: the barrier curve's one-core figure, 50 ns
+    assert overhead_seconds(m, 1, regions=10, barriers=50, loops=20) == pytest.approx(20 * 50 * 1e-9)
+    assert overhead_seconds(m, 3, regions=10, barriers=50, loops=20) == pytest.approx((10 * 600 + 50 * 250) * 1e-9)
     # transfer at 3 writers = 50 cycles (40 at 2, 60 at 4), less what T_mem charged: the shared L3's 4 per line
     assert transfer_extra_cycles(m, 3) == pytest.approx(50.0 - 4.0)
     # queuing at saturation: p x bytes at the curve's bandwidth at p (48 GB/s on 4 cores)
@@ -142,6 +145,7 @@ def test_machine_without_curves_keeps_todays_forms():
     parallel = replace(m, parallel=replace(m.parallel, fork_join_ns=900.0, barrier_ns=300.0), transfer_cycles=30.0)
     assert overhead_seconds(parallel, 2, 10, 50) == pytest.approx((10 * 900 + 50 * 300) / 3 * 1e-9)
     assert overhead_seconds(parallel, 1, 10, 50) == 0.0
+    assert overhead_seconds(parallel, 1, 10, 50, loops=20) == 0.0  # no curve measured at one core: no loop cost
     assert transfer_extra_cycles(parallel, 4) == pytest.approx(30.0 - 4.0)
 
 

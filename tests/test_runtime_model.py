@@ -241,6 +241,7 @@ def test_region_count_and_barriers_from_trace_facts():
              LoopInstance(2, 2, 1, SCHED_SINGLE, 0), LoopInstance(3, 0, 10, SCHED_DYNAMIC, 2))
     facts = rm.RegionFacts(ops=OPS, mem_accesses=1000, mem_bytes=8000, loops=loops, regions=5)
     assert facts.barriers == 3                                            # master has no implied barrier
+    assert facts.work_shared_loops == 2                                   # the static and the dynamic loop
 
 
 # --- Queuing-network contention (Yook-Egger style MVA) --------------------------------------------

@@ -11,7 +11,7 @@ from analysis.hitrates.rates import rates_by_cores
 from analysis.runtime.inputs import BlockWork, OpCounts, op_counts_from_blocks
 from analysis.runtime.terms.column_walks import strided_cold_extra_ns
 from common.errors import InputError
-from instrument.trace_types import SCHED_MASTER, LoopInstance
+from instrument.trace_types import SCHED_DYNAMIC, SCHED_GUIDED, SCHED_MASTER, SCHED_STATIC, LoopInstance
 from machines.model import Machine
 
 
@@ -27,6 +27,11 @@ class RegionFacts:
     blocks: tuple[BlockWork, ...] = ()  # executed blocks: mix and loop-carried chain (critical-path form)
     explicit_barriers: int = 0  # `#pragma omp barrier`s executed (block table `barriers` x block counts)
     nowait: int = 0  # work-shared loop or single instances that ended without their barrier
+
+    @property
+    def work_shared_loops(self) -> int:
+        """Work-shared loop instances (static, dynamic or guided; not master or single)."""
+        return sum(1 for loop in self.loops if loop.schedule in (SCHED_STATIC, SCHED_DYNAMIC, SCHED_GUIDED))
 
     @property
     def barriers(self) -> int:

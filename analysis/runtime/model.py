@@ -46,7 +46,7 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
                     mem_accesses: float, mem_bytes: float, dram_bytes: float | None = None, *,
                     block_bytes: float | None = None, gap_bytes: float = 0.0, layout: str = "contiguous",
                     cpu_form: str = "throughput", work_share: float | None = None, regions: float = 0.0,
-                    barriers: float = 0.0, contention: str = "roofline",
+                    barriers: float = 0.0, loops: float = 0.0, contention: str = "roofline",
                     blocks: Sequence[BlockWork] = (),
                     tlb_miss_rates: Mapping[str, float] | None = None,
                     coherence_miss_rate: float = 0.0, loop_bounds: Sequence[Any] = (),
@@ -57,7 +57,8 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     `ops`, `mem_accesses`, `mem_bytes` and `dram_bytes` count the whole region (all cores).
     `block_bytes` is the contiguous block (default: the mean access size, the paper's word);
     `gap_bytes` the gap v of Sec. 3.4.2; `work_share` the busiest core's fraction (default 1/cores);
-    `regions` and `barriers` the parallel regions and barriers executed (for the overhead term);
+    `regions`, `barriers` and `loops` the parallel regions, barriers and work-shared loop instances executed
+    (for the overhead term);
     `contention` the DRAM model: "roofline" floor or "queuing" network; `blocks` the executed
     blocks (whole-region counts) for cpu_form="critical-path" (without them it is the throughput form);
     `tlb_miss_rates` the fraction of accesses missing each of the machine's TLB levels (analysis/runtime/tlb.py);
@@ -90,7 +91,7 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     if dram_bytes is None:
         dram_bytes = dram_traffic_bytes(mem_accesses, rates.local, machine.line_bytes, ops.store_fraction,
                                         writeback_bytes_per_access)
-    terms = TermValues(memory, cpu, added, dram_bytes, overhead_seconds(machine, cores, regions, barriers),
+    terms = TermValues(memory, cpu, added, dram_bytes, overhead_seconds(machine, cores, regions, barriers, loops),
                        writebacks_from)
     return assemble(machine, cores, share, rates, terms, choice)
 
@@ -112,7 +113,7 @@ def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Map
                              f"{','.join(map(str, cores))}")
         out.append(predict_runtime(machine, c, rates[c], facts.ops, facts.mem_accesses, facts.mem_bytes,
                                    work_share=busiest_share(list(facts.loops), c), regions=facts.regions,
-                                   barriers=facts.barriers, blocks=facts.blocks,
+                                   barriers=facts.barriers, loops=facts.work_shared_loops, blocks=facts.blocks,
                                    tlb_miss_rates=tlb_rates[c] if tlb_rates is not None else None,
                                    coherence_miss_rate=(coherence or {}).get(c, 0.0),
                                    writeback_bytes_per_access=(writebacks or {}).get(c), **model_args))
