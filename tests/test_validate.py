@@ -171,3 +171,19 @@ def test_builtin_resolution_from_name_or_path(tmp_path):
     ns = argparse.Namespace(program=str(own), define=["X=1"], include=None, extra_source=None, size=None)
     prog = resolve_program(ns, [])
     assert prog.source == own and prog.defines == ["X=1"] and prog.extra_sources == []
+
+
+def test_placement_reaches_the_model_and_the_ground_truth(tmp_path):
+    """zen2 puts 8 close threads on 2 CCX L3s and 8 spread ones on 8: L3 hits on lines a thread of another
+    CCX brought in vanish under spread, on both sides, and the model follows the ground truth in each."""
+    tables = {}
+    for placement in ("close", "spread"):
+        out = tmp_path / placement
+        assert cli.run(["validate", "atax", "--machine", "zen2-epyc-7702p", "--cores", "8", "--size", "MINI",
+                        "--mode", "iteration", "--interleave", "rr", "--placement", placement,
+                        "--workdir", str(tmp_path / "work"), "-o", str(out)]) == 0
+        df = pd.read_csv(out / "validation.csv")
+        tables[placement] = df[df["level"] == "L3"].iloc[0]
+    close, spread = tables["close"], tables["spread"]
+    assert spread["ground_truth"] < close["ground_truth"] and spread["predicted"] < close["predicted"]
+    assert close["abs_error_pp"] < 1 and spread["abs_error_pp"] < 1

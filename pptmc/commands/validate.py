@@ -8,7 +8,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.options import DEFAULT_OPTIONS, HIT_RATE_MODELS, INTERLEAVES, ModelOptions
+from analysis.options import DEFAULT_OPTIONS, HIT_RATE_MODELS, INTERLEAVES, PLACEMENTS, ModelOptions
 from common.errors import InputError
 from pptmc.commands.args import parse_cores, seed
 
@@ -44,6 +44,9 @@ def _add_options(p: argparse.ArgumentParser) -> None:
                    help=f"the model's hit-rate predictor (default {DEFAULT_OPTIONS.hit_rates})")
     p.add_argument("--no-coherence", dest="coherence", action="store_false", default=DEFAULT_OPTIONS.coherence,
                    help="the model ignores write-invalidate coherence (the ground truth always simulates it)")
+    p.add_argument("--placement", choices=PLACEMENTS, default=DEFAULT_OPTIONS.placement,
+                   help=f"threads on cores, as OpenMP's proc_bind, for the model and the ground truth alike (default "
+                        f"{DEFAULT_OPTIONS.placement}): which instances of a cache shared by a group of cores they use")
     p.add_argument("--refs-per-turn", type=int, default=1,
                    help="ground truth: references each thread makes per merge turn (default 1, lockstep)")
     p.add_argument("-o", "--output", type=Path, default=None, help="directory for tables and figures")
@@ -137,7 +140,7 @@ def run_validate(a: argparse.Namespace) -> int:
     scheduler, cluster_config = checked_cluster(a.scheduler, a.cluster_config)
     program = resolve_program(a, prog_args)
     say = (lambda msg: print(f"[validate] {msg}", file=sys.stderr))
-    options = ModelOptions(seed=a.seed, hit_rates=a.hit_rates, coherence=a.coherence)
+    options = ModelOptions(seed=a.seed, hit_rates=a.hit_rates, coherence=a.coherence, placement=a.placement)
     say(f"model: {options.describe()} (mode and interleave swept as asked)")
     with tempfile.TemporaryDirectory(prefix="pptmc-validate-") as tmp:
         workdir = a.workdir or (a.output / "work" if a.output else Path(tmp))
