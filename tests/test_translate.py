@@ -29,7 +29,7 @@ __attribute__((constructor)) static void on(void) { xomp_trace_enabled = 1; }
 void XOMP_trace_loop_begin(int id, long trip, int sched, long chunk)
 { fprintf(stderr, "B %d %ld %d %ld\n", id, trip, sched, chunk); }
 void XOMP_trace_iteration(int id, long it) { fprintf(stderr, "I %d %ld\n", id, it); }
-void XOMP_trace_piece(int id, long k, long *end) { XOMP_trace_iteration(id, k); *end = k + 1; }
+long XOMP_trace_piece(int id, long k, long hi) { (void)hi; XOMP_trace_iteration(id, k); return k + 1; }
 void XOMP_trace_loop_end(int id) { fprintf(stderr, "E %d\n", id); }
 """
 

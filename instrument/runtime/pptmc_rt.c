@@ -672,11 +672,10 @@ static long piece_end(const tbuf *t, long k, long hi) {
     return (long)end;
 }
 
-void XOMP_trace_piece(int loop_id, long k, long *end) {
-    if (counting && !tracing) *end = piece_end(tb(), k, *end);  /* a count run cuts the same pieces */
-    if (!tracing) return;
+long XOMP_trace_piece(int loop_id, long k, long hi) {
+    if (!tracing) return counting ? piece_end(tb(), k, hi) : hi;  /* a count run cuts the same pieces */
     XOMP_trace_iteration(loop_id, k);
-    *end = piece_end(room(), k, *end);
+    return piece_end(room(), k, hi);
 }
 
 void XOMP_trace_iteration(int loop_id, long iteration) {

@@ -34,9 +34,10 @@ __attribute__((weak)) void XOMP_trace_loop_begin(int loop_id, long trip_count, i
 __attribute__((weak)) void XOMP_trace_iteration(int loop_id, long iteration) { (void)loop_id; (void)iteration; }
 __attribute__((weak)) void XOMP_trace_loop_end(int loop_id) { (void)loop_id; }
 /* Without the trace runtime a chunk runs as one piece. */
-__attribute__((weak)) void XOMP_trace_piece(int loop_id, long k, long *end)
+__attribute__((weak)) long XOMP_trace_piece(int loop_id, long k, long hi)
 {
-  (void)loop_id; (void)k; (void)end;
+  (void)loop_id; (void)k;
+  return hi;
 }
 
 void XOMP_init(int argc, char **argv) { (void)argc; (void)argv; }

@@ -58,9 +58,11 @@ extern void *xomp_critical_default;
 extern int xomp_trace_enabled;
 void XOMP_trace_loop_begin(int loop_id, long trip_count, int schedule, long chunk);
 void XOMP_trace_iteration(int loop_id, long iteration);
-/* Marks iteration k as the start of a piece and lowers *end (the chunk's end on entry) to the piece's:
-   the iterations [k, *end) run as one inner loop that the compiler may vectorise (translate/README.md). */
-void XOMP_trace_piece(int loop_id, long k, long *end);
+/* Marks iteration k as the start of a piece of the chunk that ends at hi and returns the piece's end: the
+   iterations [k, end) run as one inner loop that the compiler may vectorise (translate/README.md). `pure`
+   tells the compiler that it writes none of the program's memory, so no shared variable is reloaded after
+   it; its only effect, the marker, is the trace runtime's. */
+long XOMP_trace_piece(int loop_id, long k, long hi) __attribute__((pure));
 void XOMP_trace_loop_end(int loop_id);
 
 #endif
