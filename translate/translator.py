@@ -369,6 +369,7 @@ class Translator:
             sched=f"__sched{c.loop_id}" if runtime else SCHED_CODES[d.schedule],
             chunk=f"__chunk{c.loop_id}" if runtime else f"(long)({chunk})", body=body,
             lastprivate=d.lastprivate, nowait=int(d.nowait), triangular=triangular,
+            static_blocks=not runtime and d.schedule in ("static", "auto") and not d.chunk,
             odometer=_odometer(c.loop_id, n) if n > 1 and not triangular else "")
 
     def _step(self, lv: LoopLevel, ctx, region) -> str:

@@ -153,6 +153,11 @@ static struct XOMP_slot *xomp_slot_acquire(struct XOMP_team *team, int nthreads)
   }
 }
 
+void XOMP_loop_bounds(long *lo, long *hi, long *stride, int *last)
+{
+  (void)lo; (void)hi; (void)stride; (void)last;
+}
+
 void XOMP_loop_start(XOMP_loop_t *loop, long trip, int sched, long chunk)
 {
   int nth = xomp_team ? omp_get_num_threads() : 1;

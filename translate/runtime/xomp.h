@@ -42,6 +42,10 @@ long *XOMP_prefix_alloc(long rows);
 long XOMP_prefix_find(const long *pre, long rows, long k);
 void XOMP_prefix_free(long *pre);
 void XOMP_runtime_schedule(int *sched, long *chunk);
+/* Takes the addresses of a loop's bounds, stride and last-iteration flag, which the translated code has
+   stored just before, as clang's lowering stores libomp's (__kmpc_for_static_init / dispatch_init): their
+   stack traffic is then in the trace as in the native outlined code. It reads nothing. */
+void XOMP_loop_bounds(long *lo, long *hi, long *stride, int *last);
 void XOMP_loop_start(XOMP_loop_t *loop, long trip, int sched, long chunk);
 int XOMP_loop_next(XOMP_loop_t *loop, long *lo, long *hi);
 void XOMP_loop_end(XOMP_loop_t *loop, int nowait);
