@@ -74,7 +74,7 @@ def unlisted_piece_cores(info: TraceInfo, cores) -> str | None:
     """A warning when some core counts were not among those the trace's pieces were cut for (None when all
     were, or when the trace predates pieces): a piece that straddles such a count's block boundary goes
     whole to the core of its first iteration."""
-    listed = info.extra.get("piece_cores")
+    listed = (getattr(info, "extra", None) or {}).get("piece_cores")
     missing = sorted({int(c) for c in cores} - set(listed or ())) if listed else []
     if not missing:
         return None
