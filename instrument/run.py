@@ -70,12 +70,11 @@ def piece_cores_value(cores) -> str:
     return ",".join(map(str, values))
 
 
-def unlisted_piece_cores(info: TraceInfo, cores) -> str | None:
-    """A warning when some core counts were not among those the trace's pieces were cut for (None when all
-    were, or when the trace predates pieces): a piece that straddles such a count's block boundary goes
+def unlisted_piece_cores(listed: list[int] | None, cores) -> str | None:
+    """A warning when some core counts are not among those a trace's pieces were cut for (`listed`; None when
+    all are, or when the trace predates pieces): a piece that straddles such a count's block boundary goes
     whole to the core of its first iteration."""
-    listed = (getattr(info, "extra", None) or {}).get("piece_cores")
-    missing = sorted({int(c) for c in cores} - set(listed or ())) if listed else []
+    missing = sorted({int(c) for c in cores} - set(listed)) if listed else []
     if not missing:
         return None
     return (f"its translated loops were cut into pieces for cores {','.join(map(str, listed))}; at "

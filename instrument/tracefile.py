@@ -143,6 +143,17 @@ def distinct_lines_of(path: Path) -> int | None:
     return footer_estimate(footer, path)
 
 
+def piece_cores_of(path: Path) -> list[int] | None:
+    """The core counts the trace's loops were cut into pieces for (translate/README.md), reading the header
+    alone, as a check before any work; None when the file holds no trace header or predates pieces."""
+    try:
+        with open(path, "rb") as f:
+            header = read_header(f, Path(path))[0]
+    except (OSError, InputError):
+        return None
+    return header.get("piece_cores")
+
+
 def mark_incomplete(path: Path, reason: str, exit_status: int | None) -> str:
     """Cut a trace after its last intact chunk and give it a footer with `complete: false`.
 

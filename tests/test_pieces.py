@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from common.toolchain import toolchain
-from instrument import build_instrumented, open_trace, run_trace, unlisted_piece_cores
+from instrument import build_instrumented, open_trace, piece_cores_of, run_trace, unlisted_piece_cores
 from translate import runtime_sources, translate_file
 
 LOOPS = r"""
@@ -97,9 +97,9 @@ def test_core_counts_the_pieces_were_not_cut_for_are_named(loops_binary, tmp_pat
     from pptmc.commands.args import check_pieces
 
     run_trace(loops_binary, [], tmp_path / "t.trace", piece_cores=(2, 4))
-    info = open_trace(tmp_path / "t.trace").info
-    assert unlisted_piece_cores(info, [2, 4]) is None
-    assert "at 3,8 cores" in unlisted_piece_cores(info, [2, 3, 8])
+    listed = piece_cores_of(tmp_path / "t.trace")
+    assert unlisted_piece_cores(listed, [2, 4]) is None
+    assert "at 3,8 cores" in unlisted_piece_cores(listed, [2, 3, 8])
     check_pieces(tmp_path / "t.trace", [2, 3])
     err = capsys.readouterr().err
     assert "warning" in err and "at 3 cores" in err and "--cores 2,3,4" in err

@@ -64,13 +64,9 @@ def check_complete(complete: bool, what: str, args: argparse.Namespace) -> None:
 
 def check_pieces(trace: Path, cores: list[int]) -> None:
     """A warning on stderr when the trace's loops were not cut into pieces for every core count asked for."""
-    from instrument import open_trace, unlisted_piece_cores
-    from instrument.trace_format import FILE_MAGIC
+    from instrument import piece_cores_of, unlisted_piece_cores
 
-    with open(trace, "rb") as f:
-        if f.read(len(FILE_MAGIC)) != FILE_MAGIC:
-            return  # a text trace (pptmc profile reads those too) has no pieces
-    message = unlisted_piece_cores(open_trace(trace).info, cores)
+    message = unlisted_piece_cores(piece_cores_of(trace), cores)
     if message:
         print(f"pptmc: warning: {trace}: {message}", file=sys.stderr)
 
