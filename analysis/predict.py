@@ -102,8 +102,10 @@ def predict_machine(sources: RegionSources, machine: Machine, cores: Sequence[in
     dram = None
     if sources.profiles is not None and sources.profiles.writebacks:
         dram = dram_traffic(sources.profiles, hits, machine, options.placement).assign(machine=machine.name)
+    critical = sources.profiles.critical_path if sources.profiles is not None else None
     predictions = predict_runtimes(machine, hits, sources.record, tlb=tlb, coherence=coherence, terms=terms,
-                                   writebacks=writeback_shares(dram), **options.runtime_args())
+                                   writebacks=writeback_shares(dram), critical_path=critical,
+                                   **options.runtime_args())
     return MachinePrediction(machine, hits, predictions, tlb, terms, coherence or {}, dram)
 
 

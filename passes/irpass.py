@@ -37,6 +37,7 @@ _CALLEE_RE = re.compile(r"\bcall\b[^@]*@([-\w.$]+)\(")
 # intrinsics (priced as operations), the XOMP/libomp runtime and the tracer are not library calls
 _NOT_COUNTED_CALLS = ("llvm.", "XOMP_", "xomp_", "__pptmc", "__kmpc", "omp_")
 EXPLICIT_BARRIER = "XOMP_barrier"  # the translator's `#pragma omp barrier` (implied barriers are in XOMP_loop_end)
+OMP_BARRIERS = ("__kmpc_barrier", "__kmpc_cancel_barrier")  # libomp's barrier entry points
 LOOP_END = "XOMP_loop_end"  # XOMP_loop_end(&state, nowait): the translator passes nowait as a constant
 _NOWAIT_ARG_RE = re.compile(r",\s*i32\s+(?:noundef\s+)?1\s*\)")
 RUNTIME_PREFIXES = ("XOMP_", "__pptmc")
@@ -199,6 +200,8 @@ class _FunctionPass:
                 text.extend(calls)
                 if _is_real_call(inst):
                     text.append(f"  call void @__pptmc_sync(i32 {blk.n_host_sites})")
+                if _is_barrier_call(inst):  # where the original program's threads wait (instrument/FORMAT.md)
+                    text.append("  call void @XOMP_trace_barrier()")
                 if inst.ref.opcode == "ret":
                     text.append(f"  call void @__pptmc_fn_exit(i32 {self.fn_id})")
             text.extend(inst.lines)
@@ -355,6 +358,12 @@ class _FunctionPass:
         return False
 
 
+def _is_barrier_call(inst: _Inst) -> bool:
+    """A call of libomp's barrier (clang's lowering of explicit and implied OpenMP barriers)."""
+    m = _CALLEE_RE.search(inst.text) if inst.ref.opcode == "call" else None
+    return m is not None and m.group(1) in OMP_BARRIERS
+
+
 def _is_real_call(inst: _Inst) -> bool:
     """A call that may run instrumented code or loop markers (not an LLVM intrinsic or inline asm)."""
     if inst.ref.opcode not in ("call", "invoke", "callbr"):
@@ -372,6 +381,7 @@ declare void @__pptmc_sync(i32)
 declare void @__pptmc_mem(i32, ptr)
 declare void @__pptmc_memn(i32, ptr, i64)
 declare void @__pptmc_lane(i32, ptr, i64, i1)
+declare void @XOMP_trace_barrier()
 """
 
 

@@ -279,8 +279,8 @@ def test_spilled_coherent_sweep_matches_in_memory(tmp_path, interleave):
     args = (info, chunker(ch, 11), [1, 2, 4, 8], SweepSettings("iteration", interleave, 5, 2, 64))
     small = profile_configs(*args, memory_budget=64, spill_dir=str(tmp_path))
     big = profile_configs(*args)
-    assert sum(prof.coherence for prd, _ in big for prof in prd) > 0
-    for (prd_a, crd_a), (prd_b, crd_b) in zip(small, big):
+    assert sum(prof.coherence for prd, _, _ in big for prof in prd) > 0
+    for (prd_a, crd_a, _), (prd_b, crd_b, _) in zip(small, big):
         assert same(crd_a, crd_b) and all(same(a, b) and a.coherence == b.coherence for a, b in zip(prd_a, prd_b))
 
 

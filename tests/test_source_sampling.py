@@ -508,7 +508,7 @@ def test_sampling_decode_gives_the_profiles_of_the_rows_pass(real_trace, monkeyp
     assert all(same(fused.prd[k], plain.prd[k]) for k in plain.prd) and len(keys) > 10
     assert all(same(fused.crd[k], plain.crd[k]) for k in plain.crd)
     if rate == 1.0:
-        exact = compute_profiles(str(real_trace), [1, 2, 3, 4])
+        exact = compute_profiles(str(real_trace), [1, 2, 3, 4], barriers=False)  # the sampler's interleaving
         assert all(same(fused.prd[k], exact.prd[k]) for k in exact.prd)
         assert all(same(fused.crd[k], exact.crd[k]) for k in exact.crd)
 

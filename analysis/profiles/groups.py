@@ -29,6 +29,7 @@ import numpy as np
 
 from analysis.profiles.coherence import Directory, strip
 from analysis.profiles.interleave import pattern_cores, resolve_memory_budget
+from analysis.profiles.barriers import PhaseMarks
 from analysis.profiles.private_traces import InterleaveSpec, line_shift, prepare_chunk, resolve_mode
 from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.reuse import ReuseEngine
@@ -185,11 +186,13 @@ def shared_profiles(info: TraceInfo, chunks, groupings: tuple[Grouping, ...], se
                              engine=partial(_engine_for, mine, settings.coherence, p in writeback_cores, p == 1))
         task.replay, task.tagged = None, True  # every batch is fed, with store tags
         tasks.append(task)
+    phases = PhaseMarks(info, mode, settings.barriers)
     for ch in chunks():
         tasks[0].cmap.check(ch)
         prep = prepare_chunk(ch, mode, tasks[0].cmap.shared_block, shift, info.path, stores=True)
+        starts = phases.runs(prep.starts, prep.key0)
         for t in tasks:
-            t.feed_chunk(prep)
+            t.feed_chunk(prep, starts)
     out = SharedProfiles({}, {})
     for p, t in zip(counts, tasks):
         t.finish()

@@ -149,6 +149,8 @@ class _Lane:
         self.closed = False
         self._spill = FrameFile(spill_dir, "interleaving buffers")
         self.disk_items = 0
+        self.taken = 0  # references taken so far
+        self.marks: deque[int] = deque()  # positions (references taken) of the barriers ahead, in order
 
     def push_mem(self, lines: np.ndarray | CorePart) -> None:
         self.mem.append(lines)
@@ -183,6 +185,7 @@ class _Lane:
                 n = 0
         out = parts[0] if len(parts) == 1 else np.concatenate(parts)
         self.mem_items -= len(out)
+        self.taken += len(out)
         return out
 
     def take_head(self, n: int) -> np.ndarray | CorePart:
@@ -194,6 +197,7 @@ class _Lane:
             self.mem[0] = head.after(n) if isinstance(head, CorePart) else head[n:]
             head = head.head(n) if isinstance(head, CorePart) else head[:n]
         self.mem_items -= n
+        self.taken += n
         return head
 
     def settle(self, keep: list[np.ndarray]) -> None:
@@ -208,6 +212,21 @@ class _Lane:
     @property
     def exhausted(self) -> bool:
         return self.closed and not self.mem_items and not self.disk_items
+
+    @property
+    def to_barrier(self) -> int | None:
+        """References left before the next barrier (None: no barrier ahead)."""
+        return self.marks[0] - self.taken if self.marks else None
+
+    @property
+    def phase_closed(self) -> bool:
+        """No more references will come before the lane's next barrier (or at all)."""
+        left = self.to_barrier
+        return self.closed or (left is not None and self.mem_items + self.disk_items >= left)
+
+    @property
+    def at_barrier(self) -> bool:
+        return self.to_barrier == 0
 
 
 class Interleaver:
@@ -237,6 +256,7 @@ class Interleaver:
         self.batch_refs = _REFS_PER_BATCH * (4 if reuse else 1)
         self.buffer = np.empty(self.batch_refs + 1, dtype=np.uint64) if reuse else None
         self.latest: list[np.ndarray] = []  # the ids of the chunks of the last CoreParts pushed (HELD_CHUNKS)
+        self.waiting: list[int] = []  # cores at a barrier that some other core has not reached yet
 
     def push(self, core: int, lines: np.ndarray | CorePart) -> None:
         """Append references of one core (in its program order). A CorePart is kept as it is
@@ -257,6 +277,22 @@ class Interleaver:
         for lane in self.lanes:
             lane.settle(self.latest)
 
+    def barriers(self, positions: np.ndarray) -> None:
+        """Barriers ahead: row j of `positions` (barriers x cores) holds how many references each core
+        pushes before barrier j (counted from its first). No core takes a reference after a barrier until
+        every core has taken all of its references before it, as threads wait at an OpenMP barrier."""
+        for row in np.asarray(positions, dtype=np.int64).reshape(-1, len(self.lanes)):
+            for core, at in enumerate(row.tolist()):
+                self.barrier(core, at)
+
+    def barrier(self, core: int, at: int) -> None:
+        """One core's next barrier: after its first `at` references (see barriers)."""
+        lane = self.lanes[core]
+        if at < lane.taken or (lane.marks and at < lane.marks[-1]):
+            raise PptmcError(f"internal error: barrier at reference {at} of core {core}, which is past it; "
+                             f"please report it with the trace")
+        lane.marks.append(at)
+
     def close(self, core: int) -> None:
         """No more references will come for this core."""
         self.lanes[core].closed = True
@@ -267,12 +303,36 @@ class Interleaver:
 
     @property
     def finished(self) -> bool:
-        return not self.active
+        return not self.active and not self.waiting
 
     def _avail(self) -> np.ndarray:
+        """References each core may take now: those in memory, up to its next barrier."""
         for lane in self.lanes:
-            lane.promote(self.k)
-        return np.array([lane.mem_items for lane in self.lanes], dtype=np.int64)
+            left = lane.to_barrier
+            lane.promote(self.k if left is None else min(self.k, left))
+        return np.array([lane.mem_items if lane.to_barrier is None else min(lane.mem_items, lane.to_barrier)
+                         for lane in self.lanes], dtype=np.int64)
+
+    def _drop(self, at: int) -> None:
+        """Take core active[at] out of the turns: it has finished, or waits at a barrier."""
+        c = self.active.pop(at)
+        if self.lanes[c].at_barrier:
+            self.waiting.append(c)
+
+    def _release(self) -> bool:
+        """When every core has reached the barrier, those that wait take turns again, in core order
+        (past any barriers that end empty phases); whether some core has turns now."""
+        while not self.active and self.waiting:
+            back, self.waiting, self.turn = sorted(self.waiting), [], 0
+            for c in back:
+                self.lanes[c].marks.popleft()
+            for c in back:
+                lane = self.lanes[c]
+                if lane.at_barrier:  # an empty phase for this core: it waits again at once
+                    self.waiting.append(c)
+                elif not lane.exhausted:
+                    self.active.append(c)
+        return bool(self.active)
 
     def drain(self) -> Iterator[Batch]:
         """Yield everything that can be interleaved now; sets `blocked` to the core it waits for.
@@ -284,7 +344,7 @@ class Interleaver:
         """Whole rounds at once while every active core has k per round buffered; else the rest of
         the round, up to the first core that must wait."""
         k = self.k
-        while self.active:
+        while self.active or self._release():
             avail = self._avail()
             if self.turn == 0:
                 rounds = min(int(avail[self.active].min()) // k, max(1, self.batch_refs // (len(self.active) * k)))
@@ -325,14 +385,14 @@ class Interleaver:
         while self.turn < len(self.active):
             c = self.active[self.turn]
             lane = self.lanes[c]
-            if avail[c] < k and not lane.closed:
+            if avail[c] < k and not lane.phase_closed:
                 self.blocked = c
                 break
             n = min(k, int(avail[c]))
             if n:
                 pieces.append((c, lane.take(n)))
-            if lane.exhausted:
-                self.active.pop(self.turn)
+            if lane.exhausted or lane.at_barrier:
+                self._drop(self.turn)
             else:
                 self.turn += 1
         if self.turn >= len(self.active):
@@ -348,7 +408,7 @@ class Interleaver:
     def _drain_random(self) -> Iterator[Batch]:
         """Uniform random turns among the cores that still have references (seeded)."""
         k = self.k
-        while self.active:
+        while self.active or self._release():
             avail = self._avail()
             n_turns = min(_TURNS_PER_BATCH, int(avail[self.active].sum()) // k + len(self.active))
             if len(self.draws) < n_turns:
@@ -362,17 +422,17 @@ class Interleaver:
                 continue
             c = int(turns[cut])
             lane = self.lanes[c]
-            if lane.disk_items:
+            if lane.disk_items and (lane.to_barrier is None or lane.mem_items < lane.to_barrier):
                 lane.promote(lane.mem_items + k)
                 continue
-            if not lane.closed:
+            if not lane.phase_closed:
                 self.blocked = c
                 return
             left = int(self._avail()[c])
             if left:
                 yield _single(lane.take(left), c)
             self.draws = self.draws[1:]
-            self.active.remove(c)
+            self._drop(self.active.index(c))
         self.blocked = None
 
     def _gather(self, turns: np.ndarray) -> Batch:
@@ -467,10 +527,20 @@ def interleave_streams(streams: Iterable[Iterator[np.ndarray]], strategy: str = 
 
 
 def interleave_arrays(private: list[np.ndarray], strategy: str = "rr", seed: int = 0,
-                      refs_per_turn: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """In-memory convenience: the whole interleaved trace and its core ids."""
-    parts = list(interleave_streams([iter([np.asarray(a, dtype=np.uint64)]) for a in private],
-                                    strategy, seed, refs_per_turn))
+                      refs_per_turn: int = 1, barriers: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """In-memory convenience: the whole interleaved trace and its core ids. `barriers` (barriers x
+    cores): how many references each core makes before each barrier (Interleaver.barriers)."""
+    if barriers is None:
+        parts = list(interleave_streams([iter([np.asarray(a, dtype=np.uint64)]) for a in private],
+                                        strategy, seed, refs_per_turn))
+    else:
+        itl = Interleaver(len(private), strategy, seed, refs_per_turn)
+        for c, a in enumerate(private):
+            if len(a):
+                itl.push(c, np.asarray(a, dtype=np.uint64))
+        itl.barriers(barriers)
+        itl.close_all()
+        parts = [(b.lines, b.core) for b in itl.drain()]
     if not parts:
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])

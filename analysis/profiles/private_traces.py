@@ -37,7 +37,8 @@ from analysis.options import MODES
 from analysis.profiles.core_parts import CorePart
 from analysis.profiles.interleave import Batch, Interleaver, resolve_memory_budget
 from common.errors import InputError
-from instrument.trace_types import NO_LOOP, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_STATIC, TraceChunk, TraceInfo
+from analysis.profiles.barriers import PhaseMarks
+from instrument.trace_types import NO_LOOP, SCHED_BARRIER, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_STATIC, TraceChunk, TraceInfo
 
 OFFSET_BITS = 47
 ALL_CORES = -1  # core_of value of an access that every core executes
@@ -97,6 +98,8 @@ def iteration_core(loop, it, trip, sched, chunk, gstarts, gptr, p):
             else:
                 hi = mid
         return (lo - gptr[loop]) % p
+    if s == SCHED_BARRIER:  # the accesses after a barrier, up to the next construct: every thread's
+        return ALL_CORES
     return 0  # master, single
 
 
@@ -267,6 +270,14 @@ def _rows_before(starts, run_core, marks, p):
 def loop_starts(prep: PreparedChunk, seen: int) -> tuple[np.ndarray, np.ndarray]:
     """(runs, instances) of the loop instances above `seen` that start in an iteration-mode chunk."""
     return _instance_starts(prep.starts, prep.key0, seen)
+
+
+def phase_counts(prep: PreparedChunk, run_core: np.ndarray, runs: np.ndarray, cores: int) -> np.ndarray | None:
+    """Each core's references in the chunk before each of the phase starts `runs` (barriers.PhaseMarks): an
+    array runs x cores for Interleaver.barriers, once each core's earlier references are added; None for none."""
+    if not len(runs) or cores == 1:
+        return None
+    return rows_before(prep, run_core, runs, cores)
 
 
 def rows_before(prep: PreparedChunk, run_core: np.ndarray, runs: np.ndarray, p: int) -> np.ndarray:
@@ -545,14 +556,22 @@ def mimic(info: TraceInfo, chunks: Callable[[], Iterable[TraceChunk]], specs: li
     total = resolve_memory_budget(memory_budget)
     budget = total // max(len(specs), 1)
     itls = [Interleaver(s.cores, s.strategy, s.seed, s.refs_per_turn, budget, spill_dir) for s in specs]
+    pushed = [np.zeros(s.cores, dtype=np.int64) for s in specs]
+    phases = PhaseMarks(info, resolved)
     for ch in chunks():
         if maps:
             maps[0].check(ch)  # the tables checked do not depend on the core count
             prep = prepare_chunk(ch, resolved, maps[0].shared_block, shift, info.path, stores)
+            starts = phases.runs(prep.starts, prep.key0)
         for i, (cmap, itl) in enumerate(zip(maps, itls)):
-            for core, lines in enumerate(cmap.split_prepared(prep, shift)):
+            parts, run_core = cmap.split_runs(prep, shift)
+            counts = phase_counts(prep, run_core, starts, cmap.cores)
+            if counts is not None:  # barriers first: the parts may hold the references after them
+                itl.barriers(counts + pushed[i][None, :])
+            for core, lines in enumerate(parts):
                 if len(lines):
                     itl.push(core, lines)
+                    pushed[i][core] += len(lines)
             for batch in itl.drain():
                 yield i, batch
     for i, itl in enumerate(itls):

@@ -88,6 +88,9 @@ class ProfileSet:
     paper_chunk: int = 0  # paper mode: block instances dealt round-robin in runs of this many (0 = even split)
     trace_complete: bool = True  # False: the traced run crashed or its file was cut short
     coherence: bool = False  # PRDs count write-invalidate coherence misses (compute_profiles: on by default)
+    barriers: bool = False  # the shared traces keep the trace's barriers (analysis/profiles/barriers.py)
+    # cores -> references of the busiest core phase by phase, summed (CoreCountTask.critical_path; exact sweeps)
+    critical_path: dict[int, int] = field(default_factory=dict)
     # per-set-class profiles (analysis/profiles/set_classes.py), keyed by class bits first
     class_prd: dict[tuple[int, int, int], ReuseProfile] = field(default_factory=dict)
     class_crd: dict[tuple[int, int], ReuseProfile] = field(default_factory=dict)
@@ -142,7 +145,9 @@ class ProfileSet:
         return {"line_size": self.line_size, "mode": self.mode, "interleave": self.interleave,
                 "seed": self.seed, "refs_per_turn": self.refs_per_turn, "trace": self.trace,
                 "cores": self.cores, "paper_chunk": self.paper_chunk, "trace_complete": self.trace_complete,
-                "coherence": self.coherence, "class_bits": self.class_bits,
+                "coherence": self.coherence, "barriers": self.barriers,
+                "critical_path": {str(p): n for p, n in sorted(self.critical_path.items())},
+                "class_bits": self.class_bits,
                 "groupings": sorted({g for g, _ in self.group_crd}),
                 "writebacks": sorted(k for k in self.writebacks if isinstance(k, int))}
 
@@ -195,7 +200,9 @@ class ProfileSet:
                             int(meta["seed"]), int(meta["refs_per_turn"]), str(meta["trace"]),
                             paper_chunk=int(meta.get("paper_chunk", 0)),
                             trace_complete=bool(meta.get("trace_complete", True)),
-                            coherence=bool(meta.get("coherence", False)))
+                            coherence=bool(meta.get("coherence", False)),
+                            barriers=bool(meta.get("barriers", False)),
+                            critical_path={int(p): int(n) for p, n in meta.get("critical_path", {}).items()})
         except (KeyError, ValueError, TypeError) as exc:
             raise InputError(f"{d}: malformed profile directory ({exc}); regenerate it with `pptmc profile`") from exc
         for table in (summary, bins):  # columns added since the first layout

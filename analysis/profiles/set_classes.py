@@ -304,7 +304,7 @@ def class_profiles(info: TraceInfo, chunks, counts: list[int], settings, bits: i
                                class_lines(info, settings.line_size, bits, 1)))) for p in counts]
     for t in tasks:  # the shared traces are walked whole
         t.replay = None
-    sweep = SweepPass(info, tasks, mode, settings.line_size, budget, plain=False)
+    sweep = SweepPass(info, tasks, mode, settings.line_size, budget, plain=False, barriers=settings.barriers)
     for ch in chunks():
         sweep.take(ch)
         if progress is not None:

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NamedTuple
 
+from analysis.profiles.barriers import PhaseMarks
 from analysis.profiles.groups import grouping_name, shared_profiles
 from analysis.profiles.interleave import resolve_memory_budget
 from analysis.profiles.jobs import job_groups, run_groups
@@ -58,7 +59,9 @@ ChunkFactory = Callable[[], Iterable[TraceChunk]]
 class SweepSettings(NamedTuple):
     """How a sweep models the traces (the profile options of `pptmc profile`): the private
     traces' mode, the shared traces' interleaving (strategy, seed, references per turn), the
-    cache line size, paper mode's chunk, and write-invalidate coherence in the PRDs of p > 1."""
+    cache line size, paper mode's chunk, write-invalidate coherence in the PRDs of p > 1, and whether
+    the shared traces keep the trace's barriers (analysis/profiles/barriers.py; False: the paper's
+    Algorithm 2, as the sampled profiles interleave)."""
 
     mode: str = "auto"
     interleave: str = "rr"
@@ -67,6 +70,16 @@ class SweepSettings(NamedTuple):
     line_size: int = 64
     paper_chunk: int = 0
     coherence: bool = True
+    barriers: bool = True
+
+
+class CountProfiles(NamedTuple):
+    """What a sweep gives for one core count: every core's PRD, the CRD, and the references on the critical
+    path (CoreCountTask.critical_path)."""
+
+    prd: list[ReuseProfile]
+    crd: ReuseProfile
+    critical_path: int
 
 
 def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int], mode: str = "auto",
@@ -74,7 +87,7 @@ def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int
                           line_size: int = 64, progress: bool = False, paper_chunk: int = 0,
                           coherence: bool = True, jobs: int = 1, class_bits: tuple[int, ...] = (),
                           groupings: tuple[tuple[int, ...], ...] = (), writebacks: bool = False,
-                          class_crds: bool = True) -> ProfileSet:
+                          class_crds: bool = True, barriers: bool = True) -> ProfileSet:
     """Profiles for each core count from a re-streamable chunk source, in one pass over it
     (or one pass per worker process with jobs > 1; same profiles), the per-set-class profiles
     of each width in class_bits, and the per-instance CRDs of each grouping and (writebacks) each
@@ -85,9 +98,10 @@ def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int
     class_bits = check_class_bits(class_bits)
     resolved = resolve_mode(info, mode)
     ps = ProfileSet(line_size, resolved, interleave, seed, refs_per_turn, info.path, paper_chunk=paper_chunk,
-                    trace_complete=info.complete, coherence=coherence)
+                    trace_complete=info.complete, coherence=coherence,
+                    barriers=barriers and PhaseMarks(info, resolved).any)
     counts = sorted(set(int(c) for c in cores))
-    settings = SweepSettings(resolved, interleave, seed, refs_per_turn, line_size, paper_chunk, coherence)
+    settings = SweepSettings(resolved, interleave, seed, refs_per_turn, line_size, paper_chunk, coherence, barriers)
     bar = _progress(progress and bool(class_bits), info, len(counts) * len(class_bits), "set classes", 1)
     with ThreadPoolExecutor(max_workers=1) as pool:  # the class passes, beside the plain one
         classes = pool.submit(lambda: [class_profiles(info, chunks, counts, settings, b, bar, crds=class_crds)
@@ -102,15 +116,16 @@ def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int
         ps.writebacks.update(shared.result().writebacks)
     if bar is not None:
         bar.close()
-    for p, (prd, crd) in zip(counts, results):
+    for p, (prd, crd, critical) in zip(counts, results):
         ps.prd.update({(p, c): prof for c, prof in enumerate(prd)})
         ps.crd[p] = crd
+        ps.critical_path[p] = critical
     return ps
 
 
 def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], settings: SweepSettings,
                     progress: bool = False, memory_budget: int | None = None, spill_dir: str | None = None,
-                    jobs: int = 1) -> list[tuple[list[ReuseProfile], ReuseProfile]]:
+                    jobs: int = 1) -> list[CountProfiles]:
     """Every core's PRD and the CRD for each core count; each count is an independent task
     (call with one count per worker to distribute), sharing one trace pass when run together.
     jobs > 1: groups of counts (`job_groups`) run in that many processes, each reading the
@@ -138,7 +153,7 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], se
                            resolved, shift, settings.paper_chunk, memory_budget // max(n_shared, 1), spill_dir,
                            settings.coherence)
              for p in with_lead(info, counts, resolved, settings.line_size)]
-    sweep = SweepPass(info, tasks, resolved, settings.line_size, memory_budget)
+    sweep = SweepPass(info, tasks, resolved, settings.line_size, memory_budget, barriers=settings.barriers)
     bar = _progress(progress, info, len(counts))
     for ch in chunks():
         if not tasks:
@@ -149,7 +164,7 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], se
     if bar is not None:
         bar.close()
     sweep.mirrors.finish()
-    return [task.finish() for task in tasks][:len(counts)]  # without the lead with_lead added
+    return [CountProfiles(*task.finish(), task.critical_path) for task in tasks][:len(counts)]  # without the lead
 
 
 _FOLLOWERS_FOR_A_LEAD = 3  # core counts p > 1 that make a one-core task worth adding (with_lead)
@@ -192,11 +207,12 @@ def compute_profiles(trace_path: str | Path, cores: list[int], mode: str = "auto
                      progress: bool = False, max_rows: int = 1 << 20, paper_chunk: int = 0,
                      coherence: bool = True, jobs: int = 1, class_bits: tuple[int, ...] = (),
                      groupings: tuple[tuple[int, ...], ...] = (), writebacks: bool = False,
-                     class_crds: bool = True) -> ProfileSet:
+                     class_crds: bool = True, barriers: bool = True) -> ProfileSet:
     """Open a trace file and compute its ProfileSet (jobs: worker processes, see profile_configs)."""
     info, factory = open_chunks(trace_path, max_rows)
     return compute_profiles_from(info, factory, cores, mode, interleave, seed, refs_per_turn, line_size, progress,
-                                 paper_chunk, coherence, jobs, class_bits, groupings, writebacks, class_crds)
+                                 paper_chunk, coherence, jobs, class_bits, groupings, writebacks, class_crds,
+                                 barriers)
 
 
 def open_chunks(trace_path: str | Path, max_rows: int = 1 << 20) -> tuple[TraceInfo, ChunkFactory]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from analysis.profiles.barriers import PhaseMarks
 from analysis.profiles.line_index import LineIndex
-from analysis.profiles.private_traces import PreparedChunk, line_shift, loop_starts, prepare_chunk, rows_before
+from analysis.profiles.private_traces import (PreparedChunk, line_shift, loop_starts, phase_counts, prepare_chunk,
+                                              rows_before)
 from analysis.profiles.runs import LeadTrace
 from analysis.profiles.suffixes import Mirrors, Suffixes
 from analysis.profiles.task import CoreCountTask, LeadRuns
@@ -25,7 +27,7 @@ class SweepPass:
     compare a distance with the lines touched since a point) are plain distances' and are left out."""
 
     def __init__(self, info: TraceInfo, tasks: list[CoreCountTask], mode: str, line_size: int,
-                 memory_budget: int, plain: bool = True) -> None:
+                 memory_budget: int, plain: bool = True, barriers: bool = True) -> None:
         self.info, self.tasks, self.mode, self.shift = info, tasks, mode, line_shift(line_size)
         self.mirrors = Mirrors(tasks, self.shift)
         self.tag = any(t.coherent for t in tasks)
@@ -47,6 +49,7 @@ class SweepPass:
         self.suffixes = Suffixes(tasks, self.by_cores, memory_budget // 8) if plain else None
         self.watching = any(t.loop_period for t in tasks)
         self.seen = -1  # the highest loop instance started so far
+        self.phases = PhaseMarks(info, mode, barriers)
 
     def take(self, ch: TraceChunk) -> None:
         """Feed one chunk of the sequential trace to every task."""
@@ -63,7 +66,7 @@ class SweepPass:
         self.mirrors.update([run_core for _, run_core in splits])  # forks before the leaders take this chunk
         lead = (prev, nxt) if self.follow_one else None  # where each access's line was touched before and next
         self.rows_seen += len(prep.lines)
-        self._feed(prep, splits, lead)
+        self._feed(prep, splits, lead, self.phases.runs(prep.starts, prep.key0))
 
     def _watch(self, prep: PreparedChunk, splits: list) -> None:
         """Tell the tasks that watch for repeating loops where this chunk's loop instances start."""
@@ -74,9 +77,10 @@ class SweepPass:
                 if t.loop_period:  # before the chunk is fed: positions count what came before
                     t.watch(started, rows_before(prep, splits[j][1], marks, t.spec.cores))
 
-    def _feed(self, prep: PreparedChunk, splits: list, lead: tuple[np.ndarray, np.ndarray] | None) -> None:
+    def _feed(self, prep: PreparedChunk, splits: list, lead: tuple[np.ndarray, np.ndarray] | None,
+              phase_runs: np.ndarray) -> None:
         """Feed every task its parts of the chunk, class leaders (fewest cores first, then lower
-        cores) before their followers."""
+        cores) before their followers; phase_runs: the chunk's runs that begin a phase (PhaseMarks)."""
         tasks, mirrors, suffixes = self.tasks, self.mirrors, self.suffixes
         leader_of = mirrors.leader_of
         follow = suffixes.update(prep, splits, mirrors) if suffixes is not None else {}
@@ -94,7 +98,8 @@ class SweepPass:
                           shared=mirrors.members(j),
                           follow=suffixes.providers(follow[j], leader_of) if j in follow else None,
                           ids=self.index.count if self.index is not None else 0,
-                          runs=_lead_runs(lead, tasks, self.one, j, prep, splits[j][1]))
+                          runs=_lead_runs(lead, tasks, self.one, j, prep, splits[j][1]),
+                          phases=phase_counts(prep, splits[j][1], phase_runs, tasks[j].spec.cores))
 
 
 def may_follow_one(mode: str, line_size: int) -> bool:

@@ -8,7 +8,8 @@ import numpy as np
 from analysis.profiles.coherence import CoherenceMisses, strip
 from analysis.profiles.core_parts import CorePart, as_array
 from analysis.profiles.interleave import Batch, Interleaver, Lanes, resolve_memory_budget
-from analysis.profiles.private_traces import OFFSET_BITS, CoreMap, InterleaveSpec, PreparedChunk, core_segments
+from analysis.profiles.private_traces import (OFFSET_BITS, CoreMap, InterleaveSpec, PreparedChunk, core_segments,
+                                              phase_counts)
 from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.replay import PrivateReplay, Replay, loop_period
 from analysis.profiles.reuse import ReuseEngine
@@ -84,11 +85,13 @@ class CoreCountTask:
         self.starts_at: dict[int, np.ndarray] = {}  # private-trace positions where recent loop instances started
         self.private_period = [0] * spec.cores  # each core's period, where it repeats (see watch)
         self.own_replay: list[PrivateReplay | None] = [None] * spec.cores
+        self.phase_start = np.zeros(spec.cores, dtype=np.int64)  # each core's references before the current phase
+        self.critical = 0  # references on the critical path of the phases before the current one
 
     def feed(self, parts: list[np.ndarray | CorePart], skip: set[int] | frozenset[int] = frozenset(),
              lend: Callable[[int], np.ndarray] | None = None, shared: set[int] | None = None,
              follow: dict[int, Callable[[int], np.ndarray | None]] | None = None, ids: int = 0,
-             runs: LeadRuns | None = None) -> None:
+             runs: LeadRuns | None = None, phases: np.ndarray | None = None) -> None:
         """Add every core's part of one chunk (CoreMap.split); the engines of cores in skip are kept
         elsewhere, and lend(core) gives their distances for this chunk when they are needed. When
         self.distances, the distances (int32) of the parts fed here are left in self.last_distances.
@@ -96,8 +99,10 @@ class CoreCountTask:
         (Mirrors), so they may replay their periodic stretches (PrivateReplay). follow[core](n)
         gives the distances of the n accesses a following core (Suffix) repeats, None if unknown.
         ids > 0: the parts are dense ids below it (analysis.profiles.line_index), for every chunk.
-        runs: the parts' distances in the one-core trace, which plain engines follow (feed_runs)."""
+        runs: the parts' distances in the one-core trace, which plain engines follow (feed_runs).
+        phases: the runs of the chunk where a new phase begins (barriers.PhaseMarks), with `run_core`."""
         own: dict[int, np.ndarray] = {}
+        before = self.pushed.copy()
         self.last_distances = own
         if ids:  # the engines that see every line take dense slots for them
             engine = self.shared if self.shared is not None else self.private[0]
@@ -118,7 +123,24 @@ class CoreCountTask:
                 self.itl.push(core, lines if self.coherent or not self.tagged else strip(as_array(lines)))
             if self.dlanes is not None:
                 self.dlanes.push(core, own[core] if core not in skip else lend(core))
+        if phases is not None:
+            self._phases(phases + before[None, :])
         self._drain()
+
+    def _phases(self, ends: np.ndarray) -> None:
+        """Phases that end in this chunk (each core's references before each barrier): the interleaver waits
+        there, and the critical path grows by each phase's busiest core."""
+        if self.itl is not None:
+            self.itl.barriers(ends)
+        for end in ends:
+            self.critical += int((end - self.phase_start).max())
+            self.phase_start = end
+
+    @property
+    def critical_path(self) -> int:
+        """References of the busiest core, phase by phase, summed: the work that cannot overlap (with one
+        phase, the busiest core's references)."""
+        return self.critical + int((self.pushed - self.phase_start).max())
 
     def _feed_core(self, core: int, lines: np.ndarray | CorePart, shared: set[int] | None,
                    lead: Callable[[int], np.ndarray | None] | None,
@@ -143,10 +165,12 @@ class CoreCountTask:
         engine.feed(lines, tagged=self.tagged)
         return None
 
-    def feed_chunk(self, prep: PreparedChunk) -> None:
+    def feed_chunk(self, prep: PreparedChunk, phase_runs: np.ndarray | None = None) -> None:
         """Add one prepared chunk of the sequential trace (the task on its own; with coherence,
-        prepared with prepare_chunk(stores=True))."""
-        self.feed(self.cmap.split_prepared(prep, self.shift))
+        prepared with prepare_chunk(stores=True)); phase_runs: its runs that begin a phase (PhaseMarks)."""
+        parts, run_core = self.cmap.split_runs(prep, self.shift)
+        runs = np.zeros(0, dtype=np.int64) if phase_runs is None else phase_runs
+        self.feed(parts, phases=phase_counts(prep, run_core, runs, self.spec.cores))
 
     def watch(self, started: np.ndarray, before: np.ndarray) -> None:
         """Loop instances `started` begin in the next chunk, after before[i, c] of core c's accesses

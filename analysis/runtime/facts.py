@@ -11,7 +11,7 @@ from analysis.hitrates.rates import rates_by_cores
 from analysis.runtime.inputs import BlockWork, OpCounts, op_counts_from_blocks
 from analysis.runtime.terms.column_walks import strided_cold_extra_ns
 from common.errors import InputError
-from instrument.trace_types import SCHED_DYNAMIC, SCHED_GUIDED, SCHED_MASTER, SCHED_STATIC, LoopInstance
+from instrument.trace_types import SCHED_BARRIER, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_MASTER, SCHED_STATIC, LoopInstance
 from machines.model import Machine
 
 
@@ -37,7 +37,7 @@ class RegionFacts:
     def barriers(self) -> int:
         """Barriers executed: one per work-shared loop or single instance (master has none) unless it
         was nowait, plus the explicit ones."""
-        implied = sum(1 for loop in self.loops if loop.schedule != SCHED_MASTER)
+        implied = sum(1 for loop in self.loops if loop.schedule not in (SCHED_MASTER, SCHED_BARRIER))
         return implied - self.nowait + self.explicit_barriers
 
 

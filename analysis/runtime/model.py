@@ -99,8 +99,9 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
 def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Mapping[str, float]],
                  facts: RegionFacts, tlb_rates: Mapping[int, Mapping[str, float]] | None = None,
                  coherence: Mapping[int, float] | None = None, writebacks: Mapping[int, float] | None = None,
-                 **model_args: Any) -> list[RuntimePrediction]:
-    """One prediction per core count; the busiest core's share follows the loops' schedules.
+                 critical_path: Mapping[int, int] | None = None, **model_args: Any) -> list[RuntimePrediction]:
+    """One prediction per core count; the busiest core's share is the profiles' critical path where they have
+    one (work_share), else it follows the loops' schedules (schedule.busiest_share).
     `tlb_rates` (cores -> TLB level -> miss rate), when given, must cover every core count;
     `coherence` (cores -> coherence-miss fraction) defaults to none; `writebacks` (cores -> DRAM write-back
     bytes per access, analysis/hitrates/dram.py) to the store-fraction estimate."""
@@ -112,7 +113,7 @@ def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Map
             raise InputError(f"TLB miss rates: none for {c} cores; recompute them for cores "
                              f"{','.join(map(str, cores))}")
         out.append(predict_runtime(machine, c, rates[c], facts.ops, facts.mem_accesses, facts.mem_bytes,
-                                   work_share=busiest_share(list(facts.loops), c), regions=facts.regions,
+                                   work_share=work_share(facts, c, critical_path), regions=facts.regions,
                                    barriers=facts.barriers, loops=facts.work_shared_loops, blocks=facts.blocks,
                                    tlb_miss_rates=tlb_rates[c] if tlb_rates is not None else None,
                                    coherence_miss_rate=(coherence or {}).get(c, 0.0),
@@ -120,9 +121,20 @@ def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Map
     return out
 
 
+def work_share(facts: RegionFacts, cores: int, critical_path: Mapping[int, int] | None = None) -> float:
+    """The busiest core's fraction of the region's accesses: the critical path's references (the busiest core
+    of each phase between barriers; analysis/profiles/barriers.py) over the sequential trace's, where the
+    profiles measured it, else the loops' schedules' estimate (iterations, busiest_share)."""
+    measured = (critical_path or {}).get(cores)
+    if measured is None or facts.mem_accesses <= 0:
+        return busiest_share(list(facts.loops), cores)
+    return min(1.0, max(measured / facts.mem_accesses, 1.0 / cores))
+
+
 def predict_runtimes(machine: Machine, hits, record: RegionRecord, tlb=None,
                      coherence: Mapping[int, float] | None = None, terms=None,
-                     writebacks: Mapping[int, float] | None = None, **model_args: Any) -> list[RuntimePrediction]:
+                     writebacks: Mapping[int, float] | None = None,
+                     critical_path: Mapping[int, int] | None = None, **model_args: Any) -> list[RuntimePrediction]:
     """One RuntimePrediction for every core count in `hits` up to the machine's cores.
 
     Core counts above `machine.cores` are left out (a multi-machine run asks for 16 cores on an
@@ -130,7 +142,8 @@ def predict_runtimes(machine: Machine, hits, record: RegionRecord, tlb=None,
     (facts.RegionRecord); `tlb`: a TLB miss-rate table (analysis/runtime/tlb.py) or None for no TLB
     term; `coherence`: cores -> coherence-miss fraction (hitrates.coherence_miss_rates) or None;
     `terms`: the machine's TraceTerms (analysis/runtime/trace_terms.py) or None for none of their terms;
-    `writebacks`: cores -> DRAM write-back bytes per access (analysis/hitrates/dram.py) or None.
+    `writebacks`: cores -> DRAM write-back bytes per access (analysis/hitrates/dram.py) or None;
+    `critical_path`: cores -> references on the critical path (ProfileSet.critical_path) or None.
     """
     from analysis.runtime.tlb import miss_rates_by_cores
 
@@ -139,8 +152,8 @@ def predict_runtimes(machine: Machine, hits, record: RegionRecord, tlb=None,
     tlb_rates = miss_rates_by_cores(tlb) if tlb is not None and machine.tlbs else None
     facts, term_args = region_inputs(machine, record, terms)
     bounds = in_core_bounds(machine, record) if model_args.get("cpu_form") == "critical-path" else ()
-    return predict_many(machine, cores, rates, facts, tlb_rates, coherence, writebacks, loop_bounds=bounds,
-                        **term_args, **model_args)
+    return predict_many(machine, cores, rates, facts, tlb_rates, coherence, writebacks, critical_path,
+                        loop_bounds=bounds, **term_args, **model_args)
 
 
 def prediction_table(predictions: Sequence[RuntimePrediction]):

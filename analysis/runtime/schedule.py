@@ -8,11 +8,12 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from instrument.trace_types import SCHED_DYNAMIC, SCHED_MASTER, SCHED_SINGLE, SCHED_STATIC, LoopInstance
+from instrument.trace_types import SCHED_BARRIER, SCHED_DYNAMIC, SCHED_MASTER, SCHED_SINGLE, SCHED_STATIC, LoopInstance
 
 
 def busiest_share(loops: Sequence[LoopInstance], cores: int) -> float:
     """Fraction of all work-shared iterations the busiest core runs, as each schedule divides them."""
+    loops = [loop for loop in loops if loop.schedule != SCHED_BARRIER]  # barriers have no iterations
     total = sum(loop.trip_count for loop in loops)
     if total == 0:
         return 1.0 / cores

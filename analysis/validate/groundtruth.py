@@ -28,6 +28,7 @@ import pandas as pd
 from analysis.options import INTERLEAVES
 from analysis.hitrates.cachesim import MAX_COHERENT_CORES, machine_hierarchy
 from analysis.hitrates.set_index import FRAME_SEEDS  # a physical level's hit rate: the mean over frame maps
+from analysis.profiles.barriers import thread_phases
 from analysis.profiles.interleave import Interleaver
 from analysis.profiles.private_traces import line_shift
 from machines.model import PLACEMENTS, Machine
@@ -111,14 +112,16 @@ class RegionMerger:
         self.k = refs_per_turn
         self.live: dict[int, Interleaver] = {}
         self.at = [0] * n_threads  # region each thread is in (rows of earlier regions cannot come)
+        self.phase = [0] * n_threads  # the phase of its region each thread is in (barriers.thread_phases)
 
     def _region(self, r: int) -> Interleaver:
         if r not in self.live:  # each region gets its own seed, so a region's merge is reproducible alone
             self.live[r] = Interleaver(self.n, self.strategy, self.seed + r, self.k, self.budget, self.spill_dir)
         return self.live[r]
 
-    def push(self, thread: int, region: int, codes: np.ndarray) -> None:
-        """Append one thread's consecutive rows of one region (line << 1 | store)."""
+    def push(self, thread: int, region: int, codes: np.ndarray, phases: np.ndarray | None = None) -> None:
+        """Append one thread's consecutive rows of one region (line << 1 | store); `phases`: each row's phase
+        in the region, -1 where unknown (the previous row's), None for a trace without barrier records."""
         if not 0 <= thread < self.n:
             raise InputError(f"trace row of thread {thread}, but the trace has {self.n} threads; re-record it")
         if region < self.at[thread]:
@@ -126,11 +129,28 @@ class RegionMerger:
                              f"the trace is inconsistent, re-record it")
         for r in [r for r in self.live if self.at[thread] <= r < region]:
             self.live[r].close(thread)
+        if region != self.at[thread]:
+            self.phase[thread] = 0
         self.at[thread] = region
         itl = self._region(region)
         held = sum(ln.mem_items for other in self.live.values() if other is not itl for ln in other.lanes)
         itl.budget = max(0, self.budget - 8 * held)
+        lane = itl.lanes[thread]
+        before = lane.taken + lane.mem_items + lane.disk_items
         itl.push(thread, codes)
+        if phases is not None:
+            self._barriers(itl, thread, before, phases)
+
+    def _barriers(self, itl: Interleaver, thread: int, before: int, phases: np.ndarray) -> None:
+        """Tell the region's interleaver where the thread's rows pass barriers (several at one row when the
+        thread made no access between them), so no thread runs ahead of one still before a barrier."""
+        now = self.phase[thread]
+        reached = np.maximum.accumulate(np.concatenate(([now], phases)))
+        steps = np.diff(reached)
+        for row in np.flatnonzero(steps > 0).tolist():
+            for _ in range(int(steps[row])):
+                itl.barrier(thread, before + row)
+        self.phase[thread] = int(reached[-1])
 
     def drain(self, final: bool = False) -> Iterator[MergedBatch]:
         """Merged batches of every region that can be (partly) merged now, in region order."""
@@ -161,13 +181,15 @@ def merged_stream(trace: Path, strategy: str, seed: int = 0, line_size: int = 64
         raise InputError(f"{trace}: incomplete trace ({info.extra.get('reason', 'cut short')}); re-record it")
     shift = np.uint64(line_shift(line_size))
     merger = RegionMerger(max(info.n_threads, 1), strategy, seed, spill_dir, refs_per_turn=refs_per_turn)
+    phase_of = thread_phases(info)  # empty for a trace recorded before barrier records: no phases
     for ch in reader.chunks():
         if not len(ch):
             continue
         codes = ((ch.addr >> shift) << np.uint64(1)) | ch.is_store.astype(np.uint64)
+        phases = np.where(ch.loop >= 0, phase_of[np.clip(ch.loop, 0, None)], -1) if len(phase_of) else None
         cuts = np.flatnonzero((np.diff(ch.region) != 0) | (np.diff(ch.thread.astype(np.int64)) != 0)) + 1
         for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(ch)]):
-            merger.push(int(ch.thread[a]), int(ch.region[a]), codes[a:b])
+            merger.push(int(ch.thread[a]), int(ch.region[a]), codes[a:b], None if phases is None else phases[a:b])
         yield from merger.drain()
     yield from merger.drain(final=True)
 

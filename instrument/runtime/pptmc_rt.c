@@ -559,6 +559,9 @@ static inline void ctrl(tbuf *t, uint64_t kind, uint64_t a, uint64_t b, uint64_t
     t->cur += 1 + ctrl_args[kind];
 }
 
+static void open_loop(tbuf *t, int loop_id, long trip_count, int schedule, long chunk);
+static void open_barrier(tbuf *t, int region_start);
+
 /* Only the outermost instrumented call on a thread is a region (a parallel-region body). */
 void __pptmc_fn_enter(int fn, const void *frame_top) {
     if (!tracing) return;
@@ -570,6 +573,7 @@ void __pptmc_fn_enter(int fn, const void *frame_top) {
     t->region = t->region_seq++;
     t->region_top = (uint64_t)frame_top;
     ctrl(t, C_REGION_BEGIN, (uint64_t)fn, (uint64_t)t->region, (uint64_t)frame_top, 0, 0);
+    open_barrier(t, 1);  /* the fork: every thread starts the region together */
 }
 
 void __pptmc_fn_exit(int fn) {
@@ -584,13 +588,10 @@ void __pptmc_fn_exit(int fn) {
     t->region_top = 0;
 }
 
-void XOMP_trace_loop_begin(int loop_id, long trip_count, int schedule, long chunk) {
-    if (!tracing && !counting) return;
-    tbuf *t = tracing ? room() : tb();
-    t->l_trip = trip_count;
-    t->l_sched = schedule;
-    t->l_chunk = chunk;
-    if (!tracing) return;
+enum { SCHED_BARRIER = 5 };  /* instrument/trace_types.py */
+
+/* A new loop instance: its record in the footer's table, and its loop begin event. */
+static void open_loop(tbuf *t, int loop_id, long trip_count, int schedule, long chunk) {
     pthread_mutex_lock(&lock);
     int64_t inst = loop_seq++;
     if (loops_len + 4 > loops_cap) {
@@ -607,8 +608,32 @@ void XOMP_trace_loop_begin(int loop_id, long trip_count, int schedule, long chun
     pthread_mutex_unlock(&lock);
     t->loop = inst;
     t->iter = -1;
-    ctrl(t, C_LOOP_BEGIN, (uint64_t)loop_id, (uint64_t)inst, zigzag(trip_count), (uint64_t)schedule,
+    ctrl(t, C_LOOP_BEGIN, (uint64_t)(int64_t)loop_id, (uint64_t)inst, zigzag(trip_count), (uint64_t)schedule,
          zigzag(chunk));
+}
+
+void XOMP_trace_loop_begin(int loop_id, long trip_count, int schedule, long chunk) {
+    if (!tracing && !counting) return;
+    tbuf *t = tracing ? room() : tb();
+    t->l_trip = trip_count;
+    t->l_sched = schedule;
+    t->l_chunk = chunk;
+    if (!tracing) return;
+    open_loop(t, loop_id, trip_count, schedule, chunk);
+}
+
+/* A barrier, explicit or a construct's implied one, and a region's start are loop records of their own
+ * (schedule 5, loop id -1, trip count 1 for a region's start and 0 for a barrier, chunk = the thread's id)
+ * that are never ended: the accesses up to the next loop begin carry their instance, so the analysis sees where
+ * every thread waits (instrument/FORMAT.md, "Barriers"). The original program's __kmpc_barrier calls get
+ * the same record from the instrumentation pass. */
+static void open_barrier(tbuf *t, int region_start) {
+    open_loop(t, -1, region_start, SCHED_BARRIER, (long)t->tid);
+}
+
+void XOMP_trace_barrier(void) {
+    if (!tracing) return;
+    open_barrier(room(), 0);
 }
 
 /* Pieces (PPTMC_PIECE_CORES, a comma list of core counts): a translated loop runs its iterations

@@ -33,6 +33,7 @@ __attribute__((weak)) void XOMP_trace_loop_begin(int loop_id, long trip_count, i
 }
 __attribute__((weak)) void XOMP_trace_iteration(int loop_id, long iteration) { (void)loop_id; (void)iteration; }
 __attribute__((weak)) void XOMP_trace_loop_end(int loop_id) { (void)loop_id; }
+__attribute__((weak)) void XOMP_trace_barrier(void) {}
 /* Without the trace runtime a chunk runs as one piece. */
 __attribute__((weak)) long XOMP_trace_piece(int loop_id, long k, long hi)
 {
@@ -256,6 +257,8 @@ void XOMP_loop_end(XOMP_loop_t *loop, int nowait)
 
 void XOMP_barrier(void)
 {
+  if (xomp_trace_enabled)
+    XOMP_trace_barrier();
   if (xomp_team) {
 #pragma omp barrier
   }

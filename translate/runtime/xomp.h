@@ -68,5 +68,6 @@ void XOMP_trace_iteration(int loop_id, long iteration);
    it; its only effect, the marker, is the trace runtime's. */
 long XOMP_trace_piece(int loop_id, long k, long hi) __attribute__((pure));
 void XOMP_trace_loop_end(int loop_id);
+void XOMP_trace_barrier(void);
 
 #endif
