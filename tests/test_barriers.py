@@ -274,3 +274,17 @@ def test_work_share_reads_the_critical_path():
     facts = RegionFacts(ops=OpCounts(), mem_accesses=1000.0, mem_bytes=8000.0, loops=loops)
     assert work_share(facts, 2, {2: 750}) == 0.75
     assert work_share(facts, 2, {4: 300}) == work_share(facts, 2) == (1 + 50) / 100
+
+
+def test_a_time_loop_inside_one_region_repeats_from_its_first_step():
+    """The region's fork (trip count 1) and the barriers (0) are alike to loop_period, so a time loop in one
+    region keeps its period (replays of periodic stretches depend on it): fork, L1, barrier, L2, barrier, ..."""
+    from analysis.profiles.replay import loop_period
+
+    loops = [LoopInstance(0, -1, 1, SCHED_BARRIER, 0)]
+    for step in range(6):
+        for loop_id in (1, 2):
+            loops += [LoopInstance(len(loops), loop_id, 100, SCHED_STATIC, 0),
+                      LoopInstance(len(loops) + 1, -1, 0, SCHED_BARRIER, 0)]
+    info = TraceInfo("t", 1, "prog", [], True, 0, {}, {}, loops=loops)
+    assert loop_period(info) == 4

@@ -8,20 +8,30 @@ from typing import Any
 import numpy as np
 
 from analysis.profiles.interleave import Batch
-from instrument.trace_types import TraceInfo
+from instrument.trace_types import SCHED_BARRIER, LoopInstance, TraceInfo
 
 
 def loop_period(info: TraceInfo, longest: int = 64) -> int:
     """The smallest n (at most `longest`) such that every loop instance i + n has the same loop,
     trip count, schedule and chunk as instance i (0: none, or fewer than 3n instances)."""
     loops = sorted(info.loops, key=lambda lp: lp.instance)
-    sig = np.array([(lp.loop_id, lp.trip_count, lp.schedule, lp.chunk) for lp in loops], dtype=np.int64)
+    sig = np.array([_signature(lp) for lp in loops], dtype=np.int64)
     for n in range(1, min(longest, len(sig) // 3) + 1):
         if np.array_equal(sig[n:], sig[:-n]):
             return n
     return 0
 
 
+
+
+def _signature(lp: LoopInstance) -> tuple[int, int, int, int]:
+    """What must repeat: a construct's loop, trip count, schedule and chunk. Every barrier record is alike (a
+    region's fork and a barrier differ in their trip count, instrument/FORMAT.md): a time loop inside one
+    region repeats from its first step although the region starts once. Copies are compared before they
+    are replayed, so a looser signature costs a comparison, never a wrong profile."""
+    if lp.schedule == SCHED_BARRIER:
+        return (lp.loop_id, 0, SCHED_BARRIER, 0)
+    return (lp.loop_id, lp.trip_count, lp.schedule, lp.chunk)
 
 
 class Copies:
