@@ -100,7 +100,7 @@ class CoreCountTask:
         gives the distances of the n accesses a following core (Suffix) repeats, None if unknown.
         ids > 0: the parts are dense ids below it (analysis.profiles.line_index), for every chunk.
         runs: the parts' distances in the one-core trace, which plain engines follow (feed_runs).
-        phases: the runs of the chunk where a new phase begins (barriers.PhaseMarks), with `run_core`."""
+        phases: each core's references in the chunk before each barrier in it (private_traces.phase_counts)."""
         own: dict[int, np.ndarray] = {}
         before = self.pushed.copy()
         self.last_distances = own
