@@ -154,9 +154,9 @@ static struct XOMP_slot *xomp_slot_acquire(struct XOMP_team *team, int nthreads)
   }
 }
 
-void XOMP_loop_bounds(long *lo, long *hi, long *stride, int *last)
+void XOMP_loop_bounds(long *lo, long *hi, long *stride, int *last, void *typed_hi)
 {
-  (void)lo; (void)hi; (void)stride; (void)last;
+  (void)lo; (void)hi; (void)stride; (void)last; (void)typed_hi;
 }
 
 void XOMP_loop_start(XOMP_loop_t *loop, long trip, int sched, long chunk)

@@ -44,8 +44,11 @@ void XOMP_prefix_free(long *pre);
 void XOMP_runtime_schedule(int *sched, long *chunk);
 /* Takes the addresses of a loop's bounds, stride and last-iteration flag, which the translated code has
    stored just before, as clang's lowering stores libomp's (__kmpc_for_static_init / dispatch_init): their
-   stack traffic is then in the trace as in the native outlined code. It reads nothing. */
-void XOMP_loop_bounds(long *lo, long *hi, long *stride, int *last);
+   stack traffic is then in the trace as in the native outlined code. typed_hi (or null): the block's last
+   iteration in the loop variable's own type, as clang keeps libomp's upper bound; once its address is
+   taken, a store of that type in the body may change it, so the loop reloads it every iteration and does
+   not vectorise, exactly as the native loop does with an int bound and int stores. It reads nothing. */
+void XOMP_loop_bounds(long *lo, long *hi, long *stride, int *last, void *typed_hi);
 void XOMP_loop_start(XOMP_loop_t *loop, long trip, int sched, long chunk);
 int XOMP_loop_next(XOMP_loop_t *loop, long *lo, long *hi);
 void XOMP_loop_end(XOMP_loop_t *loop, int nowait);
