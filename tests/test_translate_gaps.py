@@ -137,15 +137,24 @@ def test_later_declarator_keeps_its_macros(tmp_path, xomp):
 def test_atomic_forms_become_hardware_atomics(tmp_path):
     text = _translate_text(CASES / "atomics.c", tmp_path)
     assert "XOMP_atomic_start" not in text
-    assert "__atomic_fetch_add(&((*ci)), (2), __ATOMIC_SEQ_CST);" in text
-    assert "__atomic_fetch_sub(&((*ceq)), (2 * i), __ATOMIC_SEQ_CST);" in text  # ceq = ceq - 2 * i
+    # relaxed, OpenMP's default order (clang's `monotonic`): a seq_cst one made loops reload their bounds
+    assert "__atomic_fetch_add(&((*ci)), (2), __ATOMIC_RELAXED);" in text
+    assert "__atomic_fetch_sub(&((*ceq)), (2 * i), __ATOMIC_RELAXED);" in text  # ceq = ceq - 2 * i
     # d, deq, dinc, f, dm, drev (floating point), cmul *= 3 (no fetch-multiply) and flip = 7 - flip
     # loop on compare-exchange
     assert text.count("__atomic_compare_exchange(") == 8
     assert "do __an = __ar - __ao;" in text  # flip = 7 - flip keeps its operand order
-    assert "__atomic_fetch_add(&((*rev)), (2 * (i % 5)), __ATOMIC_SEQ_CST);" in text
+    assert "__atomic_fetch_add(&((*rev)), (2 * (i % 5)), __ATOMIC_RELAXED);" in text
     assert "*(volatile __typeof__((*flag)) *)&((*flag)) = (7);" in text  # atomic write
     assert "(*snap) = *(volatile __typeof__((*d)) *)&((*d));" in text  # atomic read
+
+
+def test_a_seq_cst_clause_keeps_the_sequentially_consistent_order(tmp_path):
+    src = tmp_path / "order.c"
+    src.write_text("int n;\nint main(void)\n{\n#pragma omp parallel\n  {\n#pragma omp atomic seq_cst\n    n += 2;\n"
+                   "#pragma omp atomic update seq_cst\n    n++;\n#pragma omp atomic\n    n += 3;\n  }\n  return n;\n}\n")
+    text = _translate_text(src, tmp_path)
+    assert text.count("__ATOMIC_SEQ_CST);") == 2 and text.count("__ATOMIC_RELAXED);") == 1
 
 
 @pytest.mark.parametrize("stmt", ["p += 1;", "ld += 1.0L;", "ld = ld * y;"])

@@ -6,7 +6,8 @@ Recognised statements on a scalar integer or float/double lvalue `x`:
   read:   `v = x`          write: `x = e`
 Integer `+ - & | ^` with an integer `e` become `__atomic_fetch_<op>`; every other update is a
 compare-exchange loop that evaluates `e` once (its first read of `x` may be stale: the exchange
-then fails and returns the current value). `read` and `write` are volatile accesses of the scalar:
+then fails and returns the current value). Updates are relaxed, OpenMP's default order (clang's
+`monotonic`), or sequentially consistent with the `seq_cst` clause. `read` and `write` are volatile accesses of the scalar:
 OpenMP's default order for them is relaxed, and a relaxed atomic load or store of a naturally
 aligned scalar of at most 8 bytes is the same single instruction as a volatile one on x86-64 and
 AArch64 (volatile stops the compiler from tearing, merging or dropping it); they also stay plain
@@ -34,6 +35,7 @@ _INT_KINDS = {ci.TypeKind.INT, ci.TypeKind.UINT, ci.TypeKind.LONG, ci.TypeKind.U
               ci.TypeKind.CHAR_U, ci.TypeKind.SCHAR, ci.TypeKind.UCHAR}
 _FLOAT_KINDS = {ci.TypeKind.FLOAT, ci.TypeKind.DOUBLE}
 _SEQ = "__ATOMIC_SEQ_CST"
+_RELAXED = "__ATOMIC_RELAXED"  # OpenMP's default order for atomic constructs: clang emits `monotonic`
 
 
 def _scalar_kind(t: ci.Type) -> str | None:
@@ -76,8 +78,10 @@ def _split(toks):
 class AtomicWriter:
     """Rewrites one atomic statement; returns None to keep the lock."""
 
-    def __init__(self, tr: Renderer, stmt: ci.Cursor, ctx: dict[Key, str], region: RegionInfo | None):
+    def __init__(self, tr: Renderer, stmt: ci.Cursor, ctx: dict[Key, str], region: RegionInfo | None,
+                 seq_cst: bool = False):
         self.tr, self.stmt, self.ctx, self.region = tr, stmt, ctx, region
+        self.order = _SEQ if seq_cst else _RELAXED  # an update's memory order, as clang gives it
         src = tr.src
         end = stmt_end(src, stmt)
         toks = src.tokens[src.token_index(stmt.extent.start.offset):src.token_index(end)]
@@ -120,7 +124,7 @@ class AtomicWriter:
         if texts[0] in ("++", "--") or texts[-1] in ("++", "--"):
             op = "+" if "++" in (texts[0], texts[-1]) else "-"
             x = self.text(self.toks[1:] if texts[0] in ("++", "--") else self.toks[:-1])
-            return self._emit(lhs, x, op, "1", int_rhs=True)
+            return self._emit(lhs, x, op, "1", int_rhs=True, order=self.order)
         parts = _split(self.toks)
         if parts is None:
             return None
@@ -129,7 +133,7 @@ class AtomicWriter:
             op = aop[:-1]
             if op not in _UPDATE_OPS or not et:
                 return None
-            return self._emit(lhs, self.text(xt), op, self.text(et), int_rhs=self._int_rhs())
+            return self._emit(lhs, self.text(xt), op, self.text(et), int_rhs=self._int_rhs(), order=self.order)
         n = len(xt)
         inner = list(list(self.stmt.get_children())[1].get_children())
         if len(et) <= n + 1 or len(inner) != 2:
@@ -139,14 +143,15 @@ class AtomicWriter:
             if op not in _UPDATE_OPS or _loosest(rest) <= _PREC[op]:
                 return None
             int_rhs = _scalar_kind(inner[1].type) == "int"
-            return self._emit(lhs, self.text(xt), op, self.text(rest), int_rhs=int_rhs)
+            return self._emit(lhs, self.text(xt), op, self.text(rest), int_rhs=int_rhs, order=self.order)
         if [t.text for t in et[-n:]] == [t.text for t in xt]:  # x = e op x
             op, rest = et[-n - 1].text, et[:-n - 1]
             if op not in _UPDATE_OPS or not rest or _loosest(rest) <= _PREC[op]:
                 return None
             commutes = op in ("+", "*", "&", "|", "^")
             int_rhs = commutes and _scalar_kind(inner[0].type) == "int"
-            return self._emit(lhs, self.text(xt), op, self.text(rest), int_rhs=int_rhs, reverse=True)
+            return self._emit(lhs, self.text(xt), op, self.text(rest), int_rhs=int_rhs, reverse=True,
+                              order=self.order)
         return None
 
     def _int_rhs(self) -> bool:
@@ -154,12 +159,15 @@ class AtomicWriter:
         return len(kids) == 2 and _scalar_kind(kids[1].type) == "int"
 
     @staticmethod
-    def _emit(lhs: ci.Cursor, x: str, op: str, e: str, int_rhs: bool, reverse: bool = False) -> str:
-        """fetch-op for integer add/sub/and/or/xor, else a compare-exchange loop (`reverse`: x = e op x)."""
+    def _emit(lhs: ci.Cursor, x: str, op: str, e: str, int_rhs: bool, reverse: bool = False,
+              order: str = _SEQ) -> str:
+        """fetch-op for integer add/sub/and/or/xor, else a compare-exchange loop (`reverse`: x = e op x), with
+        memory order `order` (a seq_cst update is a fence to the compiler: loads of escaped memory after it,
+        such as a loop's bound, are made again, which a relaxed one, clang's default, does not force)."""
         if _scalar_kind(lhs.type) == "int" and int_rhs and op in _FETCH and not (reverse and op == "-"):
-            return f"__atomic_fetch_{_FETCH[op]}(&({x}), ({e}), {_SEQ});"
+            return f"__atomic_fetch_{_FETCH[op]}(&({x}), ({e}), {order});"
         update = f"__ar {op} __ao" if reverse else f"__ao {op} __ar"
         return (f"{{ __typeof__({x}) *__ap = &({x}); __typeof__({e}) __ar = ({e}); __typeof__({x}) __ao, __an;\n"
                 f"    __ao = *(volatile __typeof__({x}) *)__ap;\n"
                 f"    do __an = {update};\n"
-                f"    while (!__atomic_compare_exchange(__ap, &__ao, &__an, 0, {_SEQ}, __ATOMIC_RELAXED)); }}")
+                f"    while (!__atomic_compare_exchange(__ap, &__ao, &__an, 0, {order}, __ATOMIC_RELAXED)); }}")

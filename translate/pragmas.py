@@ -54,6 +54,7 @@ class Directive:
     if_expr: list[Token] = field(default_factory=list)
     critical_name: str = ""
     atomic_kind: str = "update"  # read | write | update (capture is rejected)
+    atomic_seq_cst: bool = False  # `seq_cst` clause: sequentially consistent (OpenMP's default is relaxed)
 
 
 def _split_args(src: Source, toks: list[Token], i: int, what: str) -> tuple[list[Token], int]:
@@ -148,6 +149,7 @@ def _parse_clauses(src: Source, d: Directive, toks: list[Token], i: int) -> None
                              f"use a critical section")
         if toks[i].text in ("read", "write", "update"):
             d.atomic_kind = toks[i].text
+        d.atomic_seq_cst = d.atomic_seq_cst or toks[i].text == "seq_cst"
         i += 1
     while i < len(toks):
         tok = toks[i]

@@ -299,7 +299,7 @@ class Translator:
                 self.locks.append(lock)
             return self.env.get_template("critical.c.j2").render(line=c.d.line, body=body, lock=lock,
                                                                  user_name=c.d.critical_name)
-        code = AtomicWriter(self, c.stmt, ctx, region).code(c.d.atomic_kind)
+        code = AtomicWriter(self, c.stmt, ctx, region, c.d.atomic_seq_cst).code(c.d.atomic_kind)
         return self.env.get_template("atomic.c.j2").render(line=c.d.line, body=body, code=code,
                                                            kind=c.d.atomic_kind)
 
