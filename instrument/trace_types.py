@@ -19,7 +19,6 @@ SCHED_SINGLE = 4  # `single`: one "iteration" that the first arriving thread run
 SCHED_BARRIER = 5  # a barrier: no iterations; every thread waits there for all (instrument/FORMAT.md, "Barriers")
 SCHED_NAMES = {SCHED_STATIC: "static", SCHED_DYNAMIC: "dynamic", SCHED_GUIDED: "guided",
                SCHED_MASTER: "master", SCHED_SINGLE: "single", SCHED_BARRIER: "barrier"}
-BARRIER_LOOP_ID = -1  # the loop id of a barrier's record
 
 NO_LOOP = -1  # `loop` value of an access made outside any work-shared iteration
 

@@ -214,6 +214,11 @@ class _Lane:
         return self.closed and not self.mem_items and not self.disk_items
 
     @property
+    def pushed(self) -> int:
+        """References pushed so far (taken, waiting in memory or spilled)."""
+        return self.taken + self.mem_items + self.disk_items
+
+    @property
     def to_barrier(self) -> int | None:
         """References left before the next barrier (None: no barrier ahead)."""
         return self.marks[0] - self.taken if self.marks else None
@@ -276,6 +281,10 @@ class Interleaver:
         (call after draining: each holds its whole chunk's arrays)."""
         for lane in self.lanes:
             lane.settle(self.latest)
+
+    def pushed(self) -> np.ndarray:
+        """Each core's references pushed so far (where the next one pushed will stand)."""
+        return np.array([lane.pushed for lane in self.lanes], dtype=np.int64)
 
     def barriers(self, positions: np.ndarray) -> None:
         """Barriers ahead: row j of `positions` (barriers x cores) holds how many references each core
@@ -530,17 +539,14 @@ def interleave_arrays(private: list[np.ndarray], strategy: str = "rr", seed: int
                       refs_per_turn: int = 1, barriers: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """In-memory convenience: the whole interleaved trace and its core ids. `barriers` (barriers x
     cores): how many references each core makes before each barrier (Interleaver.barriers)."""
-    if barriers is None:
-        parts = list(interleave_streams([iter([np.asarray(a, dtype=np.uint64)]) for a in private],
-                                        strategy, seed, refs_per_turn))
-    else:
-        itl = Interleaver(len(private), strategy, seed, refs_per_turn)
-        for c, a in enumerate(private):
-            if len(a):
-                itl.push(c, np.asarray(a, dtype=np.uint64))
+    itl = Interleaver(len(private), strategy, seed, refs_per_turn)
+    for c, a in enumerate(private):
+        if len(a):
+            itl.push(c, np.asarray(a, dtype=np.uint64))
+    if barriers is not None:
         itl.barriers(barriers)
-        itl.close_all()
-        parts = [(b.lines, b.core) for b in itl.drain()]
+    itl.close_all()
+    parts = [(b.lines, b.core) for b in itl.drain()]
     if not parts:
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])

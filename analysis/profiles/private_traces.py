@@ -556,7 +556,6 @@ def mimic(info: TraceInfo, chunks: Callable[[], Iterable[TraceChunk]], specs: li
     total = resolve_memory_budget(memory_budget)
     budget = total // max(len(specs), 1)
     itls = [Interleaver(s.cores, s.strategy, s.seed, s.refs_per_turn, budget, spill_dir) for s in specs]
-    pushed = [np.zeros(s.cores, dtype=np.int64) for s in specs]
     phases = PhaseMarks(info, resolved)
     for ch in chunks():
         if maps:
@@ -567,11 +566,10 @@ def mimic(info: TraceInfo, chunks: Callable[[], Iterable[TraceChunk]], specs: li
             parts, run_core = cmap.split_runs(prep, shift)
             counts = phase_counts(prep, run_core, starts, cmap.cores)
             if counts is not None:  # barriers first: the parts may hold the references after them
-                itl.barriers(counts + pushed[i][None, :])
+                itl.barriers(counts + itl.pushed()[None, :])
             for core, lines in enumerate(parts):
                 if len(lines):
                     itl.push(core, lines)
-                    pushed[i][core] += len(lines)
             for batch in itl.drain():
                 yield i, batch
     for i, itl in enumerate(itls):

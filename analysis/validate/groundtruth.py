@@ -135,8 +135,7 @@ class RegionMerger:
         itl = self._region(region)
         held = sum(ln.mem_items for other in self.live.values() if other is not itl for ln in other.lanes)
         itl.budget = max(0, self.budget - 8 * held)
-        lane = itl.lanes[thread]
-        before = lane.taken + lane.mem_items + lane.disk_items
+        before = itl.lanes[thread].pushed
         itl.push(thread, codes)
         if phases is not None:
             self._barriers(itl, thread, before, phases)
