@@ -232,3 +232,21 @@ def test_unsupported_non_rectangular_collapse_is_a_precise_error(translate_rejec
     translate_rejects("nr.c", f"int main(void)\n{{\n  int i, j, k, s = 0;\n#pragma omp parallel for collapse({depth}) "
                       f"reduction(+:s)\n  {nest} s++;\n  return s;\n}}\n",
                       r"nr\.c:4:1: " + message)
+
+
+def test_a_loop_longer_than_its_variables_type_counts_stops_with_its_line(tmp_path, xomp):
+    """A one-level loop counts its iterations in its variable's type (as clang's `int` index does); 4e9
+    iterations of an `int` loop do not fit, and the program stops before its first with a message naming the
+    loop's line rather than running a wrapped count."""
+    src = tmp_path / "wide.c"
+    src.write_text("#include <stdio.h>\nint main(void)\n{\n  long s = 0;\n"
+                   "#pragma omp parallel for reduction(+:s)\n"
+                   "  for (int i = -2000000000; i < 2000000000; i++) s += i & 1;\n"
+                   "  printf(\"%ld\\n\", s);\n  return 0;\n}\n")
+    translate_file(src, tmp_path / "wide.out.c")
+    res = _build([tmp_path / "wide.out.c", xomp], tmp_path / "wide", [f"-I{runtime_sources()[1]}"])
+    assert res.returncode == 0, res.stderr
+    run = subprocess.run([str(tmp_path / "wide")], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert run.returncode == 70
+    assert "loop at line 5 runs 4000000000 iterations" in run.stderr  # the line of its pragma

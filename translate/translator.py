@@ -370,6 +370,7 @@ class Translator:
             chunk=f"__chunk{c.loop_id}" if runtime else f"(long)({chunk})", body=body,
             lastprivate=d.lastprivate, nowait=int(d.nowait), triangular=triangular,
             static_blocks=not runtime and d.schedule in ("static", "auto") and not d.chunk,
+            static_chunked=not runtime and d.schedule == "static" and bool(d.chunk),
             odometer=_odometer(c.loop_id, n) if n > 1 and not triangular else "")
 
     def _step(self, lv: LoopLevel, ctx, region) -> str:

@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define XOMP_SLOTS 64
@@ -92,6 +93,13 @@ long XOMP_trip_count(long lb, long ub, long step, int cmp)
   case XOMP_CMP_GT: return (lb > ub && step < 0) ? (lb - ub - step - 1) / (-step) : 0;
   default: return (lb >= ub && step < 0) ? (lb - ub) / (-step) + 1 : 0;
   }
+}
+
+void XOMP_index_overflow(int line, long trip)
+{
+  fprintf(stderr, "xomp: the work-shared loop at line %d runs %ld iterations, more than its loop variable's "
+          "type can count; declare the variable with a wider integer type\n", line, trip);
+  exit(70);
 }
 
 long *XOMP_prefix_alloc(long rows)

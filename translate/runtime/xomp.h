@@ -37,6 +37,8 @@ void XOMP_parallel_start_num_threads(void (*func)(void *), void *data, int num_t
 void XOMP_parallel_end(void);
 
 long XOMP_trip_count(long lb, long ub, long step, int cmp);
+/* A one-level loop counts its iterations in its variable's type: stop with a message when they do not fit. */
+void XOMP_index_overflow(int line, long trip);
 /* Row offsets of a triangular collapse(2): pre[0] = 0, pre[t+1] = pre[t] + length of row t. */
 long *XOMP_prefix_alloc(long rows);
 long XOMP_prefix_find(const long *pre, long rows, long k);
