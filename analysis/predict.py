@@ -17,7 +17,7 @@ import pandas as pd
 
 from analysis.hitrates.predictor import HitRateInputs, hit_rate_predictor
 from analysis.hitrates.dram import dram_traffic
-from analysis.hitrates.rates import coherence_miss_rates, with_mpki
+from analysis.hitrates.rates import busiest_upgrades, coherence_miss_rates, with_mpki
 from analysis.options import DEFAULT_OPTIONS, ModelOptions
 from analysis.profiles.profileset import ProfileSet
 from analysis.runtime.facts import operation_count
@@ -103,8 +103,9 @@ def predict_machine(sources: RegionSources, machine: Machine, cores: Sequence[in
     if sources.profiles is not None and sources.profiles.writebacks:
         dram = dram_traffic(sources.profiles, hits, machine, options.placement).assign(machine=machine.name)
     critical = sources.profiles.critical_path if sources.profiles is not None else None
+    upgrades = busiest_upgrades(sources.profiles) if coherence is not None else None
     predictions = predict_runtimes(machine, hits, sources.record, tlb=tlb, coherence=coherence, terms=terms,
-                                   writebacks=writeback_shares(dram), critical_path=critical,
+                                   writebacks=writeback_shares(dram), critical_path=critical, upgrades=upgrades,
                                    **options.runtime_args())
     return MachinePrediction(machine, hits, predictions, tlb, terms, coherence or {}, dram)
 

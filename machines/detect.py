@@ -290,12 +290,18 @@ def measure_stores(workdir: Path, ghz: float, line_bytes: int, effort: Effort, p
 
 
 def transfer_figures(res: Mapping[str, float], ghz: float, lines: int) -> dict:
-    """The [coherence] table: cycles per line a core pays for lines another core just wrote (transfer.c
-    over a quarter of the private L2, the size of a thread's share of a shared matrix)."""
+    """The [coherence] table: cycles per line a core pays for lines another core just wrote, and per line it
+    stores to while another core holds it too (transfer.c over a quarter of the private L2, the size of a
+    thread's share of a shared matrix; results without upgrade_ns, from an older kit, give no upgrade figure)."""
+    upgrade = res.get("upgrade_ns")
     return {"transfer_cycles": round(res["other_ns"] * ghz, 2),
+            **({} if upgrade is None else {"upgrade_cycles": round(upgrade * ghz, 2)}),
             "source": f"transfer.c on this host, 2 threads on 2 cores at once: {lines} lines in rows of one page "
                       f"that change owner every phase ({res['other_ns']:.3f} ns per line per core; "
-                      f"{res['same_ns']:.3f} ns when every row keeps its owner)"}
+                      f"{res['same_ns']:.3f} ns when every row keeps its owner)"
+                      + ("" if upgrade is None else
+                         f"; each owner updating its rows after the other thread read them: {upgrade:.3f} ns per "
+                         f"line more than with no reader (upgrade_cycles)")}
 
 
 def measure_transfer(workdir: Path, ghz: float, caches: list[SysCache], cores: int, progress: Progress) -> dict:

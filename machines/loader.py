@@ -302,17 +302,20 @@ def _check_core(chk: Checker, data: dict) -> tuple[float, float, float, str]:
     return float(values[0] or 0.0), float(values[1] or 0.0), float(values[2] or 0.0), mcpu or ""
 
 
-def _check_coherence(chk: Checker, data: dict) -> float:
-    """The optional [coherence] table: the cost of a line last written by another core (0 when absent)."""
+def _check_coherence(chk: Checker, data: dict) -> tuple[float, float]:
+    """The optional [coherence] table: (the cost of a line last written by another core, the cost of an upgrade);
+    0 for a figure absent."""
     if "coherence" not in data:
-        return 0.0
+        return 0.0, 0.0
     table = chk.table(data["coherence"], "coherence")
     if table is None:
-        return 0.0
-    chk.unknown(table, {"transfer_cycles", "source"}, "coherence.")
+        return 0.0, 0.0
+    chk.unknown(table, {"transfer_cycles", "upgrade_cycles", "source"}, "coherence.")
     cost = chk.get(table, "transfer_cycles", "coherence.", "number", positive=True)
+    upgrade = (chk.get(table, "upgrade_cycles", "coherence.", "number", non_negative=True)
+               if "upgrade_cycles" in table else 0.0)
     chk.get(table, "source", "coherence.", "str")
-    return float(cost or 0.0)
+    return float(cost or 0.0), float(upgrade or 0.0)
 
 
 def _check_tlb(chk: Checker, raw: Any, i: int) -> TlbLevel | None:
@@ -392,7 +395,7 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
     calls = _check_calls(chk, data)
     window, store_new_line, lookahead, mcpu = _check_core(chk, data)
     tlbs = _check_tlbs(chk, data)
-    transfer = _check_coherence(chk, data)
+    transfer, upgrade = _check_coherence(chk, data)
     page = _check_page(chk, data, caches)
     curves = check_curves(chk, data, cores)
     sockets = check_sockets(chk, data, cores, caches, ram)
@@ -403,7 +406,7 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
                    caches=caches, ram=ram, bus_width_bytes=bus, simd_width_bits=simd, ops=ops,
                    sources=_collect_sources(data), schema_version=version, parallel=parallel,
                    calls=calls, reorder_window_ops=window, store_new_line_cycles=store_new_line,
-                   chain_lookahead_ops=lookahead, tlbs=tlbs, llvm_mcpu=mcpu, transfer_cycles=transfer,
+                   chain_lookahead_ops=lookahead, tlbs=tlbs, llvm_mcpu=mcpu, transfer_cycles=transfer, upgrade_cycles=upgrade,
                    page_bytes=page, curves=curves, sockets=sockets)
 
 
@@ -469,7 +472,9 @@ def machine_to_dict(m: Machine) -> dict:
     if core:
         out["core"] = {**core, "source": src.get("core", "")}
     if m.transfer_cycles:
-        out["coherence"] = {"transfer_cycles": m.transfer_cycles, "source": src.get("coherence", "")}
+        out["coherence"] = {"transfer_cycles": m.transfer_cycles,
+                            **({"upgrade_cycles": m.upgrade_cycles} if m.upgrade_cycles else {}),
+                            "source": src.get("coherence", "")}
     if m.tlbs:
         out["tlbs"] = [{"name": t.name, "entries": t.entries, "associativity": t.associativity,
                         **({"fully_associative": True} if t.fully_associative else {}), "page_bytes": t.page_bytes,

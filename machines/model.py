@@ -162,6 +162,9 @@ class Machine:
     # optional [coherence] figure: cycles per line (throughput) an access pays when the line was last written
     # by another core's private cache (a write-invalidate transfer); 0 = charged as the level that serves it
     transfer_cycles: float = 0.0
+    # optional [coherence] figure: cycles per line a store pays beyond a hit when the line it writes is also held
+    # by another core (the store waits for that copy's invalidation: an upgrade); 0 = no such cost
+    upgrade_cycles: float = 0.0
     # optional [[tlbs]]: data TLB levels, first level first; () = address translation costs nothing
     tlbs: tuple[TlbLevel, ...] = ()
     # optional top-level figure: the page size backing the program's data (4 KiB; 2 MiB where transparent huge

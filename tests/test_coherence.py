@@ -279,9 +279,10 @@ def test_spilled_coherent_sweep_matches_in_memory(tmp_path, interleave):
     args = (info, chunker(ch, 11), [1, 2, 4, 8], SweepSettings("iteration", interleave, 5, 2, 64))
     small = profile_configs(*args, memory_budget=64, spill_dir=str(tmp_path))
     big = profile_configs(*args)
-    assert sum(prof.coherence for prd, _, _ in big for prof in prd) > 0
-    for (prd_a, crd_a, _), (prd_b, crd_b, _) in zip(small, big):
+    assert sum(prof.coherence for prd, *_ in big for prof in prd) > 0
+    for (prd_a, crd_a, _, up_a), (prd_b, crd_b, _, up_b) in zip(small, big):
         assert same(crd_a, crd_b) and all(same(a, b) and a.coherence == b.coherence for a, b in zip(prd_a, prd_b))
+        assert up_a == up_b
 
 
 @pytest.mark.parametrize("interleave,k", [("rr", 1), ("rr", 3), ("random", 2)])
@@ -343,6 +344,58 @@ def test_engine_sharer_sets_match_directory_walk(p):
         assert fast.moved.sum() > 0 and fast.moved_sum.sum() > 0
 
 
+def _upgrades_by_holder_sets(lines: np.ndarray, cores: np.ndarray, p: int) -> list[int]:
+    """Upgrades per core, brute force: a store by a core that holds the line while another core does too,
+    unless that core took its copy by a transfer since the line's last store (it loaded the line, stored
+    before, without holding it). A store leaves only the storing core holding it, a load adds the loading
+    core (infinite private caches)."""
+    holders: dict[int, set[int]] = {}
+    stored: set[int] = set()
+    mover: dict[int, int] = {}
+    out = [0] * p
+    for raw, c in zip(lines.tolist(), cores.tolist()):
+        line, store = raw & ~(1 << 63), raw >> 63
+        held = holders.setdefault(line, set())
+        if store:
+            if c in held and len(held) > 1 and mover.get(line) != c:
+                out[c] += 1
+            holders[line] = {c}
+            stored.add(line)
+            mover.pop(line, None)
+        else:
+            if line in stored and held and c not in held:
+                mover[line] = c
+            held.add(c)
+    return out
+
+
+@pytest.mark.parametrize("p", [3, 64, 70])
+def test_engine_counts_upgrades_as_holder_sets_do(p):
+    """ReuseEngine.upgrades (stores to a line the core holds while another core holds it too: an invalidation
+    the store waits for, though it hits; not a read-modify-write of a line that just moved) against holder
+    sets kept in Python, on interleaved batches with many stores, lines loaded by several cores before their
+    first store, and sharer sets of one, two (64 cores: the never-stored flag in the second word) and two
+    words of cores."""
+    from analysis.profiles.interleave import Interleaver
+
+    rng = np.random.default_rng(9)
+    private = [tag_stores(rng.integers(0, 400, 3000).astype(np.uint64), rng.random(3000) < 0.25)
+               for _ in range(p)]
+    itl = Interleaver(p, "rr")
+    for c in range(p):
+        itl.push(c, private[c])
+        itl.close(c)
+    engine = ReuseEngine(initial_lines=16, sharer_cores=p)
+    seen_lines, seen_cores = [], []
+    for b in itl.drain():
+        engine.feed_shared(b.lines, b.core_pattern)
+        seen_lines.append(b.lines)
+        seen_cores.append(b.core)
+    want = _upgrades_by_holder_sets(np.concatenate(seen_lines), np.concatenate(seen_cores), p)
+    assert engine.upgrades.tolist() == want
+    assert sum(want) > 100
+
+
 def test_tagged_lines_is_tag_stores_of_the_shifted_addresses():
     """The one-pass kernel of prepare_chunk(stores=True) against the numpy expression."""
     rng = np.random.default_rng(5)
@@ -391,7 +444,8 @@ def test_replayed_periodic_traces_match_brute_force(monkeypatch, p, k, chunk_row
     """Copies of a repeating window that are not fed, of the shared trace (replay.Replay, round
     robin) and of each private trace (replay.PrivateReplay), give the brute-force per-core
     stacks with invalidations and the brute-force shared and one-core distances; a step that
-    differs is fed whole (held-back part included), and steps that all differ are all fed."""
+    differs is fed whole (held-back part included), and steps that all differ are all fed; the upgrades are
+    those of holder sets over the whole shared trace."""
     from analysis.profiles import task
     from test_reuse import brute_distances
 
@@ -422,6 +476,7 @@ def test_replayed_periodic_traces_match_brute_force(monkeypatch, p, k, chunk_row
     if coherence:
         want = brute_coherent([int(x) for x in shared], [int(c) for c in core], p)
         assert sum(prof.coherence for (q, _), prof in ps.prd.items() if q == p) > 0
+        assert ps.upgrades[p] == _upgrades_by_holder_sets(shared, core, p) and sum(ps.upgrades[p]) > 0
     else:
         want = [brute_distances(strip(lines)) for lines in private]
     for c in range(p):

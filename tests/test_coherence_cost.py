@@ -35,3 +35,22 @@ def test_transfer_cost_replaces_the_shared_level_price():
     no_shared = dataclasses.replace(m, caches=tuple(dataclasses.replace(c, shared=False) for c in m.caches))
     ram_line = ram_costs_cycles(no_shared)[1]
     assert transfer_extra_cycles(no_shared) == pytest.approx(10.0 - ram_line)
+
+
+def test_upgrades_cost_the_measured_upgrade_cycles_each():
+    """T_coh's upgrade part, hand-computed: the busiest core's 300 upgrades at 20 cycles, added to the transfers'
+    part; none without the machine's figure; busiest_upgrades takes the core with the most."""
+    from analysis.hitrates.rates import busiest_upgrades
+
+    m = dataclasses.replace(toy_machine(bw_one=1e6, bw_all=1e6), transfer_cycles=10.0, upgrade_cycles=20.0)
+    base = rm.predict_runtime(m, 2, HALF, OPS, 1000, 8000, work_share=0.5, coherence_miss_rate=0.1)
+    more = rm.predict_runtime(m, 2, HALF, OPS, 1000, 8000, work_share=0.5, coherence_miss_rate=0.1, upgrades=300)
+    want_s = 300 * 20.0 / (m.frequency_ghz * 1e9)
+    assert more.t_coherence_s - base.t_coherence_s == pytest.approx(want_s)
+    assert more.runtime_s - base.runtime_s == pytest.approx(want_s)
+    no_figure = dataclasses.replace(m, upgrade_cycles=0.0)
+    assert rm.predict_runtime(no_figure, 2, HALF, OPS, 1000, 8000, work_share=0.5, coherence_miss_rate=0.1,
+                              upgrades=300).runtime_s == pytest.approx(base.runtime_s)
+    ps = ProfileSet(64, "iteration", "rr", 0, 1, "t", upgrades={2: [120, 300], 4: [5, 0, 9, 2]})
+    assert busiest_upgrades(ps) == {2: 300, 4: 9}
+    assert busiest_upgrades(ProfileSet(64, "iteration", "rr", 0, 1, "t")) == {}

@@ -149,12 +149,14 @@ def test_cli_list_show_validate(capsys, tmp_path):
     assert cli.run(["machines", "validate", str(good)]) == 0
     assert "valid machine file" in capsys.readouterr().out
     full = tmp_path / "full.toml"  # the optional tables are shown too
-    full.write_text(dumps_toml({**_base(), "tlbs": _tlbs(), "coherence": {"transfer_cycles": 20.0, "source": "t"},
+    full.write_text(dumps_toml({**_base(), "tlbs": _tlbs(),
+                                "coherence": {"transfer_cycles": 20.0, "upgrade_cycles": 23.0, "source": "t"},
                                 "core": {"store_new_line_cycles": 1.0, "source": "s"}}))
     assert cli.run(["machines", "show", str(full)]) == 0
     out = capsys.readouterr().out
     assert "DTLB: 64 entries of 4 KiB pages, 4-way, miss +0.5 cyc" in out and "STLB: 2048" in out
-    assert "coherence: line from another core's cache 20 cyc" in out and "store to a new line 1 cyc" in out
+    assert "coherence: line from another core's cache 20 cyc, store to a line another core holds 23 cyc" in out
+    assert "store to a new line 1 cyc" in out
 
 
 def test_parallel_table_is_optional_and_round_trips():
@@ -260,6 +262,8 @@ OPTIONAL_FIGURES = [  # table, its content, Machine attribute, a bad content and
      {"chain_lookahead_ops": "many", "source": "x"}, r"core\.chain_lookahead_ops: "),
     ("coherence", {"transfer_cycles": 17.5, "source": "transfer.c"}, "transfer_cycles",
      {"transfer_cycle": 3, "source": "x"}, r"coherence\.transfer_cycle: unknown field"),
+    ("coherence", {"transfer_cycles": 17.5, "upgrade_cycles": 23.4, "source": "transfer.c"}, "upgrade_cycles",
+     {"transfer_cycles": 17.5, "upgrade_cycles": -1, "source": "x"}, r"coherence\.upgrade_cycles: must not be negative"),
 ]
 
 

@@ -165,6 +165,16 @@ def test_transfer_microbenchmark(tmp_path):
         pytest.skip("one core: no other core to transfer lines from")
     got = detect.measure_transfer(tmp_path, 1.0, caches, 2, lambda _m: None)
     assert got["transfer_cycles"] > 0 and "transfer.c" in got["source"]
+    assert got["upgrade_cycles"] >= 0 and "upgrade_cycles" in got["source"]
+
+
+def test_transfer_figures_take_upgrades_where_the_run_has_them():
+    """ns x GHz, rounded; a kit's results from before the upgrade figure give none (and no error)."""
+    res = {"other_ns": 4.0, "same_ns": 1.25, "upgrade_ns": 5.5}
+    got = detect.transfer_figures(res, 4.0, 8192)
+    assert got["transfer_cycles"] == 16.0 and got["upgrade_cycles"] == 22.0 and "5.500 ns per line more" in got["source"]
+    old = detect.transfer_figures({"other_ns": 4.0, "same_ns": 1.25}, 4.0, 8192)
+    assert "upgrade_cycles" not in old and "upgrade" not in old["source"]
 
 
 def test_tlb_levels_ignore_the_cache_costs_of_the_largest_sweeps():

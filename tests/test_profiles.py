@@ -189,7 +189,7 @@ def test_spilled_sweep_matches_in_memory(trace, tmp_path):
     args = (info, chunker(ch, 11), [1, 2, 4], SweepSettings("iteration", "rr", 0, 1, 64))
     small = profile_configs(*args, memory_budget=64, spill_dir=str(tmp_path))
     big = profile_configs(*args)
-    for (prd_a, crd_a, _), (prd_b, crd_b, _) in zip(small, big):
+    for (prd_a, crd_a, *_), (prd_b, crd_b, *_) in zip(small, big):
         assert same(crd_a, crd_b) and all(same(a, b) for a, b in zip(prd_a, prd_b))
 
 

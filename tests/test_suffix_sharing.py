@@ -102,5 +102,5 @@ def test_followers_within_a_small_memory_budget_stop_and_stay_exact(monkeypatch)
     small = profile_configs(*args, memory_budget=8 * 40)
     assert calls["materialise"] > 0
     big = profile_configs(*args)
-    for (prd_a, crd_a, _), (prd_b, crd_b, _) in zip(small, big):
+    for (prd_a, crd_a, *_), (prd_b, crd_b, *_) in zip(small, big):
         assert same(crd_a, crd_b) and all(same(a, b) and a.coherence == b.coherence for a, b in zip(prd_a, prd_b))

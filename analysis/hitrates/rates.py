@@ -175,6 +175,12 @@ def coherence_miss_rates(profiles: ProfileSet) -> dict[int, float]:
     return out
 
 
+def busiest_upgrades(profiles: ProfileSet) -> dict[int, int]:
+    """cores -> the most upgrades any one core made (stores to a line it holds while another core holds it too,
+    ProfileSet.upgrades); empty for profiles that did not count them (no coherence, sampled, older folders)."""
+    return {p: max(counts) for p, counts in profiles.upgrades.items() if counts}
+
+
 def rates_by_cores(table, column: str, what: str) -> dict[int, dict[str, float]]:
     """cores -> {level: value of `column`} from a per-(cores, level) table (hit rates, TLB miss rates)."""
     missing = {"cores", "level", column} - set(table.columns)

@@ -91,6 +91,9 @@ class ProfileSet:
     barriers: bool = False  # the shared traces keep the trace's barriers (analysis/profiles/barriers.py)
     # cores -> references of the busiest core phase by phase, summed (CoreCountTask.critical_path; exact sweeps)
     critical_path: dict[int, int] = field(default_factory=dict)
+    # cores -> each core's upgrades: stores to a line it holds while another core holds it too (CoreCountTask.
+    # upgrade_counters; exact sweeps with coherence, p > 1)
+    upgrades: dict[int, list[int]] = field(default_factory=dict)
     # per-set-class profiles (analysis/profiles/set_classes.py), keyed by class bits first
     class_prd: dict[tuple[int, int, int], ReuseProfile] = field(default_factory=dict)
     class_crd: dict[tuple[int, int], ReuseProfile] = field(default_factory=dict)
@@ -147,6 +150,7 @@ class ProfileSet:
                 "cores": self.cores, "paper_chunk": self.paper_chunk, "trace_complete": self.trace_complete,
                 "coherence": self.coherence, "barriers": self.barriers,
                 "critical_path": {str(p): n for p, n in sorted(self.critical_path.items())},
+                "upgrades": {str(p): list(n) for p, n in sorted(self.upgrades.items())},
                 "class_bits": self.class_bits,
                 "groupings": sorted({g for g, _ in self.group_crd}),
                 "writebacks": sorted(k for k in self.writebacks if isinstance(k, int))}
@@ -202,7 +206,8 @@ class ProfileSet:
                             trace_complete=bool(meta.get("trace_complete", True)),
                             coherence=bool(meta.get("coherence", False)),
                             barriers=bool(meta.get("barriers", False)),
-                            critical_path={int(p): int(n) for p, n in meta.get("critical_path", {}).items()})
+                            critical_path={int(p): int(n) for p, n in meta.get("critical_path", {}).items()},
+                            upgrades={int(p): [int(x) for x in n] for p, n in meta.get("upgrades", {}).items()})
         except (KeyError, ValueError, TypeError) as exc:
             raise InputError(f"{d}: malformed profile directory ({exc}); regenerate it with `pptmc profile`") from exc
         for table in (summary, bins):  # columns added since the first layout

@@ -209,11 +209,14 @@ class Replay(Copies):
         return np.array_equal(pat, want) and (len(pat) == n or len(pat) % self.round == 0)
 
     def _counters(self) -> list[np.ndarray]:
-        """The CRD's histogram counters and the coherence misses found so far (copies)."""
+        """The CRD's histogram counters, the coherence misses and the upgrades found so far (copies)."""
         t = self.task
         out = list(t.shared.tally())
         if t.misses is not None:
             out += [t.misses.moved.copy(), t.misses.moved_sum.copy()]
+        upgrades = t.upgrade_counters()
+        if upgrades is not None:
+            out.append(upgrades.copy())
         return out
 
     def _skip(self) -> None:
@@ -224,12 +227,16 @@ class Replay(Copies):
                 t.dlanes.take(c, self.period // t.spec.cores)
 
     def _add(self, k: int) -> None:
-        """The repeat's CRD counts and coherence misses, k times."""
+        """The repeat's CRD counts, coherence misses and upgrades, k times (a copy's sharer sets repeat, so its
+        upgrades do)."""
         t = self.task
         t.shared.add_tally(self.delta[0] * k, self.delta[1] * k)
         if t.misses is not None:
             t.misses.moved += self.delta[2] * k
             t.misses.moved_sum += self.delta[3] * k
+        upgrades = t.upgrade_counters()
+        if upgrades is not None:
+            upgrades += self.delta[4] * k
 
     def _fed(self, seg: np.ndarray, at: int) -> None:
         """Feed the references at positions at.. of the shared trace to the CRD engine."""

@@ -35,7 +35,12 @@ every line's set of cores holding a valid copy beside its hash slot, so the writ
 walk of analysis/profiles/coherence.py shares the engine's lookup (`feed_shared`). Access i is
 by core pattern[i % len(pattern)] (pattern None otherwise: numba compiles that separately, so
 the plain engine pays nothing); a hit whose core is not a sharer is stale and its index goes to
-events. A store leaves only its core; a load adds it; a line never stored is valid everywhere.
+events. A store leaves only its core; a load adds it; a line never stored is valid everywhere (its
+set holds the cores that touched it and a flag, bit `sharer_cores`, that says so). A store by a core
+that holds the line while another core holds it too is an upgrade (an invalidation the store waits
+for, though it hits): `upgrades` counts them per core, except a store of the core that took its copy
+by a transfer since the line's last store (a read-modify-write of a line that moved: the transfer's
+measured cost covers it; the sets' last word remembers that core).
 
 Kernel arguments: tables, the engine's arrays (ReuseEngine._tables), and feed, the call's input
 and options (ReuseEngine._run), are plain tuples: numba's dispatcher types a NamedTuple in Python
@@ -82,7 +87,7 @@ def _process(tables, feed, pattern, retimes):
     """Feed lines from state[3] on (module docstring: The kernel), compacting the time axis when
     it fills; stop early when a table must grow. Returns the next index. Arguments: module docstring."""
     keys, times, bits, tree, state, hist, hist_sum, sharers = tables
-    lines, out, want_out, stale, use_stale, line_mask, events, limit, min_axis, dense = feed
+    lines, out, want_out, stale, use_stale, line_mask, events, limit, min_axis, dense, upgrades, flag = feed
     now, live, n_keys, i, c_hi, n_ev, hashed = state[0], state[1], state[2], state[3], state[4], state[6], state[7]
     mask = np.uint64(keys.shape[0] - dense - 1)  # the hashed slots follow the dense ones
     hash_shift = hash_shift_for(mask)
@@ -137,7 +142,7 @@ def _process(tables, feed, pattern, retimes):
             d = -1
             tree_add(tree, b, c_hi, 1)
         if pattern is not None:
-            n_ev = _update_sharers(sharers, slot, pattern[q], hit, raw != line, events, n_ev, i)
+            n_ev = _update_sharers(sharers, slot, pattern[q], hit, raw != line, events, n_ev, i, upgrades, flag)
             q += 1
             if q == plen:
                 q = 0
@@ -208,31 +213,62 @@ def _hit_distance(bits, tree, cw, t, b, live, c_hi):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _update_sharers(sharers, slot, c, hit, store, events, n_ev, i):
-    """Core c's access i to the slot's line: a hit on a copy c did not hold is stale (its index
-    goes to events[n_ev]); then a store leaves only c's copy valid, a load adds c, a first touch
-    makes every copy valid. Returns the new n_ev."""
+def _update_sharers(sharers, slot, c, hit, store, events, n_ev, i, upgrades, flag):
+    """Core c's access i to the slot's line. A hit on a copy c did not hold, of a line stored since it was
+    first touched, is stale (its index goes to events[n_ev]); as a load it brings the line to c by a transfer,
+    and the set's last word remembers c + 1. A store to a copy c holds that another core holds too is an
+    upgrade (upgrades[c]), unless c took the copy by that transfer since the last store: a read-modify-write
+    of a line that moved, which the measured transfer cost covers. Then a store leaves only c's copy valid, a
+    load adds c, a first touch makes every copy valid (the set: c and the never-stored flag, bit `flag`).
+    Returns the new n_ev."""
     one = np.uint64(1)
-    full = np.uint64(0xFFFFFFFFFFFFFFFF)
-    s_words = sharers.shape[1]
+    last = sharers.shape[1] - 1  # the word of the core that took its copy by a transfer (+ 1; 0: none)
     w = c >> 6
     bit = one << np.uint64(c & 63)
+    fw = flag >> 6
+    fbit = one << np.uint64(flag & 63)
     cur = sharers[slot, w]
-    if hit and (cur & bit) == 0:
+    mover = np.uint64(c + 1)
+    stale = hit and (cur & bit) == 0 and (sharers[slot, fw] & fbit) == 0
+    if stale:
         events[n_ev] = i
         n_ev += 1
-    if s_words == 1:  # one word: selects instead of branches (stores are unpredictable)
-        sharers[slot, 0] = bit if store else (cur | bit if hit else full)
-    elif store:  # only this core's copy stays valid
-        for x in range(s_words):
+    if last == 1:  # one word of cores: selects instead of branches (stores are unpredictable)
+        moved = sharers[slot, 1]
+        if store and hit and (cur & bit) != 0 and moved != mover and (cur & ~(bit | fbit)) != 0:
+            upgrades[c] += 1
+        sharers[slot, 0] = bit if store else (cur | bit if hit else bit | fbit)
+        sharers[slot, 1] = mover if stale and not store else (moved if hit and not store else np.uint64(0))
+        return n_ev
+    if store and hit and (cur & bit) != 0 and sharers[slot, last] != mover and _others(sharers, slot, w, bit, fw,
+                                                                                          fbit):
+        upgrades[c] += 1
+    if store or not hit:  # only this core's copy stays valid (and, first touched, the flag)
+        for x in range(last + 1):
             sharers[slot, x] = 0
         sharers[slot, w] = bit
-    elif hit:
-        sharers[slot, w] = cur | bit
+        if not store:
+            sharers[slot, fw] |= fbit
     else:
-        for x in range(s_words):
-            sharers[slot, x] = full
+        sharers[slot, w] = cur | bit
+        if stale:
+            sharers[slot, last] = mover
     return n_ev
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _others(sharers, slot, w, bit, fw, fbit):
+    """Whether a core other than the one of word w, bit `bit`, holds the slot's line (the flag bit and the
+    last word aside)."""
+    for x in range(sharers.shape[1] - 1):
+        word = sharers[slot, x]
+        if x == w:
+            word &= ~bit
+        if x == fw:
+            word &= ~fbit
+        if word != 0:
+            return True
+    return False
 
 
 @numba.njit(cache=True, nogil=True)
@@ -304,6 +340,12 @@ def _first_tables(count: int, initial_lines: int, words: int) -> FirstTables:
                        np.zeros((count, 8), dtype=np.int64))
 
 
+def _sharer_words(sharer_cores: int) -> int:
+    """Words of a sharer set: a bit per core and the never-stored flag, then a word for the core that took its
+    copy by a transfer since the last store (_update_sharers); none without sharer sets."""
+    return (sharer_cores + 64) // 64 + 1 if sharer_cores > 0 else 0
+
+
 class ReuseEngine:
     """Streaming exact stack-distance engine; memory grows with distinct lines only."""
 
@@ -313,7 +355,7 @@ class ReuseEngine:
         counters: histogram counters (counts and distance sums, N_BINS + 1 each) to count into,
         shared by engines whose profiles are only wanted summed (set_classes: 118 KB an engine
         otherwise, for thousands of them); None: the engine's own."""
-        self._adopt(_first_tables(1, initial_lines, (sharer_cores + 63) // 64), 0, counters)
+        self._adopt(_first_tables(1, initial_lines, _sharer_words(sharer_cores)), 0, counters, sharer_cores)
 
     @classmethod
     def many(cls, count: int, initial_lines: int = 1 << 12, sharer_cores: int = 0,
@@ -322,19 +364,22 @@ class ReuseEngine:
         of one block per array (the set-class pass makes thousands of small engines: one allocation
         each spent more time in numpy than their first chunk's counting). A block is freed once every
         engine has outgrown its row."""
-        tables = _first_tables(count, initial_lines, (sharer_cores + 63) // 64)
+        tables = _first_tables(count, initial_lines, _sharer_words(sharer_cores))
         engines = []
         for k in range(count):
             engine = cls.__new__(cls)
-            engine._adopt(tables, k, counters)
+            engine._adopt(tables, k, counters, sharer_cores)
             engines.append(engine)
         return engines
 
-    def _adopt(self, tables: FirstTables, k: int, counters: tuple[np.ndarray, np.ndarray] | None) -> None:
+    def _adopt(self, tables: FirstTables, k: int, counters: tuple[np.ndarray, np.ndarray] | None,
+               sharer_cores: int = 0) -> None:
         """Take row k of the first tables, and the given histogram counters (None: its own)."""
         self._keys, self._times = tables.keys[k], tables.times[k]
         self._words = tables.sharers.shape[2]
         self._sharers = tables.sharers[k] if self._words else _NO_SHARERS
+        self._flag = sharer_cores  # the sharer sets' never-stored bit, after the cores' bits
+        self._upgrades = np.zeros(sharer_cores, dtype=np.int64)
         self._min_axis = MIN_TIME_AXIS  # read here, so a test can make compactions frequent
         self._bits, self._tree = tables.bits[k], tables.tree[k]
         self._dense = 0  # slots 0.. of the ids below this are dense (reserve_dense); the rest are hashed
@@ -348,6 +393,12 @@ class ReuseEngine:
     @property
     def distinct_lines(self) -> int:
         return int(self._state[1])
+
+    @property
+    def upgrades(self) -> np.ndarray:
+        """Upgrades per core so far (feed_shared: stores to a line the core holds while another core holds it
+        too; module docstring). A view: replay.Replay adds a repeat's counts to it."""
+        return self._upgrades
 
     @property
     def nbytes(self) -> int:
@@ -509,7 +560,8 @@ class ReuseEngine:
         mask = _UNTAGGED if tagged else _ALL_BITS
         # out receives distances (-1 cold) when want; the hashed slots may hold up to the key limit
         while _process(self._tables(), (lines, buf, want, flags, use_stale, mask, events, self._key_limit(),
-                                        self._min_axis, self._dense), pattern, retimes) < lines.shape[0]:
+                                        self._min_axis, self._dense, self._upgrades, self._flag),
+                       pattern, retimes) < lines.shape[0]:
             if self._state[7] + 1 > self._key_limit():
                 self._grow_hash()
             if self._state[0] >= self._bits.shape[0] * 64:

@@ -74,12 +74,14 @@ class SweepSettings(NamedTuple):
 
 
 class CountProfiles(NamedTuple):
-    """What a sweep gives for one core count: every core's PRD, the CRD, and the references on the critical
-    path (CoreCountTask.critical_path)."""
+    """What a sweep gives for one core count: every core's PRD, the CRD, the references on the critical
+    path (CoreCountTask.critical_path) and each core's upgrades (CoreCountTask.upgrade_counters; empty
+    without coherence or on one core)."""
 
     prd: list[ReuseProfile]
     crd: ReuseProfile
     critical_path: int
+    upgrades: tuple[int, ...] = ()
 
 
 def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int], mode: str = "auto",
@@ -116,10 +118,12 @@ def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int
         ps.writebacks.update(shared.result().writebacks)
     if bar is not None:
         bar.close()
-    for p, (prd, crd, critical) in zip(counts, results):
+    for p, (prd, crd, critical, upgrades) in zip(counts, results):
         ps.prd.update({(p, c): prof for c, prof in enumerate(prd)})
         ps.crd[p] = crd
         ps.critical_path[p] = critical
+        if upgrades:
+            ps.upgrades[p] = list(upgrades)
     return ps
 
 
@@ -164,7 +168,14 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], se
     if bar is not None:
         bar.close()
     sweep.mirrors.finish()
-    return [CountProfiles(*task.finish(), task.critical_path) for task in tasks][:len(counts)]  # without the lead
+    return [CountProfiles(*task.finish(), task.critical_path, _upgrades(task))
+            for task in tasks][:len(counts)]  # without the lead
+
+
+def _upgrades(task: CoreCountTask) -> tuple[int, ...]:
+    """A finished task's upgrades per core (CountProfiles.upgrades)."""
+    counts = task.upgrade_counters()
+    return () if counts is None else tuple(int(n) for n in counts)
 
 
 _FOLLOWERS_FOR_A_LEAD = 3  # core counts p > 1 that make a one-core task worth adding (with_lead)

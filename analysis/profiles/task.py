@@ -222,6 +222,12 @@ class CoreCountTask:
         dists = [self.dlanes.take(core, len(piece)) for core, piece in batch.pieces]
         self.misses.add(stale, batch.pieces, dists, batch.core_pattern)
 
+    def upgrade_counters(self) -> np.ndarray | None:
+        """The CRD engine's upgrades per core (ReuseEngine.upgrades: stores to a line the core holds while another
+        core holds it too), counted as the engine walks the sharer sets; None without coherence, on one core, or
+        when the shared role is not a ReuseEngine (the set-class and group passes)."""
+        return self.shared.upgrades if self.misses is not None and isinstance(self.shared, ReuseEngine) else None
+
     def finish(self) -> tuple[list[ReuseProfile], ReuseProfile]:
         """Flush the interleaver; every core's PRD and the CRD."""
         if self.itl is not None:

@@ -49,7 +49,7 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
                     barriers: float = 0.0, loops: float = 0.0, contention: str = "roofline",
                     blocks: Sequence[BlockWork] = (),
                     tlb_miss_rates: Mapping[str, float] | None = None,
-                    coherence_miss_rate: float = 0.0, loop_bounds: Sequence[Any] = (),
+                    coherence_miss_rate: float = 0.0, upgrades: float = 0.0, loop_bounds: Sequence[Any] = (),
                     strided_extra_ns: float = 0.0, tlb_update_misses: float = 0.0, placement: str = "close",
                     numa_pages: str = "master", writeback_bytes_per_access: float | None = None) -> RuntimePrediction:
     """Predict the region's runtime on `cores` cores (Eq. 4-7, the added terms, contention, the overhead).
@@ -63,6 +63,7 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     blocks (whole-region counts) for cpu_form="critical-path" (without them it is the throughput form);
     `tlb_miss_rates` the fraction of accesses missing each of the machine's TLB levels (analysis/runtime/tlb.py);
     `coherence_miss_rate` the fraction of accesses that are coherence misses (hitrates.coherence_miss_rates);
+    `upgrades` the busiest core's stores to lines another core holds too (hitrates.busiest_upgrades);
     `loop_bounds` llvm-mca's in-core bounds of innermost loops (analysis/runtime/incore.py; critical-path form only);
     `strided_extra_ns` what the region's column walks' cold lines cost beyond a stream's (all cores,
     analysis/runtime/cold_lines.py); each core's walk waits on its own misses, so the busiest core pays its share;
@@ -84,7 +85,7 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     l1_issue = per_core * rates.served()[0] * machine.caches[0].recip_throughput_cycles
     cpu = at_cores(cpu_time(machine, ops, share, blocks, loop_bounds, l1_issue), machine, cores)
     added = AddedCycles(tlb=tlb_cycles(machine, ops.load, share, tlb_miss_rates, tlb_update_misses),
-                        coherence=coherence_cycles(machine, per_core, coherence_miss_rate, cores),
+                        coherence=coherence_cycles(machine, per_core, coherence_miss_rate, cores, upgrades),
                         strided=strided_cycles(machine, share, strided_extra_ns))
     writebacks_from = "given" if dram_bytes is not None else (
         "store fraction" if writeback_bytes_per_access is None else "write-back profiles")
@@ -99,9 +100,11 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
 def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Mapping[str, float]],
                  facts: RegionFacts, tlb_rates: Mapping[int, Mapping[str, float]] | None = None,
                  coherence: Mapping[int, float] | None = None, writebacks: Mapping[int, float] | None = None,
-                 critical_path: Mapping[int, int] | None = None, **model_args: Any) -> list[RuntimePrediction]:
+                 critical_path: Mapping[int, int] | None = None, upgrades: Mapping[int, int] | None = None,
+                 **model_args: Any) -> list[RuntimePrediction]:
     """One prediction per core count; the busiest core's share is the profiles' critical path where they have
-    one (work_share), else it follows the loops' schedules (schedule.busiest_share).
+    one (work_share), else it follows the loops' schedules (schedule.busiest_share); `upgrades` (cores -> the
+    busiest core's upgrades, hitrates.busiest_upgrades) defaults to none.
     `tlb_rates` (cores -> TLB level -> miss rate), when given, must cover every core count;
     `coherence` (cores -> coherence-miss fraction) defaults to none; `writebacks` (cores -> DRAM write-back
     bytes per access, analysis/hitrates/dram.py) to the store-fraction estimate."""
@@ -117,6 +120,7 @@ def predict_many(machine: Machine, cores: Sequence[int], rates: Mapping[int, Map
                                    barriers=facts.barriers, loops=facts.work_shared_loops, blocks=facts.blocks,
                                    tlb_miss_rates=tlb_rates[c] if tlb_rates is not None else None,
                                    coherence_miss_rate=(coherence or {}).get(c, 0.0),
+                                   upgrades=(upgrades or {}).get(c, 0),
                                    writeback_bytes_per_access=(writebacks or {}).get(c), **model_args))
     return out
 
@@ -134,7 +138,8 @@ def work_share(facts: RegionFacts, cores: int, critical_path: Mapping[int, int] 
 def predict_runtimes(machine: Machine, hits, record: RegionRecord, tlb=None,
                      coherence: Mapping[int, float] | None = None, terms=None,
                      writebacks: Mapping[int, float] | None = None,
-                     critical_path: Mapping[int, int] | None = None, **model_args: Any) -> list[RuntimePrediction]:
+                     critical_path: Mapping[int, int] | None = None, upgrades: Mapping[int, int] | None = None,
+                     **model_args: Any) -> list[RuntimePrediction]:
     """One RuntimePrediction for every core count in `hits` up to the machine's cores.
 
     Core counts above `machine.cores` are left out (a multi-machine run asks for 16 cores on an
@@ -143,7 +148,8 @@ def predict_runtimes(machine: Machine, hits, record: RegionRecord, tlb=None,
     term; `coherence`: cores -> coherence-miss fraction (hitrates.coherence_miss_rates) or None;
     `terms`: the machine's TraceTerms (analysis/runtime/trace_terms.py) or None for none of their terms;
     `writebacks`: cores -> DRAM write-back bytes per access (analysis/hitrates/dram.py) or None;
-    `critical_path`: cores -> references on the critical path (ProfileSet.critical_path) or None.
+    `critical_path`: cores -> references on the critical path (ProfileSet.critical_path) or None;
+    `upgrades`: cores -> the busiest core's upgrades (hitrates.busiest_upgrades) or None.
     """
     from analysis.runtime.tlb import miss_rates_by_cores
 
@@ -152,7 +158,7 @@ def predict_runtimes(machine: Machine, hits, record: RegionRecord, tlb=None,
     tlb_rates = miss_rates_by_cores(tlb) if tlb is not None and machine.tlbs else None
     facts, term_args = region_inputs(machine, record, terms)
     bounds = in_core_bounds(machine, record) if model_args.get("cpu_form") == "critical-path" else ()
-    return predict_many(machine, cores, rates, facts, tlb_rates, coherence, writebacks, critical_path,
+    return predict_many(machine, cores, rates, facts, tlb_rates, coherence, writebacks, critical_path, upgrades,
                         loop_bounds=bounds, **term_args, **model_args)
 
 

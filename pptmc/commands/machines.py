@@ -46,7 +46,8 @@ def _optional_lines(m: Machine) -> list[str]:
     if m.llvm_mcpu:
         lines.append(f"  in-core loop bound: llvm-mca -mcpu={m.llvm_mcpu}")
     if m.transfer_cycles:
-        lines.append(f"  coherence: line from another core's cache {m.transfer_cycles:g} cyc")
+        lines.append(f"  coherence: line from another core's cache {m.transfer_cycles:g} cyc"
+                     + (f", store to a line another core holds {m.upgrade_cycles:g} cyc" if m.upgrade_cycles else ""))
     if m.calls:
         lines.append(f"  calls priced: {', '.join(sorted(m.calls))}")
     lines.append(f"  {curve_note(m.curves)}" if m.curves else "  no curves over active cores: the runtime model "

@@ -1,6 +1,6 @@
-"""T_coh, coherence transfers (not in the paper): what a coherence miss costs beyond the level T_mem charges.
+"""T_coh, coherence (not in the paper): what coherence misses cost beyond the level T_mem charges, and upgrades.
 
-    T_coh = s x mem_accesses x f_p x (transfer_cycles - first shared level's reciprocal throughput)
+    T_coh = s x mem_accesses x f_p x (transfer_cycles - first shared level's reciprocal throughput) + U_p x upgrade_cycles
 
 transfer_cycles is the curve curves.transfer_cycles at p writers where the machine has one (a line p cores
 write in turn), else the [coherence] figure (two cores).
@@ -8,8 +8,12 @@ write in turn), else the [coherence] figure (two cores).
 f_p: the fraction of accesses that are coherence misses at p cores (hitrates.coherence_miss_rates). The
 profiles count such a miss in every private level, so T_mem charges it the first shared level (RAM without
 one); the line really moves from another core's cache at the measured transfer cost (transfer.c).
+U_p: the busiest core's upgrades at p cores (hitrates.busiest_upgrades): stores to a line the core holds while
+another core holds it too. The profiles count them as hits, but the store waits for the other copy's
+invalidation, at the machine's measured upgrade_cycles (transfer.c: an owner updating rows the other core
+has just read, against the same update with no reader).
 Machine fields: transfer_cycles ([coherence]; absent with no curve: no term), curves.transfer_cycles, caches[].shared,
-caches[].recip_throughput_cycles (or the RAM line cost).
+caches[].recip_throughput_cycles (or the RAM line cost), upgrade_cycles ([coherence]; absent: no upgrade part).
 """
 from __future__ import annotations
 
@@ -37,6 +41,8 @@ def transfer_extra_cycles(machine: Machine, cores: int | None = None) -> float:
 
 
 def coherence_cycles(machine: Machine, per_core_accesses: float, coherence_miss_rate: float,
-                     cores: int | None = None) -> float:
-    """T_coh in cycles for the busiest core's accesses on `cores` cores (None: the [coherence] figure)."""
-    return per_core_accesses * coherence_miss_rate * transfer_extra_cycles(machine, cores)
+                     cores: int | None = None, upgrades: float = 0.0) -> float:
+    """T_coh in cycles for the busiest core's accesses on `cores` cores (None: the [coherence] figure) and its
+    `upgrades`."""
+    return (per_core_accesses * coherence_miss_rate * transfer_extra_cycles(machine, cores)
+            + upgrades * machine.upgrade_cycles)
