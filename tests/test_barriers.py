@@ -233,7 +233,9 @@ def test_a_programs_coherence_misses_are_counted_at_its_barriers(tmp_path):
     stores its 4 lines of `a` after reading `s`, which the master stored. From the second round on, thread 0
     finds thread 1's 4 lines invalid and thread 1 finds `s` invalid: 4 (K - 1) = 36 and K - 1 = 9 coherence
     misses. Without the barriers thread 1, with far fewer accesses, ran ahead of thread 0's master sections.
-    The real run's ground truth, merged at the original binary's own barriers, counts the same 45."""
+    The real run's ground truth, merged at the original binary's own barriers, counts the same 45. Upgrades,
+    the other way round: from the second round on, the master's store to `s`, which thread 1 read, and thread
+    1's first store to each of its 4 lines, which the master read: K - 1 = 9 and 4 (K - 1) = 36."""
     from analysis.profiles.profileset import ProfileSet
     from pptmc.cli import run
     from pptmc.validation import validate_program
@@ -243,6 +245,7 @@ def test_a_programs_coherence_misses_are_counted_at_its_barriers(tmp_path):
                 "-o", str(tmp_path / "run")]) == 0
     profiles = ProfileSet.load(tmp_path / "run" / "profiles")
     assert [profiles.prd[(2, c)].coherence for c in (0, 1)] == [36, 9]
+    assert profiles.upgrades[2] == [9, 36]  # s, which thread 1 read; thread 1's lines, which the master read
     table = validate_program(tmp_path / "hand.c", tmp_path / "v", ["haswell-i7-5960x"], [2], modes=("iteration",),
                              interleaves=("rr",), show_progress=False)
     l1 = table[table["level"] == "L1"].iloc[0]
