@@ -66,6 +66,7 @@ from analysis.profiles.core_parts import CorePart
 from analysis.profiles.kernel_ops import (EMPTY, EXACT_BITS, EXACT_LIMIT, N_BINS, STORE_TAG, SUB_BITS, free_slot, hash_shift_for, home_slot, popcount_swar, prefetch)
 from analysis.profiles.profileset import ReuseProfile, histogram_bins
 from analysis.profiles.runs import RUN_SHARE, LeadTrace, RunPlan, RunSegments, count, plan_runs
+from analysis.profiles.sharers import sharer_words, update_sharers
 from analysis.profiles.time_axis import (MAX_TIME_AXIS, MIN_TIME_AXIS, NEAR_WORDS, axis_words, commit_words, compact,
                                          target_axis, tree_add)
 from common.errors import PptmcError
@@ -142,7 +143,7 @@ def _process(tables, feed, pattern, retimes):
             d = -1
             tree_add(tree, b, c_hi, 1)
         if pattern is not None:
-            n_ev = _update_sharers(sharers, slot, pattern[q], hit, raw != line, events, n_ev, i, upgrades, flag)
+            n_ev = update_sharers(sharers, slot, pattern[q], hit, raw != line, events, n_ev, i, upgrades, flag)
             q += 1
             if q == plen:
                 q = 0
@@ -210,65 +211,6 @@ def _hit_distance(bits, tree, cw, t, b, live, c_hi):
         tree_add(tree, a, c_hi, -1)
         tree_add(tree, b, c_hi, 1)
     return d, cw
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _update_sharers(sharers, slot, c, hit, store, events, n_ev, i, upgrades, flag):
-    """Core c's access i to the slot's line. A hit on a copy c did not hold, of a line stored since it was
-    first touched, is stale (its index goes to events[n_ev]); as a load it brings the line to c by a transfer,
-    and the set's last word remembers c + 1. A store to a copy c holds that another core holds too is an
-    upgrade (upgrades[c]), unless c took the copy by that transfer since the last store: a read-modify-write
-    of a line that moved, which the measured transfer cost covers. Then a store leaves only c's copy valid, a
-    load adds c, a first touch makes every copy valid (the set: c and the never-stored flag, bit `flag`).
-    Returns the new n_ev."""
-    one = np.uint64(1)
-    last = sharers.shape[1] - 1  # the word of the core that took its copy by a transfer (+ 1; 0: none)
-    w = c >> 6
-    bit = one << np.uint64(c & 63)
-    fw = flag >> 6
-    fbit = one << np.uint64(flag & 63)
-    cur = sharers[slot, w]
-    mover = np.uint64(c + 1)
-    stale = hit and (cur & bit) == 0 and (sharers[slot, fw] & fbit) == 0
-    if stale:
-        events[n_ev] = i
-        n_ev += 1
-    if last == 1:  # one word of cores: selects instead of branches (stores are unpredictable)
-        moved = sharers[slot, 1]
-        if store and hit and (cur & bit) != 0 and moved != mover and (cur & ~(bit | fbit)) != 0:
-            upgrades[c] += 1
-        sharers[slot, 0] = bit if store else (cur | bit if hit else bit | fbit)
-        sharers[slot, 1] = mover if stale and not store else (moved if hit and not store else np.uint64(0))
-        return n_ev
-    if store and hit and (cur & bit) != 0 and sharers[slot, last] != mover and _others(sharers, slot, w, bit, fw,
-                                                                                          fbit):
-        upgrades[c] += 1
-    if store or not hit:  # only this core's copy stays valid (and, first touched, the flag)
-        for x in range(last + 1):
-            sharers[slot, x] = 0
-        sharers[slot, w] = bit
-        if not store:
-            sharers[slot, fw] |= fbit
-    else:
-        sharers[slot, w] = cur | bit
-        if stale:
-            sharers[slot, last] = mover
-    return n_ev
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _others(sharers, slot, w, bit, fw, fbit):
-    """Whether a core other than the one of word w, bit `bit`, holds the slot's line (the flag bit and the
-    last word aside)."""
-    for x in range(sharers.shape[1] - 1):
-        word = sharers[slot, x]
-        if x == w:
-            word &= ~bit
-        if x == fw:
-            word &= ~fbit
-        if word != 0:
-            return True
-    return False
 
 
 @numba.njit(cache=True, nogil=True)
@@ -340,12 +282,6 @@ def _first_tables(count: int, initial_lines: int, words: int) -> FirstTables:
                        np.zeros((count, 8), dtype=np.int64))
 
 
-def _sharer_words(sharer_cores: int) -> int:
-    """Words of a sharer set: a bit per core and the never-stored flag, then a word for the core that took its
-    copy by a transfer since the last store (_update_sharers); none without sharer sets."""
-    return (sharer_cores + 64) // 64 + 1 if sharer_cores > 0 else 0
-
-
 class ReuseEngine:
     """Streaming exact stack-distance engine; memory grows with distinct lines only."""
 
@@ -355,7 +291,7 @@ class ReuseEngine:
         counters: histogram counters (counts and distance sums, N_BINS + 1 each) to count into,
         shared by engines whose profiles are only wanted summed (set_classes: 118 KB an engine
         otherwise, for thousands of them); None: the engine's own."""
-        self._adopt(_first_tables(1, initial_lines, _sharer_words(sharer_cores)), 0, counters, sharer_cores)
+        self._adopt(_first_tables(1, initial_lines, sharer_words(sharer_cores)), 0, counters, sharer_cores)
 
     @classmethod
     def many(cls, count: int, initial_lines: int = 1 << 12, sharer_cores: int = 0,
@@ -364,7 +300,7 @@ class ReuseEngine:
         of one block per array (the set-class pass makes thousands of small engines: one allocation
         each spent more time in numpy than their first chunk's counting). A block is freed once every
         engine has outgrown its row."""
-        tables = _first_tables(count, initial_lines, _sharer_words(sharer_cores))
+        tables = _first_tables(count, initial_lines, sharer_words(sharer_cores))
         engines = []
         for k in range(count):
             engine = cls.__new__(cls)
