@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.profiles.private_traces import (OFFSET_BITS, CoreMap, core_stream, core_streams, guided_starts,
+from analysis.profiles.private_traces import (ALL_CORES, OFFSET_BITS, CoreMap, core_stream, core_streams, guided_starts,
                                      resolve_mode, static_block_core)
 from instrument.trace_types import (CHUNK_DTYPES, NO_LOOP, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_MASTER,
                                     SCHED_STATIC, BlockInfo, LoopInstance, TraceChunk, TraceInfo)
@@ -136,6 +136,22 @@ def test_guided_chunks_shrink_and_cover_every_iteration_once():
     assert sizes.tolist()[:3] == [25, 19, 14]  # ceil(100/4), ceil(75/4), ceil(56/4)
     assert (np.diff(sizes) <= 0).all() and sizes[:-1].min() >= 2 and sizes.sum() == 100
     assert owner.tolist() == [int(np.searchsorted(starts, i, side="right") - 1) % 4 for i in range(100)]
+
+
+@pytest.mark.parametrize("schedule,chunk", [(SCHED_STATIC, 0), (SCHED_STATIC, 1), (SCHED_DYNAMIC, 2),
+                                            (SCHED_GUIDED, 1), (SCHED_MASTER, 0)])
+def test_a_loops_entry_before_its_first_iteration_is_every_cores(schedule, chunk):
+    """Accesses inside a loop before its first iteration marker (iteration -1: the bounds stored for the
+    runtime, the first hand-out) are every thread's, whatever the schedule; they went to the last core under
+    chunked schedules before."""
+    blocks = {0: BlockInfo(0, "OUT__1", "entry", False), 2: BlockInfo(2, "OUT__1", "for.body", False)}
+    trip = 1 if schedule == SCHED_MASTER else 8
+    rows = [(STACK - 64, 0, 0, -1, True), (STACK - 128, 0, 0, -1, True)]
+    rows += [(HEAP + 64 * it, 2, 0, it, False) for it in range(trip)]
+    info, ch = rows_to_trace(rows, blocks, [LoopInstance(0, 0, trip, schedule, chunk)])
+    owner = CoreMap(info, 4, "iteration").core_of(ch)
+    assert owner[:2].tolist() == [ALL_CORES, ALL_CORES]
+    assert (owner[2:] >= 0).all()
 
 
 def test_master_goes_to_core_zero():

@@ -77,8 +77,9 @@ def static_core(it, trip, p):
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def iteration_core(loop, it, trip, sched, chunk, gstarts, gptr, p):
-    """Core of one access in iteration mode (ALL_CORES outside work-shared loops)."""
-    if loop == NO_LOOP:
+    """Core of one access in iteration mode (ALL_CORES outside work-shared loops, and inside one before its
+    first iteration: the loop's entry, its bounds and the runtime's first hand-out, which every thread runs)."""
+    if loop == NO_LOOP or it < 0:
         return ALL_CORES
     s = sched[loop]
     if s == SCHED_STATIC:
