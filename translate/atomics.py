@@ -124,7 +124,7 @@ class AtomicWriter:
         if texts[0] in ("++", "--") or texts[-1] in ("++", "--"):
             op = "+" if "++" in (texts[0], texts[-1]) else "-"
             x = self.text(self.toks[1:] if texts[0] in ("++", "--") else self.toks[:-1])
-            return self._emit(lhs, x, op, "1", int_rhs=True, order=self.order)
+            return self._emit(lhs, x, op, "1", int_rhs=True)
         parts = _split(self.toks)
         if parts is None:
             return None
@@ -133,7 +133,7 @@ class AtomicWriter:
             op = aop[:-1]
             if op not in _UPDATE_OPS or not et:
                 return None
-            return self._emit(lhs, self.text(xt), op, self.text(et), int_rhs=self._int_rhs(), order=self.order)
+            return self._emit(lhs, self.text(xt), op, self.text(et), int_rhs=self._int_rhs())
         n = len(xt)
         inner = list(list(self.stmt.get_children())[1].get_children())
         if len(et) <= n + 1 or len(inner) != 2:
@@ -143,27 +143,25 @@ class AtomicWriter:
             if op not in _UPDATE_OPS or _loosest(rest) <= _PREC[op]:
                 return None
             int_rhs = _scalar_kind(inner[1].type) == "int"
-            return self._emit(lhs, self.text(xt), op, self.text(rest), int_rhs=int_rhs, order=self.order)
+            return self._emit(lhs, self.text(xt), op, self.text(rest), int_rhs=int_rhs)
         if [t.text for t in et[-n:]] == [t.text for t in xt]:  # x = e op x
             op, rest = et[-n - 1].text, et[:-n - 1]
             if op not in _UPDATE_OPS or not rest or _loosest(rest) <= _PREC[op]:
                 return None
             commutes = op in ("+", "*", "&", "|", "^")
             int_rhs = commutes and _scalar_kind(inner[0].type) == "int"
-            return self._emit(lhs, self.text(xt), op, self.text(rest), int_rhs=int_rhs, reverse=True,
-                              order=self.order)
+            return self._emit(lhs, self.text(xt), op, self.text(rest), int_rhs=int_rhs, reverse=True)
         return None
 
     def _int_rhs(self) -> bool:
         kids = list(self.stmt.get_children())
         return len(kids) == 2 and _scalar_kind(kids[1].type) == "int"
 
-    @staticmethod
-    def _emit(lhs: ci.Cursor, x: str, op: str, e: str, int_rhs: bool, reverse: bool = False,
-              order: str = _SEQ) -> str:
+    def _emit(self, lhs: ci.Cursor, x: str, op: str, e: str, int_rhs: bool, reverse: bool = False) -> str:
         """fetch-op for integer add/sub/and/or/xor, else a compare-exchange loop (`reverse`: x = e op x), with
-        memory order `order` (a seq_cst update is a fence to the compiler: loads of escaped memory after it,
-        such as a loop's bound, are made again, which a relaxed one, clang's default, does not force)."""
+        the statement's memory order (a seq_cst update is a fence to the compiler: loads of escaped memory after
+        it, such as a loop's bound, are made again, which a relaxed one, clang's default, does not force)."""
+        order = self.order
         if _scalar_kind(lhs.type) == "int" and int_rhs and op in _FETCH and not (reverse and op == "-"):
             return f"__atomic_fetch_{_FETCH[op]}(&({x}), ({e}), {order});"
         update = f"__ar {op} __ao" if reverse else f"__ao {op} __ar"

@@ -38,7 +38,7 @@ from analysis.profiles.core_parts import CorePart
 from analysis.profiles.interleave import Batch, Interleaver, resolve_memory_budget
 from common.errors import InputError
 from analysis.profiles.barriers import PhaseMarks
-from instrument.trace_types import NO_LOOP, SCHED_BARRIER, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_STATIC, TraceChunk, TraceInfo
+from instrument.trace_types import NO_LOOP, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_STATIC, TraceChunk, TraceInfo
 
 OFFSET_BITS = 47
 ALL_CORES = -1  # core_of value of an access that every core executes
@@ -78,7 +78,9 @@ def static_core(it, trip, p):
 @numba.njit(cache=True, nogil=True, inline="always")
 def iteration_core(loop, it, trip, sched, chunk, gstarts, gptr, p):
     """Core of one access in iteration mode (ALL_CORES outside work-shared loops, and inside one before its
-    first iteration: the loop's entry, its bounds and the runtime's first hand-out, which every thread runs)."""
+    first iteration: the loop's entry, its bounds and the runtime's first hand-out, which every thread runs;
+    a barrier's record has no iteration, so the accesses after it, up to the next construct, are every
+    thread's too)."""
     if loop == NO_LOOP or it < 0:
         return ALL_CORES
     s = sched[loop]
@@ -99,8 +101,6 @@ def iteration_core(loop, it, trip, sched, chunk, gstarts, gptr, p):
             else:
                 hi = mid
         return (lo - gptr[loop]) % p
-    if s == SCHED_BARRIER:  # the accesses after a barrier, up to the next construct: every thread's
-        return ALL_CORES
     return 0  # master, single
 
 
