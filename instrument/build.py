@@ -31,6 +31,7 @@ from translate.buildinfo import BuildInputs, build_inputs_of
 
 SIDE_VERSION = 1
 RUNTIME_C = Path(__file__).parent / "runtime" / "pptmc_rt.c"
+TURNS_C = Path(__file__).parent / "runtime" / "pptmc_turns.c"  # equal-speed turns of the original program's threads
 MODES = ("trace", "count", "native")
 
 
@@ -160,10 +161,12 @@ def _link_runtime(module: Path, work: Path) -> Path:
     Only `always-inline` runs, so the program's own instructions stay exactly as analysed;
     the per-access hook becomes a few inline instructions instead of a call.
     """
-    rt_bc, linked, inlined = work / "rt.bc", work / "linked.bc", work / "inlined.bc"
-    _run([str(toolchain().clang), "-O2", "-c", "-emit-llvm", str(RUNTIME_C), "-o", str(rt_bc)],
-         "build the trace runtime")
-    _run([_llvm_tool("llvm-link"), str(module), str(rt_bc), "-o", str(linked)], "llvm-link with the runtime")
+    rt_bc, turns_bc = work / "rt.bc", work / "turns.bc"
+    linked, inlined = work / "linked.bc", work / "inlined.bc"
+    for src, bc in ((RUNTIME_C, rt_bc), (TURNS_C, turns_bc)):
+        _run([str(toolchain().clang), "-O2", "-c", "-emit-llvm", str(src), "-o", str(bc)], "build the trace runtime")
+    _run([_llvm_tool("llvm-link"), str(module), str(rt_bc), str(turns_bc), "-o", str(linked)],
+         "llvm-link with the runtime")
     _run([_llvm_tool("opt"), "-passes=always-inline", str(linked), "-o", str(inlined)], "inline the runtime")
     return inlined
 

@@ -38,6 +38,12 @@ _CALLEE_RE = re.compile(r"\bcall\b[^@]*@([-\w.$]+)\(")
 _NOT_COUNTED_CALLS = ("llvm.", "XOMP_", "xomp_", "__pptmc", "__kmpc", "omp_")
 EXPLICIT_BARRIER = "XOMP_barrier"  # the translator's `#pragma omp barrier` (implied barriers are in XOMP_loop_end)
 OMP_BARRIERS = ("__kmpc_barrier", "__kmpc_cancel_barrier")  # libomp's barrier entry points
+# libomp entry points whose calls in a traced program go through the runtime's equal-speed turns
+# (instrument/runtime/pptmc_turns.c): hand-outs wait for their turn, team calls mark where a thread waits
+TURN_CALLS = ("__kmpc_dispatch_next_4", "__kmpc_dispatch_next_4u", "__kmpc_dispatch_next_8",
+              "__kmpc_dispatch_next_8u", "__kmpc_single", "__kmpc_barrier", "__kmpc_cancel_barrier",
+              "__kmpc_reduce", "__kmpc_reduce_nowait", "__kmpc_end_reduce", "__kmpc_copyprivate")
+TURN_PREFIX = "__pptmc_turn_"
 LOOP_END = "XOMP_loop_end"  # XOMP_loop_end(&state, nowait): the translator passes nowait as a constant
 _NOWAIT_ARG_RE = re.compile(r",\s*i32\s+(?:noundef\s+)?1\s*\)")
 RUNTIME_PREFIXES = ("XOMP_", "__pptmc")
@@ -204,6 +210,8 @@ class _FunctionPass:
                     text.append("  call void @XOMP_trace_barrier()")
                 if inst.ref.opcode == "ret":
                     text.append(f"  call void @__pptmc_fn_exit(i32 {self.fn_id})")
+                text.extend(_through_turns(line) for line in inst.lines)
+                continue
             text.extend(inst.lines)
         term = insts[-1]
         blk.terminator = term.ref.opcode
@@ -364,6 +372,19 @@ def _is_barrier_call(inst: _Inst) -> bool:
     return m is not None and m.group(1) in OMP_BARRIERS
 
 
+_TURN_CALL_RE = re.compile(r"@(" + "|".join(TURN_CALLS) + r")\(")
+
+
+def _through_turns(line: str) -> str:
+    """A call of a libomp hand-out or team entry point, renamed to the runtime's wrapper of it."""
+    return _TURN_CALL_RE.sub(lambda m: f"@{TURN_PREFIX}{m.group(1)}(", line) if "@__kmpc_" in line else line
+
+
+def _turn_declarations(lines: list[str]) -> list[str]:
+    """Declarations of the wrappers the renamed calls use, with the types of libomp's own declarations."""
+    return [_through_turns(x) for x in lines if x.startswith("declare ") and _TURN_CALL_RE.search(x)]
+
+
 def _is_real_call(inst: _Inst) -> bool:
     """A call that may run instrumented code or loop markers (not an LLVM intrinsic or inline asm)."""
     if inst.ref.opcode not in ("call", "invoke", "callbr"):
@@ -450,10 +471,13 @@ def instrument_ir(text: str, pattern: str, mode: str = "trace", origin: str = "<
             i += 1
     table_hash = _table_hash(blocks, sites)
     out.append(RUNTIME_DECLS)
+    if mode == "trace":
+        out.extend(_turn_declarations(lines))
     out.append(f'@__pptmc_table_hash = constant [{len(table_hash) + 1} x i8] c"{table_hash}\\00"')
     out.append(f"@__pptmc_n_sites = constant i32 {len(sites)}")
     out.append(f"@__pptmc_n_blocks = constant i32 {len(blocks)}")
     out.extend(_pred_tables(blocks))
+    out.append(_block_sites_table(blocks))
     new_text = "\n".join(out) + "\n"
     parse_ir(new_text, f"{origin} (instrumented)")
     return PassResult(new_text, blocks, sites, functions, table_hash)
@@ -472,6 +496,12 @@ def _pred_tables(blocks: list[Block]) -> list[str]:
     flat = flat or [-1]
     return [f"@__pptmc_pred_off = constant [{len(off)} x i32] [{', '.join(f'i32 {x}' for x in off)}]",
             f"@__pptmc_pred = constant [{len(flat)} x i32] [{', '.join(f'i32 {x}' for x in flat)}]"]
+
+
+def _block_sites_table(blocks: list[Block]) -> str:
+    """Each block's memory sites, so the runtime counts a thread's references per block entry (its virtual time)."""
+    vals = ", ".join(f"i32 {b.n_host_sites if not b.is_shared_var_block else 0}" for b in blocks) or "i32 0"
+    return f"@__pptmc_block_sites = constant [{max(len(blocks), 1)} x i32] [{vals}]"
 
 
 def _table_hash(blocks: list[Block], sites: list[Site]) -> str:

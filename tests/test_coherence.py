@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from analysis.profiles.coherence import STORE_TAG, Directory, strip, tag_stores, tagged_lines
 from analysis.profiles.interleave import interleave_arrays
+from analysis.profiles.dynamic_deal import chunk_costs
 from analysis.profiles.private_traces import ALL_CORES, OFFSET_BITS, CoreMap
 from analysis.profiles.sweep import compute_profiles_from
 from analysis.profiles.profileset import ProfileSet, ReuseProfile
@@ -75,8 +76,9 @@ def random_trace(seed: int, n_iters: int, mode_loops: bool, schedule: int):
 
 
 def private_tagged(info, ch, p: int, mode: str, shift: int = 6) -> list[np.ndarray]:
-    """Each core's store-tagged line ids, built row by row in Python (an independent split)."""
-    cmap = CoreMap(info, p, mode)
+    """Each core's store-tagged line ids, built row by row in Python (an independent split; dynamic chunks go
+    where the profiles' deal puts them, timed by the trace's own chunk costs)."""
+    cmap = CoreMap(info, p, mode, 0, chunk_costs(info, lambda: [ch], mode))
     where = cmap.core_of(ch)
     offset = ch.is_stack if mode == "iteration" else ~cmap.shared_block[ch.block]
     out: list[list[int]] = [[] for _ in range(p)]

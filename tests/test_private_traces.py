@@ -122,11 +122,16 @@ def core_of_iterations(schedule, chunk, trip, p):
     return owner[2::3], cmap
 
 
-def test_static_chunk_and_dynamic_are_round_robin_chunks():
+def test_static_chunk_is_round_robin_and_dynamic_is_libomps_blocks_of_chunks():
+    """Static chunks are dealt round robin. libomp steals dynamic chunks: with equal costs each thread keeps its
+    own block (9 chunks on 4: 3, 2, 2, 2; nobody finds a chunk to steal); with fewer chunks than threads,
+    chunk k runs on thread k (analysis/profiles/dynamic_deal.py; tests/test_dynamic_deal.py runs real libomp)."""
     owner, _ = core_of_iterations(SCHED_STATIC, 3, 20, 4)
     assert owner.tolist() == [(i // 3) % 4 for i in range(20)]
     owner, _ = core_of_iterations(SCHED_DYNAMIC, 0, 9, 4)
-    assert owner.tolist() == [i % 4 for i in range(9)]
+    assert owner.tolist() == [0, 0, 0, 1, 1, 2, 2, 3, 3]
+    owner, _ = core_of_iterations(SCHED_DYNAMIC, 2, 9, 8)  # 5 chunks of 2 on 8 threads
+    assert owner.tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 4]
 
 
 def test_guided_chunks_shrink_and_cover_every_iteration_once():

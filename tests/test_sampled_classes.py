@@ -12,6 +12,7 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
+from analysis.profiles.dynamic_deal import chunk_costs
 from analysis.hitrates.cachesim import simulate_hierarchy
 from analysis.hitrates.rates import predict_hit_rates
 from analysis.profiles.profileset import ProfileSet
@@ -36,7 +37,8 @@ BITS = (1, 3)
 def sampled_classes(info, factory, cores, mode, k, coherence, sampling, bits=BITS, crds=True):
     """The source sampler's class profiles as {(kind, bits, p, c): profile}."""
     req = SS.ClassRequest(bits, crds)
-    SS.source_profiles(info, factory(), cores, sampling, mode, k, 64, 0, coherence, classes=req)
+    SS.source_profiles(info, factory(), cores, sampling, mode, k, 64, 0, coherence, classes=req,
+                       costs=chunk_costs(info, factory, mode))
     out = {}
     for b, res in req.results.items():
         for p, (prd, crd) in zip(cores, res):

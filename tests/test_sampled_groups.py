@@ -14,6 +14,7 @@ from test_private_traces import chunker
 from test_source_replay import periodic_trace, replays  # noqa: F401 (fixture)
 from test_source_sampling import random_trace, same
 
+from analysis.profiles.dynamic_deal import chunk_costs
 from analysis.hitrates.sdcm import expected_hits
 from analysis.profiles.groups import grouping_name
 from analysis.profiles.profileset import ProfileSet
@@ -33,7 +34,8 @@ GROUPINGS = ((0, 1), (0, 1, 1), (0, 0, 1, 1), (0, 1, 0, 1), (0, 1, 2, 3), (0, 0,
 def sampled_groups(info, factory, cores, mode, k, coherence, sampling, groupings=GROUPINGS):
     """The source sampler's per-instance CRDs as {(grouping name, instance): profile}."""
     req = SS.ClassRequest(groupings=groupings)
-    SS.source_profiles(info, factory(), cores, sampling, mode, k, 64, 0, coherence, classes=req)
+    SS.source_profiles(info, factory(), cores, sampling, mode, k, 64, 0, coherence, classes=req,
+                       costs=chunk_costs(info, factory, mode))
     return {(grouping_name(g), i): prof for g, crds in req.groups.items() for i, prof in enumerate(crds)}
 
 

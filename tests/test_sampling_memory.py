@@ -11,6 +11,7 @@ from fake_source import fake_source_traces  # noqa: F401 (fixture)
 from test_private_traces import chunker
 from test_source_sampling import brute_shared_windows, exact_set, random_trace, same
 
+from analysis.profiles.dynamic_deal import chunk_costs
 from analysis.profiles.reuse import ReuseEngine
 from analysis.sampling import memory as M
 from analysis.sampling.shards import queues as Q
@@ -130,7 +131,8 @@ def test_full_rate_with_spills_equals_exact(monkeypatch, schedule, k):
     cores = [1, 2, 3, 4, 8]
     sampling = SS.SourceSampling(1.0, 0)
     spilled = _count_spills(monkeypatch)
-    res = SS.source_profiles(info, factory(), cores, sampling, "iteration", k, 64, 0, True, memory_budget=2048)
+    res = SS.source_profiles(info, factory(), cores, sampling, "iteration", k, 64, 0, True, memory_budget=2048,
+                             costs=chunk_costs(info, factory, "iteration"))
     got = {}
     for p, (prd, crd) in zip(cores, res):
         got.update({("prd", p, c): x for c, x in enumerate(prd)})

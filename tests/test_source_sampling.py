@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from analysis.profiles.dynamic_deal import chunk_costs
 from analysis.sampling import core_runs as CR, source as SS, source_rows as SR
 from analysis.sampling.near import windows as W
 from analysis.sampling.binning import scale_profile
@@ -60,7 +61,8 @@ def same(a, b) -> bool:
 
 def source_set(info, factory, cores, mode, k, coherence, sampling):
     """The source-sampled ProfileSet's profiles as {(kind, p, c): profile}."""
-    res = SS.source_profiles(info, factory(), cores, sampling, mode, k, 64, 0, coherence)
+    res = SS.source_profiles(info, factory(), cores, sampling, mode, k, 64, 0, coherence,
+                             costs=chunk_costs(info, factory, mode))
     out = {}
     for p, (prd, crd) in zip(cores, res):
         out.update({("prd", p, c): x for c, x in enumerate(prd)})

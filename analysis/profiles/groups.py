@@ -33,6 +33,7 @@ from analysis.profiles.barriers import PhaseMarks
 from analysis.profiles.private_traces import InterleaveSpec, line_shift, prepare_chunk, resolve_mode
 from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.reuse import ReuseEngine
+from analysis.profiles.dynamic_deal import chunk_costs
 from analysis.profiles.task import CoreCountTask
 from analysis.profiles.writebacks import InstanceWritebacks, WritebackTracker
 from common.errors import InputError
@@ -178,12 +179,13 @@ def shared_profiles(info: TraceInfo, chunks, groupings: tuple[Grouping, ...], se
         return SharedProfiles({}, {})
     mode, shift = resolve_mode(info, settings.mode), line_shift(settings.line_size)
     budget = resolve_memory_budget(memory_budget) // len(counts)
-    tasks = []
+    tasks, costs = [], chunk_costs(info, chunks, mode)
     for p in counts:
         mine = [g for g in groupings if len(g) == p]
         task = CoreCountTask(info, InterleaveSpec(p, settings.interleave, settings.seed, settings.refs_per_turn),
                              mode, shift, settings.paper_chunk, budget, spill_dir, True,
-                             engine=partial(_engine_for, mine, settings.coherence, p in writeback_cores, p == 1))
+                             engine=partial(_engine_for, mine, settings.coherence, p in writeback_cores, p == 1),
+                             costs=costs)
         task.replay, task.tagged = None, True  # every batch is fed, with store tags
         tasks.append(task)
     phases = PhaseMarks(info, mode, settings.barriers)

@@ -12,13 +12,15 @@ Two modes decide which core runs each access:
   shared arrays keep their real address and true sharing shows up in the CRD.
   Schedules: static (balanced contiguous blocks, as libomp/libgomp: the first trip % p
   cores get one extra iteration), static with chunk (round-robin chunks), master and
-  single (core 0). Two are approximations, because which thread grabs a chunk is decided
-  at run time and the sequential trace does not record it:
-  - dynamic: chunks of `chunk` (1 if unset) dealt round-robin, i.e. as if the threads
-    took turns, which is what equal-cost iterations give on average;
+  single (core 0). Two depend on which thread asks for a chunk first, which the sequential
+  trace does not record; the threads are taken to run at equal speed:
+  - dynamic: libomp's static stealing (analysis/profiles/dynamic_deal.py): each core starts
+    on its own block of chunks of `chunk` (1 if unset) iterations and, once it is done,
+    steals from the end of another's, timed by the references each chunk makes; with
+    fewer chunks than cores, chunk k runs on core k;
   - guided: chunk k starts where chunk k-1 ends and has max(`chunk`, ceil(remaining / p))
     iterations (the OpenMP rule as libgomp applies it; libomp's chunks are about half
-    that size), dealt round-robin like dynamic (see `guided_starts`).
+    that size), dealt round-robin (see `guided_starts`).
   Both keep every iteration on exactly one core; see analysis/ANALYSIS.md.
 
 Core c's copy of an offset address is addr + c * 2^47: user-space addresses on x86-64
@@ -35,6 +37,7 @@ import numpy as np
 
 from analysis.options import MODES
 from analysis.profiles.core_parts import CorePart
+from analysis.profiles.dynamic_deal import ChunkCosts, chunk_costs, chunk_count, equal_costs, stealing_runs
 from analysis.profiles.interleave import Batch, Interleaver, resolve_memory_budget
 from common.errors import InputError
 from analysis.profiles.barriers import PhaseMarks
@@ -73,10 +76,8 @@ def static_core(it, trip, p):
     return r + (it - big) // max(q, 1)
 
 
-
-
 @numba.njit(cache=True, nogil=True, inline="always")
-def iteration_core(loop, it, trip, sched, chunk, gstarts, gptr, p):
+def iteration_core(loop, it, trip, sched, chunk, dstart, dcore, dptr, p):
     """Core of one access in iteration mode (ALL_CORES outside work-shared loops, and inside one before its
     first iteration: the loop's entry, its bounds and the runtime's first hand-out, which every thread runs;
     a barrier's record has no iteration, so the accesses after it, up to the next construct, are every
@@ -89,18 +90,18 @@ def iteration_core(loop, it, trip, sched, chunk, gstarts, gptr, p):
         if c <= 0:
             return static_core(it, trip[loop], p)
         return (it // c) % p
-    if s == SCHED_DYNAMIC:
-        return (it // max(chunk[loop], 1)) % p
-    if s == SCHED_GUIDED:  # chunk index by binary search in this loop's chunk starts
-        lo = gptr[loop]
-        hi = gptr[loop + 1]
-        while hi - lo > 1:
+    if s == SCHED_DYNAMIC or s == SCHED_GUIDED:
+        lo = dptr[loop]
+        hi = dptr[loop + 1]
+        if lo == hi:  # a dynamic loop with fewer chunks than cores: chunk k on core k
+            return (it // max(chunk[loop], 1)) % p
+        while hi - lo > 1:  # the run of chunks by binary search in this loop's run starts
             mid = (lo + hi) // 2
-            if gstarts[mid] <= it:
+            if dstart[mid] <= it:
                 lo = mid
             else:
                 hi = mid
-        return (lo - gptr[loop]) % p
+        return dcore[lo]
     return 0  # master, single
 
 
@@ -132,23 +133,25 @@ def _runs(key0, key1):
 
 class CoreTables(NamedTuple):
     """A CoreMap's lookup tables, as one kernel argument: per block its entry count and the
-    paper mode's chunk; per loop instance its trip count, schedule and chunk, and the guided
-    loops' chunk starts (gstarts[gptr[l]:gptr[l+1]]); the core count."""
+    paper mode's chunk; per loop instance its trip count, schedule and chunk, and the dealt
+    loops' runs of chunks one core runs (first iterations dstart[dptr[l]:dptr[l+1]], cores dcore[...]);
+    the core count."""
 
     count: np.ndarray
     paper_chunk: int
     trip: np.ndarray
     sched: np.ndarray
     chunk: np.ndarray
-    gstarts: np.ndarray
-    gptr: np.ndarray
+    dstart: np.ndarray
+    dcore: np.ndarray
+    dptr: np.ndarray
     p: int
 
 
 @numba.njit(cache=True, nogil=True)
 def _run_cores(iteration_mode, starts, key0, key1, tables):
     """Core of each run (ALL_CORES when every core runs it), from the CoreMap's CoreTables."""
-    count, paper_chunk, trip, sched, chunk, gstarts, gptr, p = tables
+    count, paper_chunk, trip, sched, chunk, dstart, dcore, dptr, p = tables
     n_runs = starts.shape[0] - 1
     out = np.zeros(n_runs, dtype=np.int64)
     if p == 1:
@@ -156,7 +159,7 @@ def _run_cores(iteration_mode, starts, key0, key1, tables):
     for r in range(n_runs):
         i = starts[r]
         if iteration_mode:
-            out[r] = iteration_core(key0[i], key1[i], trip, sched, chunk, gstarts, gptr, p)
+            out[r] = iteration_core(key0[i], key1[i], trip, sched, chunk, dstart, dcore, dptr, p)
         else:
             out[r] = paper_core(key0[i], key1[i], count, paper_chunk, p)
     return out
@@ -390,7 +393,10 @@ def prepare_chunk(ch: TraceChunk, mode: str, shared_block: np.ndarray, shift: in
 class CoreMap:
     """Per-trace lookup tables that map each access of a chunk to its core for p cores."""
 
-    def __init__(self, info: TraceInfo, cores: int, mode: str, paper_chunk: int = 0) -> None:
+    def __init__(self, info: TraceInfo, cores: int, mode: str, paper_chunk: int = 0,
+                 costs: ChunkCosts | None = None) -> None:
+        """costs: the references of each chunk of the trace's dynamic loops (dynamic_deal.chunk_costs), which
+        decide who steals what; None: every iteration costs the same."""
         self.cores = cores
         self.mode = mode
         self.paper_chunk = paper_chunk
@@ -409,19 +415,28 @@ class CoreMap:
         for lp in loops:
             self.trip[lp.instance], self.sched[lp.instance], self.chunk[lp.instance] = \
                 lp.trip_count, lp.schedule, lp.chunk
-        self.gstarts, self.gptr = self._guided_tables()
+        self.dstart, self.dcore, self.dptr = self._deal_tables(costs)
         self.path = info.path
 
-    def _guided_tables(self) -> tuple[np.ndarray, np.ndarray]:
-        """Chunk starts of every guided loop, flattened; loop l's are gstarts[gptr[l]:gptr[l+1]]."""
-        parts, ptr = [], [0]
+    def _deal_tables(self, costs: ChunkCosts | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Runs of chunks one core runs, of every guided loop and of every dynamic loop that libomp deals by
+        stealing (dynamic_deal), flattened; loop l's are dstart[dptr[l]:dptr[l+1]] with cores dcore[...]."""
+        starts, cores, ptr = [], [], [0]
+        known = costs.per_instance if costs is not None else {}
         for lp in range(len(self.trip)):
-            starts = guided_starts(int(self.trip[lp]), self.cores, int(self.chunk[lp])) \
-                if self.sched[lp] == SCHED_GUIDED else np.zeros(0, dtype=np.int64)
-            parts.append(starts)
-            ptr.append(ptr[-1] + len(starts))
-        flat = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-        return flat.astype(np.int64), np.asarray(ptr, dtype=np.int64)
+            first = core = np.zeros(0, dtype=np.int64)
+            trip, chunk = int(self.trip[lp]), int(self.chunk[lp])
+            if self.sched[lp] == SCHED_GUIDED:
+                first = guided_starts(trip, self.cores, chunk)
+                core = np.arange(len(first), dtype=np.int64) % self.cores
+            elif self.sched[lp] == SCHED_DYNAMIC and self.cores > 1 and chunk_count(trip, chunk) >= self.cores:
+                cost = known.get(lp)
+                first, core = stealing_runs(cost if cost is not None else equal_costs(trip, chunk), chunk, self.cores)
+            starts.append(first)
+            cores.append(core)
+            ptr.append(ptr[-1] + len(first))
+        flat = (lambda parts: np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64))
+        return flat(starts), flat(cores), np.asarray(ptr, dtype=np.int64)
 
     def check(self, ch: TraceChunk) -> None:
         """Block and loop ids must be in the header's tables, or the lookups would be wrong."""
@@ -436,8 +451,8 @@ class CoreMap:
 
     def tables(self) -> CoreTables:
         """The lookup tables, for the kernels (here and in analysis/sampling/core_runs.py)."""
-        return CoreTables(self.block_count, self.paper_chunk, self.trip, self.sched, self.chunk, self.gstarts,
-                          self.gptr, self.cores)
+        return CoreTables(self.block_count, self.paper_chunk, self.trip, self.sched, self.chunk, self.dstart,
+                          self.dcore, self.dptr, self.cores)
 
     def core_of(self, ch: TraceChunk) -> np.ndarray:
         """Core that runs each access, or ALL_CORES when every core runs it."""
@@ -515,9 +530,13 @@ def core_lines(ch: TraceChunk, cmap: CoreMap, core: int, shift: int) -> np.ndarr
 
 
 def core_stream(info: TraceInfo, chunks: Callable[[], Iterable[TraceChunk]], cores: int, core: int,
-                mode: str, line_size: int = 64, paper_chunk: int = 0) -> Iterator[np.ndarray]:
-    """One core's private trace as a lazy stream of line-id arrays (its own pass over the trace)."""
-    cmap = CoreMap(info, cores, resolve_mode(info, mode), paper_chunk)
+                mode: str, line_size: int = 64, paper_chunk: int = 0,
+                costs: ChunkCosts | None = None) -> Iterator[np.ndarray]:
+    """One core's private trace as a lazy stream of line-id arrays (its own pass over the trace; costs: the
+    dynamic loops' chunk costs, computed here when not given)."""
+    resolved = resolve_mode(info, mode)
+    cmap = CoreMap(info, cores, resolved, paper_chunk,
+                   costs if costs is not None else chunk_costs(info, chunks, resolved))
     shift = line_shift(line_size)
     for ch in chunks():
         lines = core_lines(ch, cmap, core, shift)
@@ -528,7 +547,8 @@ def core_stream(info: TraceInfo, chunks: Callable[[], Iterable[TraceChunk]], cor
 def core_streams(info: TraceInfo, chunks: Callable[[], Iterable[TraceChunk]], cores: int, mode: str,
                  line_size: int = 64, paper_chunk: int = 0) -> list[Iterator[np.ndarray]]:
     """Every core's private trace, each an independent lazy reader over the same trace."""
-    return [core_stream(info, chunks, cores, c, mode, line_size, paper_chunk) for c in range(cores)]
+    costs = chunk_costs(info, chunks, resolve_mode(info, mode))
+    return [core_stream(info, chunks, cores, c, mode, line_size, paper_chunk, costs) for c in range(cores)]
 
 
 @dataclass(frozen=True)
@@ -553,7 +573,8 @@ def mimic(info: TraceInfo, chunks: Callable[[], Iterable[TraceChunk]], specs: li
     """
     resolved = resolve_mode(info, mode)
     shift = line_shift(line_size)
-    maps = [CoreMap(info, s.cores, resolved, paper_chunk) for s in specs]
+    costs = chunk_costs(info, chunks, resolved)
+    maps = [CoreMap(info, s.cores, resolved, paper_chunk, costs) for s in specs]
     total = resolve_memory_budget(memory_budget)
     budget = total // max(len(specs), 1)
     itls = [Interleaver(s.cores, s.strategy, s.seed, s.refs_per_turn, budget, spill_dir) for s in specs]

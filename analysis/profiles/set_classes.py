@@ -32,6 +32,7 @@ from analysis.profiles.private_traces import InterleaveSpec, line_shift, resolve
 from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.reuse import N_BINS, ReuseEngine, profile_from_counters
 from analysis.profiles.sweep_pass import SweepPass
+from analysis.profiles.dynamic_deal import chunk_costs
 from analysis.profiles.task import CoreCountTask
 from common.errors import InputError
 from instrument.trace_types import TraceInfo
@@ -297,11 +298,12 @@ def class_profiles(info: TraceInfo, chunks, counts: list[int], settings, bits: i
     shift = line_shift(settings.line_size)
     budget = resolve_memory_budget(memory_budget) // max(sum(1 for p in counts if p > 1), 1)
     buffers = PartitionBuffers()  # the tasks' engines are fed one after another
+    costs = chunk_costs(info, chunks, mode)
     tasks = [CoreCountTask(info, InterleaveSpec(p, settings.interleave, settings.seed, settings.refs_per_turn),
                            mode, shift, settings.paper_chunk, budget, spill_dir, settings.coherence,
                            engine=partial(_class_engine, bits, crds, buffers, (
                                class_lines(info, settings.line_size, bits, p),
-                               class_lines(info, settings.line_size, bits, 1)))) for p in counts]
+                               class_lines(info, settings.line_size, bits, 1))), costs=costs) for p in counts]
     for t in tasks:  # the shared traces are walked whole
         t.replay = None
     sweep = SweepPass(info, tasks, mode, settings.line_size, budget, plain=False, barriers=settings.barriers)

@@ -35,6 +35,7 @@ from analysis.profiles.profileset import ProfileSet, ReuseProfile
 from analysis.profiles.replay import loop_period
 from analysis.profiles.set_classes import check_class_bits, class_profiles
 from analysis.profiles.sweep_pass import SweepPass, may_follow_one
+from analysis.profiles.dynamic_deal import chunk_costs
 from analysis.profiles.task import CoreCountTask
 from common.errors import InputError
 from instrument.trace_types import TraceChunk, TraceInfo
@@ -153,9 +154,10 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], se
     resolved = resolve_mode(info, settings.mode)
     shift = line_shift(settings.line_size)
     n_shared = sum(1 for p in counts if p > 1)  # only interleaving tasks buffer references
+    costs = chunk_costs(info, chunks, resolved)  # who steals which dynamic chunk (dynamic_deal)
     tasks = [CoreCountTask(info, InterleaveSpec(p, settings.interleave, settings.seed, settings.refs_per_turn),
                            resolved, shift, settings.paper_chunk, memory_budget // max(n_shared, 1), spill_dir,
-                           settings.coherence)
+                           settings.coherence, costs=costs)
              for p in with_lead(info, counts, resolved, settings.line_size)]
     sweep = SweepPass(info, tasks, resolved, settings.line_size, memory_budget, barriers=settings.barriers)
     bar = _progress(progress, info, len(counts))

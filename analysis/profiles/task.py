@@ -7,6 +7,7 @@ import numpy as np
 
 from analysis.profiles.coherence import CoherenceMisses, strip
 from analysis.profiles.core_parts import CorePart, as_array
+from analysis.profiles.dynamic_deal import ChunkCosts
 from analysis.profiles.interleave import Batch, Interleaver, Lanes, resolve_memory_budget
 from analysis.profiles.private_traces import (OFFSET_BITS, CoreMap, InterleaveSpec, PreparedChunk, core_segments,
                                               phase_counts)
@@ -56,7 +57,8 @@ class CoreCountTask:
 
     def __init__(self, info: TraceInfo, spec: InterleaveSpec, mode: str, shift: int, paper_chunk: int = 0,
                  memory_budget: int | None = None, spill_dir: str | None = None,
-                 coherence: bool = False, engine: Callable[..., ReuseEngine] = ReuseEngine) -> None:
+                 coherence: bool = False, engine: Callable[..., ReuseEngine] = ReuseEngine,
+                 costs: ChunkCosts | None = None) -> None:
         self.spec, self.shift = spec, shift
         self.coherent = coherence and spec.cores > 1
         if self.coherent and spec.cores >= 1 << (63 - OFFSET_BITS):
@@ -66,7 +68,7 @@ class CoreCountTask:
         self.distances = self.coherent  # feed() returns the plain distances (also to lead coherent followers)
         self.misses = CoherenceMisses(spec.cores) if self.coherent else None
         self.last_distances: dict[int, np.ndarray] = {}
-        self.cmap = CoreMap(info, spec.cores, mode, paper_chunk)
+        self.cmap = CoreMap(info, spec.cores, mode, paper_chunk, costs)
         # engine: how an engine is made (ReuseEngine; a set_classes.ClassEngine for per-set-class profiles)
         self.private = [engine() for _ in range(spec.cores)]
         # one core: the shared trace is the private one, so the CRD is the PRD

@@ -66,7 +66,7 @@ def core_runs(iteration_mode, starts, key0, key1, tables):
     block's rows with non-decreasing instances (a block re-entered directly is one run), cut where the
     instance leaves its core's span (found by bisection); each block's last span is remembered (instances
     [span_from, span_end) run on span_core), since runs of a few blocks alternate. tables: CoreTables."""
-    count, paper_chunk, trip, sched, chunk, gstarts, gptr, p = tables
+    count, paper_chunk, trip, sched, chunk, dstart, dcore, dptr, p = tables
     n = starts.shape[0] - 1
     most = n + 1  # pieces: a run, or a span's part of it (p spans per block, or one per paper_chunk instances)
     if not iteration_mode and p > 1:
@@ -88,7 +88,7 @@ def core_runs(iteration_mode, starts, key0, key1, tables):
                 if key0[r] == it_loop and it_lo <= key1[r] < it_hi:
                     c = it_core
                 else:
-                    c = iteration_core(key0[r], key1[r], trip, sched, chunk, gstarts, gptr, p)
+                    c = iteration_core(key0[r], key1[r], trip, sched, chunk, dstart, dcore, dptr, p)
                     it_lo, it_hi = static_span(key0[r], key1[r], trip, sched, chunk, p)
                     it_loop, it_core = key0[r], c
                 nxt = b

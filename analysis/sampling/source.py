@@ -86,6 +86,7 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
+from analysis.profiles.dynamic_deal import ChunkCosts, chunk_costs
 from analysis.profiles.groups import grouping_name
 from analysis.profiles.interleave import resolve_memory_budget
 from analysis.profiles.set_classes import check_class_bits
@@ -371,8 +372,9 @@ def source_profiles(info: TraceInfo, chunks: Iterable[TraceChunk] | None, counts
                     paper_chunk: int = 0, coherence: bool = True,
                     batches: BatchSource | None = None, diagnostics: dict | None = None,
                     classes: ClassRequest | None = None, memory_budget: int | None = None,
-                    spill_dir: str | None = None) -> list[tuple[list, object]]:
+                    spill_dir: str | None = None, costs: ChunkCosts | None = None) -> list[tuple[list, object]]:
     """Sampled (PRDs, CRD) of each core count, from one pass over the chunks (round-robin interleaving).
+    costs: the chunk costs of the trace's dynamic loops (analysis.profiles.dynamic_deal; None: equal costs).
     batches: instead of chunks, in iteration mode, the trace reader's sampling decode (the decoder hashes the
     lines and finds the runs itself, so the rows are never read back; same profiles). diagnostics, when
     given, receives `heaviest_line_share` (LineTally.heaviest_share). classes: also the per-set-class profiles
@@ -389,7 +391,7 @@ def source_profiles(info: TraceInfo, chunks: Iterable[TraceChunk] | None, counts
     bits, crds = (classes.bits, classes.crds) if classes is not None else ((), True)
     groupings = classes.groupings if classes is not None else ()
     budget = resolve_memory_budget(memory_budget) // max(1, sum(1 for p in counts if p > 1))
-    tasks = [SourceTask(CoreMap(info, p, resolved, paper_chunk), shift, refs_per_turn, coherence, sampling, period,
+    tasks = [SourceTask(CoreMap(info, p, resolved, paper_chunk, costs), shift, refs_per_turn, coherence, sampling, period,
                         bits, crds, budget, spill_dir, groupings) for p in counts]
     if not tasks:
         return []
@@ -472,15 +474,17 @@ def sampled_profile_set(trace_path: str, cores: list[int], sampling: SourceSampl
                              paper_chunk=paper_chunk, trace_complete=info.complete, coherence=coherence)
     found: dict = {}
     classes = ClassRequest(check_class_bits(class_bits), class_crds, groupings=tuple(tuple(g) for g in groupings))
+    costs = chunk_costs(info, lambda: chunks(SOURCE_ROWS, ("loop", "iteration")), resolved)  # a pass if it deals any
     if sampled is not None and resolved == "iteration":
         rows, replay = max_rows or SAMPLED_ROWS, decode_replay(info)
         results = source_profiles(info, None, counts, sampling, resolved, refs_per_turn, line_size, paper_chunk,
                                   coherence, lambda *hash_args: sampled(rows, *hash_args, **replay), found, classes,
-                                  budget, spill_dir)
+                                  budget, spill_dir, costs)
     else:
         results = source_profiles(info, chunks(max_rows or SOURCE_ROWS, SOURCE_COLUMNS[resolved]), counts,
                                   sampling, resolved, refs_per_turn, line_size, paper_chunk, coherence,
-                                  diagnostics=found, classes=classes, memory_budget=budget, spill_dir=spill_dir)
+                                  diagnostics=found, classes=classes, memory_budget=budget, spill_dir=spill_dir,
+                                  costs=costs)
     for p, (prd, crd) in zip(counts, results):
         ps.prd.update({(p, c): h for c, h in enumerate(prd)})
         ps.crd[p] = crd

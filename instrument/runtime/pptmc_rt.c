@@ -36,6 +36,9 @@ extern const int __pptmc_n_sites;
 extern const int __pptmc_n_blocks;
 extern const int __pptmc_pred_off[];  /* block b's predecessors: __pptmc_pred[off[b] .. off[b+1]) */
 extern const int __pptmc_pred[];
+extern const int __pptmc_block_sites[];  /* block b's memory sites: the references one entry of it makes */
+void __pptmc_turn_region_begin(void);   /* pptmc_turns.c: equal-speed turns of the original program's threads */
+void __pptmc_turn_region_end(void);
 extern int xomp_trace_enabled __attribute__((weak));
 
 #define FORMAT_VERSION 2
@@ -88,6 +91,7 @@ typedef struct tbuf {
     uint64_t *bcount;          /* per-block entry counts */
     uint64_t *ecount;          /* per static CFG edge counts (index into __pptmc_pred) */
     uint64_t n_other_edges;    /* dynamic edges missing from the static CFG (should stay 0) */
+    uint64_t refs;             /* memory sites run (block entries x their sites): the thread's virtual time */
     uint32_t tid;
     int depth;                 /* nesting of instrumented functions on this thread */
     int64_t region, loop, iter, region_seq;
@@ -469,6 +473,7 @@ __attribute__((always_inline)) void __pptmc_bb(int id, int *prev) {
     if (!tracing) return;
     tbuf *t = room();
     count_block(t, id, prev);
+    t->refs += (uint64_t)__pptmc_block_sites[id];
     *t->cur++ = (uint64_t)id << 3 | W_BLOCK;
 }
 
@@ -574,6 +579,7 @@ void __pptmc_fn_enter(int fn, const void *frame_top) {
     t->region_top = (uint64_t)frame_top;
     ctrl(t, C_REGION_BEGIN, (uint64_t)fn, (uint64_t)t->region, (uint64_t)frame_top, 0, 0);
     open_barrier(t, 1);  /* the fork: every thread starts the region together */
+    __pptmc_turn_region_begin();
 }
 
 void __pptmc_fn_exit(int fn) {
@@ -586,6 +592,15 @@ void __pptmc_fn_exit(int fn) {
     ctrl(t, C_REGION_END, (uint64_t)fn, 0, 0, 0, 0);
     t->region = -1;
     t->region_top = 0;
+    __pptmc_turn_region_end();
+}
+
+/* The calling thread's id and its live reference counter, for pptmc_turns.c; NULL when not tracing. */
+const uint64_t *__pptmc_thread_refs(uint32_t *tid) {
+    if (!tracing) return NULL;
+    tbuf *t = tb();
+    *tid = t->tid;
+    return &t->refs;
 }
 
 enum { SCHED_BARRIER = 5 };  /* instrument/trace_types.py */

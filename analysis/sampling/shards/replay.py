@@ -209,12 +209,12 @@ def advance(starts, run_core, counters):
 
 
 @numba.njit(cache=True, nogil=True)
-def _iterations_per_core(n, trip, sched, chunk, gstarts, gptr, p):
+def _iterations_per_core(n, trip, sched, chunk, dstart, dcore, dptr, p):
     """Iterations each of p cores runs in loop instances 0..n-1 (CoreMap's decisions)."""
     out = np.zeros(p, np.int64)
     for lp in range(min(n, trip.shape[0])):
         for it in range(trip[lp]):
-            c = iteration_core(lp, it, trip, sched, chunk, gstarts, gptr, p)
+            c = iteration_core(lp, it, trip, sched, chunk, dstart, dcore, dptr, p)
             if c == ALL_CORES:
                 out += 1
             elif 0 <= c < p:
@@ -228,7 +228,7 @@ def even_split(cmap, n: int) -> bool:
     rows on 16 cores) and ShardsReplay could never skip a copy; such core counts are fed batch by batch."""
     if cmap.cores == 1:
         return True
-    per = _iterations_per_core(n, cmap.trip, cmap.sched, cmap.chunk, cmap.gstarts, cmap.gptr, cmap.cores)
+    per = _iterations_per_core(n, cmap.trip, cmap.sched, cmap.chunk, cmap.dstart, cmap.dcore, cmap.dptr, cmap.cores)
     return bool((per == per[0]).all())
 
 

@@ -1,0 +1,139 @@
+"""libomp's dealing of `schedule(dynamic)` chunks: the model's simulation (analysis/profiles/dynamic_deal.py)
+against hand-computed cases and against the real libomp run by the ground truth's equal-speed turns."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import instrument
+from analysis.profiles.dynamic_deal import ChunkCosts, chunk_costs, dynamic_owners, equal_costs, stealing_runs
+from analysis.profiles.private_traces import CoreMap
+from instrument.trace_types import SCHED_DYNAMIC, LoopInstance, TraceInfo
+
+
+@pytest.mark.parametrize("n,p", [(9, 4), (16, 4), (17, 16), (100, 7), (8, 8)])
+def test_equal_costs_keep_each_threads_own_block(n, p):
+    """Equal chunks at equal speed: nobody ever finds a chunk to steal, so thread t runs its own block, the
+    first n % p threads one chunk more (libomp's initial ranges)."""
+    want = [t for t in range(p) for _ in range(n // p + (t < n % p))]
+    assert dynamic_owners(np.ones(n, dtype=np.int64), p).tolist() == want
+
+
+def test_fewer_chunks_than_threads_go_one_per_thread():
+    assert dynamic_owners(np.array([5, 1, 9]), 4).tolist() == [0, 1, 2]
+
+
+def test_an_idle_thread_steals_the_last_chunk_of_a_busy_one():
+    """2 threads, chunks 0-1 are thread 0's, 2-3 thread 1's. Thread 0 is busy in chunk 0 until time 10; thread 1
+    runs 2 and 3 (time 2), then steals the last of thread 0's remaining chunks (1 of 1 remaining: chunk 1)."""
+    assert dynamic_owners(np.array([10, 1, 1, 1]), 2).tolist() == [0, 1, 1, 1]
+
+
+def test_a_thief_takes_a_quarter_from_the_end_when_more_than_seven_remain():
+    """3 threads, 30 chunks (10 each); thread 0's first chunk lasts 100, everything else 1. At time 10 thread 1
+    asks first (ties to the lower id): thread 0 has 9 remaining (chunks 1-9), more than 7, so thread 1 takes the
+    last 9 >> 2 = 2 (chunks 8, 9) and runs chunk 8; thread 2 then finds thread 1's own range empty, goes to its
+    own first victim, thread 0 (chunks 1-7 left: 7, not more than 7), and takes chunk 7. At time 11 thread 1 runs
+    chunk 9 (its stolen range), thread 2 steals chunk 6 from thread 0, and so on until thread 0 has no chunk
+    left but the one it runs."""
+    costs = np.ones(30, dtype=np.int64)
+    costs[0] = 100
+    owner = dynamic_owners(costs, 3)
+    assert owner[:1].tolist() == [0] and owner[10:20].tolist() == [1] * 10 and owner[20:].tolist() == [2] * 10
+    assert owner[8] == 1 and owner[9] == 1 and owner[7] == 2
+    assert sorted(owner[1:10].tolist()) == [1] * 5 + [2] * 4  # 1-9 shared by the two thieves, none left on 0
+
+
+def test_runs_name_first_iterations_of_each_cores_stretch():
+    first, core = stealing_runs(np.ones(6, dtype=np.int64), 3, 2)  # 6 chunks of 3 iterations on 2 threads
+    assert first.tolist() == [0, 9] and core.tolist() == [0, 1]
+    assert equal_costs(10, 4).tolist() == [4, 4, 2]
+
+
+def test_chunk_costs_count_each_chunks_rows():
+    """Rows carry their piece's first iteration; a chunk's cost is its rows (rows before the first iteration,
+    iteration -1, are every thread's and belong to no chunk)."""
+    from tests.test_private_traces import rows_to_trace
+    from instrument.trace_types import BlockInfo
+
+    blocks = {2: BlockInfo(2, "OUT__1", "for.body", False)}
+    rows = [(64, 2, 0, -1, False)] + [(64 * i, 2, 0, it, False) for it, n in ((0, 3), (2, 1), (4, 5)) for i in range(n)]
+    info, ch = rows_to_trace(rows, blocks, [LoopInstance(0, 0, 6, SCHED_DYNAMIC, 2)])
+    costs = chunk_costs(info, lambda: [ch], "iteration")
+    assert costs.per_instance[0].tolist() == [3, 1, 5]
+    assert chunk_costs(info, lambda: [ch], "paper") is None
+
+
+TRIANGLE = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#define N 64
+double a[N][N], s1[4];
+int main(int argc, char **argv) {
+  int n = argc > 1 ? atoi(argv[1]) : N;
+  if (n > N) abort();
+  volatile double *va = &a[0][0];
+#pragma omp parallel
+  {
+#pragma omp for schedule(dynamic, 1)
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j <= i; j++) va[i * N + j] = i + j;
+#pragma omp single
+    { volatile double *v = s1; v[0] = 1; }
+  }
+  printf("%f\n", a[n - 1][n - 1]);
+  return 0;
+}
+"""
+
+
+def row_owners(chunks, core_of) -> dict[int, set]:
+    """Which thread (or model core) stores each row of the triangle."""
+    owners: dict[int, set] = {}
+    parts = [(ch.addr[m], core_of(ch)[m]) for ch in chunks for m in [ch.is_store & (ch.size == 8)]]
+    addr = np.concatenate([a for a, _ in parts])
+    who = np.concatenate([c for _, c in parts])
+    rows = (addr - addr.min()) // (64 * 8)
+    for r, c in zip(rows.tolist(), who.tolist()):
+        if r < 64:
+            owners.setdefault(r, set()).add(c)
+    return owners
+
+
+@pytest.fixture(scope="module")
+def triangle(tmp_path_factory):
+    """The ground truth's traces of a triangular dynamic loop (twice at 8 threads) and the model's trace."""
+    from pptmc.validation import validate_program
+
+    work = tmp_path_factory.mktemp("deal")
+    src = work / "tri.c"
+    src.write_text(TRIANGLE)
+    validate_program(src, work / "v", ["haswell-i7-5960x"], [4, 8], args=["64"], modes=("iteration",),
+                     interleaves=("rr",), show_progress=False)
+    from analysis.validate.groundtruth import build_original, trace_threads
+
+    again = trace_threads(build_original(src, work / "again"), work / "again", 8, ["64"])
+    return work / "v", again
+
+
+def test_ground_truth_deals_dynamic_chunks_the_same_on_every_run(triangle):
+    """The ground truth's equal-speed turns (instrument/runtime/pptmc_turns.c) make the OS irrelevant: two runs
+    give every thread the same rows (without them, 8 threads on this host's cores got 7-14 times their share)."""
+    v, again = triangle
+    first = row_owners(instrument.open_trace(v / "groundtruth" / "trace-8" / "tri.pptrace").chunks(), lambda c: c.thread)
+    second = row_owners(instrument.open_trace(again).chunks(), lambda c: c.thread)
+    assert first == second and all(len(s) == 1 for s in first.values())
+
+
+@pytest.mark.parametrize("p", [4, 8])
+def test_model_deals_dynamic_chunks_as_real_libomp(triangle, p):
+    """Row i costs i + 1 stores: libomp's stealing moves the last rows between threads. The model's deal, from the
+    translated program's sequential trace, gives every row the thread real libomp gave it (round-robin
+    hand-outs, the model's old deal, agree on 5 of 64 rows at 8 threads)."""
+    v, _ = triangle
+    real = row_owners(instrument.open_trace(v / "groundtruth" / f"trace-{p}" / "tri.pptrace").chunks(),
+                      lambda c: c.thread)
+    reader = instrument.open_trace(v / "model" / "trace" / "tri.pptrace")
+    cmap = CoreMap(reader.info, p, "iteration", 0, chunk_costs(reader.info, reader.chunks, "iteration"))
+    model = row_owners(reader.chunks(), lambda c: np.where(c.loop >= 0, cmap.core_of(c), -1))
+    assert {r: c for r, c in model.items()} == real
