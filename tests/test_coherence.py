@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from analysis.profiles.coherence import STORE_TAG, Directory, strip, tag_stores, tagged_lines
 from analysis.profiles.interleave import interleave_arrays
-from analysis.profiles.dynamic_deal import chunk_costs
+from analysis.profiles.handouts import chunk_costs
 from analysis.profiles.private_traces import ALL_CORES, OFFSET_BITS, CoreMap
 from analysis.profiles.sweep import compute_profiles_from
 from analysis.profiles.profileset import ProfileSet, ReuseProfile

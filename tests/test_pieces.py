@@ -15,17 +15,18 @@ from translate import runtime_sources, translate_file
 LOOPS = r"""
 #include <stdio.h>
 #define N 10
-static double a[N], b[N];
+#define M 40
+static double a[M], b[M];
 int main(void)
 {
   int i;
-  for (i = 0; i < N; i++) b[i] = i;
+  for (i = 0; i < M; i++) b[i] = i;
 #pragma omp parallel private(i)
   {
 #pragma omp for
     for (i = 0; i < N; i++) a[i] = 2 * b[i];
 #pragma omp for schedule(guided)
-    for (i = 0; i < N; i++) a[i] += b[i];
+    for (i = 0; i < M; i++) a[i] += b[i];
 #pragma omp for schedule(dynamic, 3)
     for (i = 0; i < N; i++) a[i] -= b[i];
 #pragma omp for schedule(static, 4)
@@ -36,11 +37,12 @@ int main(void)
 }
 """
 
-# Hand-computed piece starts of each loop (trip 10) for core counts {2, 4}:
+# Hand-computed piece starts of each loop (trip 10; the guided one 40) for core counts {2, 4}:
 # static blocks, the first trip % p cores one longer: p=2 [0,5) [5,10); p=4 [0,3) [3,6) [6,8) [8,10)
-# guided, chunk max(1, ceil(rest / p)): p=2 0,5,8,9; p=4 0,3,5,7,8,9
+# guided (libomp, chunk 1): floor(rest / 2p) while rest >= 2p(1 + 1), then 1:
+#   p=2 0,10,17,22,26,29,31,33, then 34..39; p=4 0,5,9,12,15,18,20,22,24,26, then 27..39
 # dynamic 3 and static 4: their chunks, whatever the core count
-EXPECTED = [[0, 3, 5, 6, 8], [0, 3, 5, 7, 8, 9], [0, 3, 6, 9], [0, 4, 8]]
+EXPECTED = [[0, 3, 5, 6, 8], [0, 5, 9, 10, 12, 15, 17, 18, 20, 22, 24, 26, *range(27, 40)], [0, 3, 6, 9], [0, 4, 8]]
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +72,14 @@ def test_pieces_start_where_a_listed_core_count_starts_a_block(loops_binary, tmp
 
 
 def test_one_core_count_per_iteration_cuts_every_iteration(loops_binary, tmp_path):
+    """With every core count from 1 to 10 the static blocks start at every iteration; the guided loop is cut at
+    every chunk start the model deals for each of them (the runtime's C rule against handouts.guided_starts)."""
+    from analysis.profiles.handouts import guided_starts
+
     run_trace(loops_binary, [], tmp_path / "t.trace", piece_cores=range(1, 11))
-    assert _piece_starts(tmp_path / "t.trace")[:2] == [list(range(10))] * 2
+    static, guided = _piece_starts(tmp_path / "t.trace")[:2]
+    assert static == list(range(10))
+    assert set(guided) == set().union(*(guided_starts(40, p, 0).tolist() for p in range(1, 11)))
 
 
 def test_bad_piece_core_counts_are_refused(loops_binary, tmp_path):

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.profiles.private_traces import (ALL_CORES, OFFSET_BITS, CoreMap, core_stream, core_streams, guided_starts,
+from analysis.profiles.handouts import guided_starts
+from analysis.profiles.private_traces import (ALL_CORES, OFFSET_BITS, CoreMap, core_stream, core_streams,
                                      resolve_mode, static_block_core)
 from instrument.trace_types import (CHUNK_DTYPES, NO_LOOP, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_MASTER,
                                     SCHED_STATIC, BlockInfo, LoopInstance, TraceChunk, TraceInfo)
@@ -125,7 +126,7 @@ def core_of_iterations(schedule, chunk, trip, p):
 def test_static_chunk_is_round_robin_and_dynamic_is_libomps_blocks_of_chunks():
     """Static chunks are dealt round robin. libomp steals dynamic chunks: with equal costs each thread keeps its
     own block (9 chunks on 4: 3, 2, 2, 2; nobody finds a chunk to steal); with fewer chunks than threads,
-    chunk k runs on thread k (analysis/profiles/dynamic_deal.py; tests/test_dynamic_deal.py runs real libomp)."""
+    chunk k runs on thread k (analysis/profiles/handouts.py; tests/test_handouts.py runs real libomp)."""
     owner, _ = core_of_iterations(SCHED_STATIC, 3, 20, 4)
     assert owner.tolist() == [(i // 3) % 4 for i in range(20)]
     owner, _ = core_of_iterations(SCHED_DYNAMIC, 0, 9, 4)
@@ -135,12 +136,21 @@ def test_static_chunk_is_round_robin_and_dynamic_is_libomps_blocks_of_chunks():
 
 
 def test_guided_chunks_shrink_and_cover_every_iteration_once():
+    """libomp's guided chunks: remaining / 8 iterations on 4 threads while at least 2 x 4 x (2 + 1) = 24 remain,
+    then 2; each chunk to the thread that asks first (equal-cost iterations: list scheduling)."""
     owner, cmap = core_of_iterations(SCHED_GUIDED, 2, 100, 4)
     starts = guided_starts(100, 4, 2)
     sizes = np.diff(np.append(starts, 100))
-    assert sizes.tolist()[:3] == [25, 19, 14]  # ceil(100/4), ceil(75/4), ceil(56/4)
+    assert sizes.tolist()[:3] == [12, 11, 9]  # floor(100/8), floor(88/8), floor(77/8)
     assert (np.diff(sizes) <= 0).all() and sizes[:-1].min() >= 2 and sizes.sum() == 100
-    assert owner.tolist() == [int(np.searchsorted(starts, i, side="right") - 1) % 4 for i in range(100)]
+    free = [(0, t) for t in range(4)]  # (time, thread): a plain list-scheduling oracle
+    want = []
+    for size in sizes.tolist():
+        free.sort()
+        time, t = free.pop(0)
+        want += [t] * size
+        free.append((time + size, t))
+    assert owner.tolist() == want
 
 
 @pytest.mark.parametrize("schedule,chunk", [(SCHED_STATIC, 0), (SCHED_STATIC, 1), (SCHED_DYNAMIC, 2),
@@ -220,10 +230,11 @@ def test_paper_mode_with_chunk_size_deals_instances_round_robin():
 
 
 def test_guided_chunk_starts_hand_computed():
-    """20 iterations, 3 cores, minimum chunk 2: sizes ceil(remaining / 3), at least 2.
-
-    remaining 20 -> 7, 13 -> 5, 8 -> 3, 5 -> 2, 3 -> max(2, 1) = 2, 1 -> the last one."""
-    assert guided_starts(20, 3, 2).tolist() == [0, 7, 12, 15, 17, 19]
+    """20 iterations, 3 threads, minimum chunk 2 (libomp): 20 >= 2 x 3 x 3 = 18 remain, so floor(20 / 6) = 3;
+    then 17 < 18: chunks of 2. Equal-cost iterations: chunks 0-2 go to threads 0, 1, 2 (times 3, 2, 2); chunk 3
+    to thread 1 (time 2, the lower id), 4 to 2, 5 to 0 (time 3), 6 to 1, 7 to 2, 8 to 0, 9 (one iteration) to 1.
+    With (2c + 1)p >= trip every chunk has c iterations; chunk 0 means 1."""
+    assert guided_starts(20, 3, 2).tolist() == [0, 3, 5, 7, 9, 11, 13, 15, 17, 19]
     owner, _ = core_of_iterations(SCHED_GUIDED, 2, 20, 3)
-    assert owner.tolist() == [0] * 7 + [1] * 5 + [2] * 3 + [0] * 2 + [1] * 2 + [2]
-    assert guided_starts(5, 8, 0).tolist() == [0, 1, 2, 3, 4]  # chunk 0 means 1
+    assert owner.tolist() == [0] * 3 + [1] * 2 + [2] * 2 + [1] * 2 + [2] * 2 + [0] * 2 + [1] * 2 + [2] * 2 + [0] * 2 + [1]
+    assert guided_starts(5, 8, 0).tolist() == [0, 1, 2, 3, 4]

@@ -12,7 +12,7 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 
-from analysis.profiles.dynamic_deal import chunk_costs
+from analysis.profiles.handouts import chunk_costs
 from analysis.hitrates.cachesim import simulate_hierarchy
 from analysis.hitrates.rates import predict_hit_rates
 from analysis.profiles.profileset import ProfileSet

@@ -14,7 +14,7 @@ from test_private_traces import chunker
 from test_source_replay import periodic_trace, replays  # noqa: F401 (fixture)
 from test_source_sampling import random_trace, same
 
-from analysis.profiles.dynamic_deal import chunk_costs
+from analysis.profiles.handouts import chunk_costs
 from analysis.hitrates.sdcm import expected_hits
 from analysis.profiles.groups import grouping_name
 from analysis.profiles.profileset import ProfileSet

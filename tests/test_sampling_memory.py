@@ -11,7 +11,7 @@ from fake_source import fake_source_traces  # noqa: F401 (fixture)
 from test_private_traces import chunker
 from test_source_sampling import brute_shared_windows, exact_set, random_trace, same
 
-from analysis.profiles.dynamic_deal import chunk_costs
+from analysis.profiles.handouts import chunk_costs
 from analysis.profiles.reuse import ReuseEngine
 from analysis.sampling import memory as M
 from analysis.sampling.shards import queues as Q

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from analysis.profiles.dynamic_deal import chunk_costs
+from analysis.profiles.handouts import chunk_costs
 from analysis.sampling import core_runs as CR, source as SS, source_rows as SR
 from analysis.sampling.near import windows as W
 from analysis.sampling.binning import scale_profile

@@ -33,7 +33,7 @@ from analysis.profiles.barriers import PhaseMarks
 from analysis.profiles.private_traces import InterleaveSpec, line_shift, prepare_chunk, resolve_mode
 from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.reuse import ReuseEngine
-from analysis.profiles.dynamic_deal import chunk_costs
+from analysis.profiles.handouts import chunk_costs
 from analysis.profiles.task import CoreCountTask
 from analysis.profiles.writebacks import InstanceWritebacks, WritebackTracker
 from common.errors import InputError

@@ -14,13 +14,12 @@ Two modes decide which core runs each access:
   cores get one extra iteration), static with chunk (round-robin chunks), master and
   single (core 0). Two depend on which thread asks for a chunk first, which the sequential
   trace does not record; the threads are taken to run at equal speed:
-  - dynamic: libomp's static stealing (analysis/profiles/dynamic_deal.py): each core starts
+  - dynamic: libomp's static stealing (analysis/profiles/handouts.py): each core starts
     on its own block of chunks of `chunk` (1 if unset) iterations and, once it is done,
     steals from the end of another's, timed by the references each chunk makes; with
     fewer chunks than cores, chunk k runs on core k;
-  - guided: chunk k starts where chunk k-1 ends and has max(`chunk`, ceil(remaining / p))
-    iterations (the OpenMP rule as libgomp applies it; libomp's chunks are about half
-    that size), dealt round-robin (see `guided_starts`).
+  - guided: libomp's shrinking chunks (remaining / 2p iterations, at least `chunk`),
+    each to the core that asks first (handouts.guided_starts).
   Both keep every iteration on exactly one core; see analysis/ANALYSIS.md.
 
 Core c's copy of an offset address is addr + c * 2^47: user-space addresses on x86-64
@@ -37,7 +36,7 @@ import numpy as np
 
 from analysis.options import MODES
 from analysis.profiles.core_parts import CorePart
-from analysis.profiles.dynamic_deal import ChunkCosts, chunk_costs, chunk_count, equal_costs, stealing_runs
+from analysis.profiles.handouts import ChunkCosts, chunk_costs, deal_runs
 from analysis.profiles.interleave import Batch, Interleaver, resolve_memory_budget
 from common.errors import InputError
 from analysis.profiles.barriers import PhaseMarks
@@ -395,7 +394,7 @@ class CoreMap:
 
     def __init__(self, info: TraceInfo, cores: int, mode: str, paper_chunk: int = 0,
                  costs: ChunkCosts | None = None) -> None:
-        """costs: the references of each chunk of the trace's dynamic loops (dynamic_deal.chunk_costs), which
+        """costs: the references of each chunk of the trace's dynamic loops (handouts.chunk_costs), which
         decide who steals what; None: every iteration costs the same."""
         self.cores = cores
         self.mode = mode
@@ -419,19 +418,15 @@ class CoreMap:
         self.path = info.path
 
     def _deal_tables(self, costs: ChunkCosts | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Runs of chunks one core runs, of every guided loop and of every dynamic loop that libomp deals by
-        stealing (dynamic_deal), flattened; loop l's are dstart[dptr[l]:dptr[l+1]] with cores dcore[...]."""
+        """Runs of chunks one core runs, of every guided and dynamic loop, as libomp hands them out (handouts),
+        flattened; loop l's are dstart[dptr[l]:dptr[l+1]] with cores dcore[...] (none: chunk k on core k)."""
         starts, cores, ptr = [], [], [0]
         known = costs.per_instance if costs is not None else {}
         for lp in range(len(self.trip)):
             first = core = np.zeros(0, dtype=np.int64)
-            trip, chunk = int(self.trip[lp]), int(self.chunk[lp])
-            if self.sched[lp] == SCHED_GUIDED:
-                first = guided_starts(trip, self.cores, chunk)
-                core = np.arange(len(first), dtype=np.int64) % self.cores
-            elif self.sched[lp] == SCHED_DYNAMIC and self.cores > 1 and chunk_count(trip, chunk) >= self.cores:
-                cost = known.get(lp)
-                first, core = stealing_runs(cost if cost is not None else equal_costs(trip, chunk), chunk, self.cores)
+            if self.cores > 1 and self.sched[lp] in (SCHED_GUIDED, SCHED_DYNAMIC):
+                first, core = deal_runs(int(self.sched[lp]), int(self.trip[lp]), int(self.chunk[lp]), self.cores,
+                                        known.get(lp))
             starts.append(first)
             cores.append(core)
             ptr.append(ptr[-1] + len(first))
@@ -499,16 +494,6 @@ def _one_core(prep: PreparedChunk, core: int, cores: int, shift: int) -> list[np
         lines[prep.offrows] += np.uint64(core << (OFFSET_BITS - shift))
     empty = lines[:0]
     return [lines if c == core else empty for c in range(cores)]
-
-
-def guided_starts(n: int, p: int, chunk: int) -> np.ndarray:
-    """First iteration of each guided chunk: size max(chunk, ceil(remaining / p))."""
-    c = max(chunk, 1)
-    starts, pos = [], 0
-    while pos < n:
-        starts.append(pos)
-        pos += max(c, -(-(n - pos) // p))
-    return np.asarray(starts or [0], dtype=np.int64)
 
 
 @numba.njit(cache=True)

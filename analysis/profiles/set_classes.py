@@ -32,7 +32,7 @@ from analysis.profiles.private_traces import InterleaveSpec, line_shift, resolve
 from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.reuse import N_BINS, ReuseEngine, profile_from_counters
 from analysis.profiles.sweep_pass import SweepPass
-from analysis.profiles.dynamic_deal import chunk_costs
+from analysis.profiles.handouts import chunk_costs
 from analysis.profiles.task import CoreCountTask
 from common.errors import InputError
 from instrument.trace_types import TraceInfo

@@ -35,7 +35,7 @@ from analysis.profiles.profileset import ProfileSet, ReuseProfile
 from analysis.profiles.replay import loop_period
 from analysis.profiles.set_classes import check_class_bits, class_profiles
 from analysis.profiles.sweep_pass import SweepPass, may_follow_one
-from analysis.profiles.dynamic_deal import chunk_costs
+from analysis.profiles.handouts import chunk_costs
 from analysis.profiles.task import CoreCountTask
 from common.errors import InputError
 from instrument.trace_types import TraceChunk, TraceInfo
@@ -154,7 +154,7 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], se
     resolved = resolve_mode(info, settings.mode)
     shift = line_shift(settings.line_size)
     n_shared = sum(1 for p in counts if p > 1)  # only interleaving tasks buffer references
-    costs = chunk_costs(info, chunks, resolved)  # who steals which dynamic chunk (dynamic_deal)
+    costs = chunk_costs(info, chunks, resolved)  # who steals which dynamic chunk (handouts)
     tasks = [CoreCountTask(info, InterleaveSpec(p, settings.interleave, settings.seed, settings.refs_per_turn),
                            resolved, shift, settings.paper_chunk, memory_budget // max(n_shared, 1), spill_dir,
                            settings.coherence, costs=costs)

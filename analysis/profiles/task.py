@@ -7,7 +7,7 @@ import numpy as np
 
 from analysis.profiles.coherence import CoherenceMisses, strip
 from analysis.profiles.core_parts import CorePart, as_array
-from analysis.profiles.dynamic_deal import ChunkCosts
+from analysis.profiles.handouts import ChunkCosts
 from analysis.profiles.interleave import Batch, Interleaver, Lanes, resolve_memory_budget
 from analysis.profiles.private_traces import (OFFSET_BITS, CoreMap, InterleaveSpec, PreparedChunk, core_segments,
                                               phase_counts)

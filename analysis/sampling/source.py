@@ -86,7 +86,7 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from analysis.profiles.dynamic_deal import ChunkCosts, chunk_costs
+from analysis.profiles.handouts import ChunkCosts, chunk_costs
 from analysis.profiles.groups import grouping_name
 from analysis.profiles.interleave import resolve_memory_budget
 from analysis.profiles.set_classes import check_class_bits
@@ -374,7 +374,7 @@ def source_profiles(info: TraceInfo, chunks: Iterable[TraceChunk] | None, counts
                     classes: ClassRequest | None = None, memory_budget: int | None = None,
                     spill_dir: str | None = None, costs: ChunkCosts | None = None) -> list[tuple[list, object]]:
     """Sampled (PRDs, CRD) of each core count, from one pass over the chunks (round-robin interleaving).
-    costs: the chunk costs of the trace's dynamic loops (analysis.profiles.dynamic_deal; None: equal costs).
+    costs: the chunk costs of the trace's dynamic loops (analysis.profiles.handouts; None: equal costs).
     batches: instead of chunks, in iteration mode, the trace reader's sampling decode (the decoder hashes the
     lines and finds the runs itself, so the rows are never read back; same profiles). diagnostics, when
     given, receives `heaviest_line_share` (LineTally.heaviest_share). classes: also the per-set-class profiles

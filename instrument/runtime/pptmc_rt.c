@@ -686,13 +686,16 @@ static int64_t next_static_start(int64_t trip, int64_t p, int64_t k) {
     return t < p ? t * q + r : trip;
 }
 
-/* First iteration after k that starts a guided chunk for p cores: size max(chunk, ceil(rest / p)),
- * the rule the model deals (private_traces.guided_starts), or trip. */
+/* First iteration after k that starts one of libomp's guided chunks for p threads (kmp_sch_guided_iterative_chunked:
+ * floor(rest x 0.5 / p) iterations while rest >= 2 p (chunk + 1), then chunk; chunk throughout when
+ * (2 chunk + 1) p >= trip), the rule the model deals (analysis/profiles/handouts.py guided_starts), or trip. */
 static int64_t next_guided_start(int64_t trip, int64_t p, int64_t chunk, int64_t k) {
-    int64_t start = 0, least = chunk > 0 ? chunk : 1;
+    int64_t c = chunk > 0 ? chunk : 1, start = 0;
+    if (p <= 1) return trip;
+    if ((2 * c + 1) * p >= trip) start = (k / c + 1) * c;
     while (start <= k && start < trip) {
-        int64_t size = (trip - start + p - 1) / p;
-        start += size > least ? size : least;
+        int64_t rest = trip - start;
+        start += rest >= 2 * p * (c + 1) ? (int64_t)((double)rest * (0.5 / (double)p)) : c;
     }
     return start < trip ? start : trip;
 }
