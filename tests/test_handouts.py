@@ -164,3 +164,82 @@ def test_model_deals_guided_chunks_as_real_libomp(triangle, p):
     first_half = range(B_ROWS[0], B_ROWS[0] + 32)
     assert all(model[r] == real[r] for r in first_half)
     assert sum(model[r] == real[r] for r in real) >= 0.65 * len(real)
+
+
+CONSTRUCTS = r"""
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#define N 200
+double a[N], b[N], c[N];
+int main(void) {
+  double sum = 0, mx = 0;
+  int cnt = 0;
+  for (int i = 0; i < N; i++) a[i] = i % 7, b[i] = i % 5;
+#pragma omp parallel
+  {
+    double mine = 0;
+#pragma omp for schedule(dynamic, 3) reduction(+ : sum) nowait
+    for (int i = 0; i < N; i++) sum += a[i] * b[i];
+#pragma omp for schedule(guided) nowait
+    for (int i = 0; i < N; i++) c[i] = a[i] + i;
+#pragma omp barrier
+#pragma omp single copyprivate(mine)
+    mine = c[3];
+#pragma omp for schedule(dynamic) ordered
+    for (int i = 0; i < N; i++) {
+#pragma omp ordered
+      cnt++;
+    }
+#pragma omp for schedule(static) reduction(max : mx)
+    for (int i = 0; i < N; i++) if (c[i] > mx) mx = c[i];
+#pragma omp critical
+    sum += mine * 0;
+#pragma omp sections
+    {
+#pragma omp section
+      a[0] += 1;
+#pragma omp section
+      b[0] += 1;
+    }
+#pragma omp single
+    {
+      for (int t = 0; t < 8; t++) {
+#pragma omp task firstprivate(t)
+        c[t] += t;
+      }
+#pragma omp taskwait
+    }
+#pragma omp master
+    c[1] += 1;
+#pragma omp parallel for num_threads(2)
+    for (int i = 0; i < 4; i++) c[10 + i] += 1;
+  }
+  printf("%.1f %.1f %d %.1f\n", sum, mx, cnt, c[10]);
+  return 0;
+}
+"""
+
+
+def test_turns_never_stall_a_program_of_many_constructs(tmp_path):
+    """Reductions (blocking and nowait), copyprivate, ordered, critical, sections, tasks, master and a nested
+    region, around dynamic and guided loops: the ground truth's run with the equal-speed turns ends without
+    their stall fallback and prints what the native build prints, at 4 and 16 threads."""
+    import os
+    import subprocess
+
+    from analysis.validate.groundtruth import build_original, trace_threads
+    from common.toolchain import toolchain
+
+    src = tmp_path / "many.c"
+    src.write_text(CONSTRUCTS)
+    native = tmp_path / "many"
+    subprocess.run([str(toolchain().clang), "-O2", *toolchain().openmp_compile_flags(), str(src), "-o", str(native),
+                    *toolchain().openmp_link_flags()], check=True)
+    binary = build_original(src, tmp_path / "gt")
+    for p in (4, 16):
+        trace_threads(binary, tmp_path / "gt", p)
+        out = (tmp_path / "gt" / f"trace-{p}" / "program.out").read_text()
+        want = subprocess.run([str(native)], env={**os.environ, "OMP_NUM_THREADS": str(p)},
+                              capture_output=True, text=True, check=True).stdout
+        assert "turns stopped" not in out and want.strip() in out
