@@ -37,7 +37,7 @@ extern const int __pptmc_n_blocks;
 extern const int __pptmc_pred_off[];  /* block b's predecessors: __pptmc_pred[off[b] .. off[b+1]) */
 extern const int __pptmc_pred[];
 extern const int __pptmc_block_sites[];  /* block b's memory sites: the references one entry of it makes */
-void __pptmc_turn_region_begin(void);   /* pptmc_turns.c: equal-speed turns of the original program's threads */
+void __pptmc_turn_region_begin(uint32_t tid, const uint64_t *refs);  /* pptmc_turns.c: equal-speed turns */
 void __pptmc_turn_region_end(void);
 extern int xomp_trace_enabled __attribute__((weak));
 
@@ -579,7 +579,7 @@ void __pptmc_fn_enter(int fn, const void *frame_top) {
     t->region_top = (uint64_t)frame_top;
     ctrl(t, C_REGION_BEGIN, (uint64_t)fn, (uint64_t)t->region, (uint64_t)frame_top, 0, 0);
     open_barrier(t, 1);  /* the fork: every thread starts the region together */
-    __pptmc_turn_region_begin();
+    __pptmc_turn_region_begin(t->tid, &t->refs);
 }
 
 void __pptmc_fn_exit(int fn) {
@@ -595,13 +595,6 @@ void __pptmc_fn_exit(int fn) {
     __pptmc_turn_region_end();
 }
 
-/* The calling thread's id and its live reference counter, for pptmc_turns.c; NULL when not tracing. */
-const uint64_t *__pptmc_thread_refs(uint32_t *tid) {
-    if (!tracing) return NULL;
-    tbuf *t = tb();
-    *tid = t->tid;
-    return &t->refs;
-}
 
 enum { SCHED_BARRIER = 5 };  /* instrument/trace_types.py */
 

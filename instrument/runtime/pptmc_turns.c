@@ -35,7 +35,6 @@
 
 extern int omp_get_num_threads(void) __attribute__((weak));
 extern int omp_get_level(void) __attribute__((weak));
-const uint64_t *__pptmc_thread_refs(uint32_t *tid);  /* pptmc_rt.c: NULL when not tracing */
 
 enum { T_RUNNING, T_WAITING, T_TEAM_CALL, T_DONE };
 
@@ -48,6 +47,8 @@ typedef struct {
 } turn_thread;
 
 static turn_thread threads[TURN_THREADS];
+static __thread turn_thread *mine;  /* the calling thread's slot, from its region entry (NULL: not gated) */
+static __thread uint32_t mine_id;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t gen;         /* region instances the master has entered */
 static int team = 1;
@@ -66,10 +67,9 @@ static uint64_t live_refs(const turn_thread *u) {
 
 /* The calling thread's slot, or NULL when it is not gated. */
 static turn_thread *me(uint32_t *tid) {
-    const uint64_t *refs = __pptmc_thread_refs(tid);
-    if (!refs || gate_off || !&omp_get_num_threads || *tid >= TURN_THREADS) return NULL;
-    if (&omp_get_level && omp_get_level() != 1) return NULL;
-    return &threads[*tid];
+    if (!mine || gate_off || (&omp_get_level && omp_get_level() != 1)) return NULL;
+    *tid = mine_id;
+    return mine;
 }
 
 /* How far another thread could still be from asking: 0 = it cannot ask before `w`, else a progress
@@ -107,11 +107,12 @@ static void wait_turn(turn_thread *w, uint32_t wid) {
     }
 }
 
-/* Region entry (depth 0 of an instrumented function): workers wait for the master to open the instance. */
-void __pptmc_turn_region_begin(void) {
-    uint32_t tid;
-    turn_thread *t = me(&tid);
-    if (!t) return;
+/* Region entry (depth 0 of an instrumented function, while tracing; pptmc_rt.c passes the thread's id and its
+ * live reference counter): workers wait for the master to open the instance. */
+void __pptmc_turn_region_begin(uint32_t tid, const uint64_t *refs) {
+    mine = NULL;
+    if (gate_off || !&omp_get_num_threads || tid >= TURN_THREADS || (&omp_get_level && omp_get_level() != 1)) return;
+    turn_thread *t = &threads[tid];
     pthread_mutex_lock(&mu);
     if (tid == 0) {
         gen++;
@@ -124,12 +125,14 @@ void __pptmc_turn_region_begin(void) {
         else nanosleep(&(struct timespec){0, 20000}, NULL);
     }
     pthread_mutex_lock(&mu);
-    t->refs = __pptmc_thread_refs(&tid);
+    t->refs = refs;
     t->gen = gen;
     t->phase = 0;
-    t->start = *t->refs;
+    t->start = *refs;
     t->status = T_RUNNING;
     pthread_mutex_unlock(&mu);
+    mine = t;
+    mine_id = tid;
 }
 
 void __pptmc_turn_region_end(void) {
@@ -139,6 +142,7 @@ void __pptmc_turn_region_end(void) {
     pthread_mutex_lock(&mu);
     t->status = T_DONE;
     pthread_mutex_unlock(&mu);
+    mine = NULL;
 }
 
 static void team_call_begin(turn_thread *t) {
