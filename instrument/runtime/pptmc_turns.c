@@ -214,57 +214,45 @@ int32_t __pptmc_turn___kmpc_single(void *loc, int32_t gtid) {
 }
 
 /* Team calls: calls that may wait for the whole team; all but __kmpc_end_reduce are made by every thread, in
- * the same order. */
+ * the same order. TEAM_CALL(every, statement) runs the libomp call marked as waiting there. */
+#define TEAM_CALL(every, call)               \
+    do {                                     \
+        uint32_t tid_;                       \
+        turn_thread *t_ = me(&tid_);         \
+        team_call_begin(t_);                 \
+        call;                                \
+        team_call_end(t_, every);            \
+    } while (0)
+
 void __pptmc_turn___kmpc_barrier(void *loc, int32_t gtid) {
-    uint32_t tid;
-    turn_thread *t = me(&tid);
-    team_call_begin(t);
-    __kmpc_barrier(loc, gtid);
-    team_call_end(t, 1);
+    TEAM_CALL(1, __kmpc_barrier(loc, gtid));
 }
 
 int32_t __pptmc_turn___kmpc_cancel_barrier(void *loc, int32_t gtid) {
-    uint32_t tid;
-    turn_thread *t = me(&tid);
-    team_call_begin(t);
-    int32_t r = __kmpc_cancel_barrier(loc, gtid);
-    team_call_end(t, 1);
+    int32_t r;
+    TEAM_CALL(1, r = __kmpc_cancel_barrier(loc, gtid));
     return r;
 }
 
 int32_t __pptmc_turn___kmpc_reduce(void *loc, int32_t gtid, int32_t n, size_t size, void *data,
                                    void (*fn)(void *, void *), void *lck) {
-    uint32_t tid;
-    turn_thread *t = me(&tid);
-    team_call_begin(t);
-    int32_t r = __kmpc_reduce(loc, gtid, n, size, data, fn, lck);
-    team_call_end(t, 1);
+    int32_t r;
+    TEAM_CALL(1, r = __kmpc_reduce(loc, gtid, n, size, data, fn, lck));
     return r;
 }
 
 int32_t __pptmc_turn___kmpc_reduce_nowait(void *loc, int32_t gtid, int32_t n, size_t size, void *data,
                                           void (*fn)(void *, void *), void *lck) {
-    uint32_t tid;
-    turn_thread *t = me(&tid);
-    team_call_begin(t);
-    int32_t r = __kmpc_reduce_nowait(loc, gtid, n, size, data, fn, lck);
-    team_call_end(t, 1);
+    int32_t r;
+    TEAM_CALL(1, r = __kmpc_reduce_nowait(loc, gtid, n, size, data, fn, lck));
     return r;
 }
 
 void __pptmc_turn___kmpc_end_reduce(void *loc, int32_t gtid, void *lck) {
-    uint32_t tid;
-    turn_thread *t = me(&tid);
-    team_call_begin(t);
-    __kmpc_end_reduce(loc, gtid, lck);
-    team_call_end(t, 0);
+    TEAM_CALL(0, __kmpc_end_reduce(loc, gtid, lck));
 }
 
 void __pptmc_turn___kmpc_copyprivate(void *loc, int32_t gtid, size_t size, void *data,
                                      void (*fn)(void *, void *), int32_t didit) {
-    uint32_t tid;
-    turn_thread *t = me(&tid);
-    team_call_begin(t);
-    __kmpc_copyprivate(loc, gtid, size, data, fn, didit);
-    team_call_end(t, 1);
+    TEAM_CALL(1, __kmpc_copyprivate(loc, gtid, size, data, fn, didit));
 }
