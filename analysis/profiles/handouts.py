@@ -78,15 +78,13 @@ def chunk_costs(info: TraceInfo, chunks: Callable[[], Iterable[TraceChunk]], mod
 
 
 def _add_piece_rows(loop: np.ndarray, iteration: np.ndarray, wanted: np.ndarray, found: dict) -> int:
-    """Count one decoded batch's rows by (instance, piece first iteration); what a hand-out of iterations from k
-    on runs before its first piece (iteration -2 - k) counts with the piece at k, and rows before a loop's first
-    hand-out (-1) belong to none. Returns the number of (instance, piece) pairs added."""
-    keep = (loop >= 0) & (loop < len(wanted)) & (iteration != -1)
+    """Count one decoded batch's rows by (instance, piece first iteration); rows before a loop's first iteration
+    belong to no piece. Returns the number of (instance, piece) pairs added."""
+    keep = (loop >= 0) & (loop < len(wanted)) & (iteration >= 0)
     keep[keep] = wanted[loop[keep]]
     if not keep.any():
         return 0
     lp, it = loop[keep].astype(np.int64), iteration[keep].astype(np.int64)
-    it = np.where(it < -1, -2 - it, it)
     added = 0
     for inst in np.unique(lp).tolist():
         starts, refs = np.unique(it[lp == inst], return_counts=True)

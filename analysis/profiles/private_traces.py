@@ -12,10 +12,15 @@ Two modes decide which core runs each access:
   shared arrays keep their real address and true sharing shows up in the CRD.
   Schedules: static (balanced contiguous blocks, as libomp/libgomp: the first trip % p
   cores get one extra iteration), static with chunk (round-robin chunks), master and
-  single (core 0), dynamic and guided as libomp hands them to equal-speed threads
-  (analysis/profiles/handouts.py). Every iteration runs on exactly one core; what a
-  thread runs between a hand-out and its first piece goes to the cores given iterations
-  (`handout_core`). See analysis/ANALYSIS.md, section 1.
+  single (core 0). Two depend on which thread asks for a chunk first, which the sequential
+  trace does not record; the threads are taken to run at equal speed:
+  - dynamic: libomp's static stealing (analysis/profiles/handouts.py): each core starts
+    on its own block of chunks of `chunk` (1 if unset) iterations and, once it is done,
+    steals from the end of another's, timed by the references each chunk makes; with
+    fewer chunks than cores, chunk k runs on core k;
+  - guided: libomp's shrinking chunks (remaining / 2p iterations, at least `chunk`),
+    each to the core that asks first (handouts.guided_starts).
+  Both keep every iteration on exactly one core; see analysis/ANALYSIS.md.
 
 Core c's copy of an offset address is addr + c * 2^47: user-space addresses on x86-64
 and AArch64 are below 2^47, so mimicked addresses never collide with real ones. An access
@@ -72,32 +77,12 @@ def static_core(it, trip, p):
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def iteration_core(loop, it, trip, sched, chunk, dstart, dcore, dptr, p):
-    """Core of one access in iteration mode: ALL_CORES outside work-shared loops (after a barrier's record too)
-    and in one before its hand-out (its entry, the bounds stored for the runtime); iteration -2 - k marks what
-    a hand-out of iterations from k on runs before its first piece (`handout_core`)."""
-    if loop == NO_LOOP or it == -1:
+    """Core of one access in iteration mode (ALL_CORES outside work-shared loops, and inside one before its
+    first iteration: the loop's entry, its bounds and the runtime's first hand-out, which every thread runs;
+    a barrier's record has no iteration, so the accesses after it, up to the next construct, are every
+    thread's too)."""
+    if loop == NO_LOOP or it < 0:
         return ALL_CORES
-    if it < -1:
-        return handout_core(loop, -2 - it, trip, sched, chunk, dstart, dcore, dptr, p)
-    return dealt_core(loop, it, trip, sched, chunk, dstart, dcore, dptr, p)
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def handout_core(loop, first, trip, sched, chunk, dstart, dcore, dptr, p):
-    """Core of what a thread runs between being handed iterations from `first` on and its first piece (loads of
-    shared variables hoisted out of the chunk): a dynamic or guided chunk's core. A static schedule's one
-    hand-out in the sequential trace stands for one per thread given iterations, min(p, blocks or chunks) of
-    them; a row goes to one core or to all: to all when that count is nearer p than 1, else to core 0."""
-    if sched[loop] != SCHED_STATIC:
-        return dealt_core(loop, first, trip, sched, chunk, dstart, dcore, dptr, p)
-    c = chunk[loop]
-    given = min(p, trip[loop] if c <= 0 else (trip[loop] + c - 1) // c)
-    return ALL_CORES if p - given <= given - 1 else 0
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def dealt_core(loop, it, trip, sched, chunk, dstart, dcore, dptr, p):
-    """Core of iteration `it` (>= 0) of a work-shared loop instance, as its schedule deals it."""
     s = sched[loop]
     if s == SCHED_STATIC:
         c = chunk[loop]

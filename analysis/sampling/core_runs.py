@@ -42,7 +42,7 @@ def paper_span(block, inst, count, paper_chunk, p):
 def static_span(loop, it, trip, sched, chunk, p):
     """The iterations [lo, hi) of loop instance `loop` that run on the same core as iteration `it` under a static
     schedule without chunk (private_traces' static rule: the first trip % p cores one more); (0, 0) otherwise."""
-    if loop < 0 or it < 0 or sched[loop] != SCHED_STATIC or chunk[loop] > 0:
+    if loop < 0 or sched[loop] != SCHED_STATIC or chunk[loop] > 0:
         return 0, 0
     n = trip[loop]
     q = n // p

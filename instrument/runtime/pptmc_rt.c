@@ -714,13 +714,6 @@ long XOMP_trace_piece(int loop_id, long k, long hi) {
     return piece_end(room(), k, hi);
 }
 
-/* A hand-out of the iterations from `first` on: until the chunk's first piece the accesses carry iteration
- * -2 - first, which the analysis gives to the cores given iterations (instrument/FORMAT.md). */
-long XOMP_trace_handout(int loop_id, long first) {
-    XOMP_trace_iteration(loop_id, -2 - first);
-    return first;
-}
-
 void XOMP_trace_iteration(int loop_id, long iteration) {
     (void)loop_id;
     if (!tracing) return;

@@ -41,11 +41,6 @@ __attribute__((weak)) long XOMP_trace_piece(int loop_id, long k, long hi)
   (void)loop_id; (void)k;
   return hi;
 }
-__attribute__((weak)) long XOMP_trace_handout(int loop_id, long first)
-{
-  (void)loop_id;
-  return first;
-}
 
 void XOMP_init(int argc, char **argv) { (void)argc; (void)argv; }
 void XOMP_terminate(int exitcode) { (void)exitcode; }

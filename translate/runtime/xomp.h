@@ -72,9 +72,6 @@ void XOMP_trace_iteration(int loop_id, long iteration);
    tells the compiler that it writes none of the program's memory, so no shared variable is reloaded after
    it; its only effect, the marker, is the trace runtime's. */
 long XOMP_trace_piece(int loop_id, long k, long hi) __attribute__((pure));
-/* Marks a hand-out of the iterations from `first` on and returns `first`: what the thread runs until its first
-   piece, only a thread given iterations runs (translate/README.md). `pure` for the same reason. */
-long XOMP_trace_handout(int loop_id, long first) __attribute__((pure));
 void XOMP_trace_loop_end(int loop_id);
 void XOMP_trace_barrier(void);
 
