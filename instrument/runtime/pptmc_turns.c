@@ -36,7 +36,7 @@
 extern int omp_get_num_threads(void) __attribute__((weak));
 extern int omp_get_level(void) __attribute__((weak));
 
-enum { T_RUNNING, T_WAITING, T_TEAM_CALL, T_DONE };
+enum { T_RUNNING, T_TEAM_CALL, T_DONE };  /* a thread waiting for its turn is running, with its time frozen */
 
 typedef struct {
     uint64_t gen;            /* the region instance the thread is in (the master's count) */
@@ -63,6 +63,14 @@ static double now_s(void) {
 static uint64_t live_refs(const turn_thread *u) {
     if (!u->refs) return 0;  /* not yet in any region */
     return __atomic_load_n(u->refs, __ATOMIC_RELAXED) - u->start;  /* the owner adds to it without a lock */
+}
+
+/* Nothing the turns wait for has moved for STALL_SECONDS: hand-outs follow the OS from now on (call holding mu). */
+static void stop_turns(void) {
+    if (gate_off) return;
+    gate_off = 1;
+    fprintf(stderr, "pptmc: equal-speed turns stopped: no thread moved for %.0f s; dynamic chunks and singles are "
+                    "dealt by the OS from here on\n", STALL_SECONDS);
 }
 
 /* The calling thread's slot, or NULL when it is not gated. */
@@ -96,9 +104,7 @@ static void wait_turn(turn_thread *w, uint32_t wid) {
             seen = progress;
             since = now_s();
         } else if (now_s() - since > STALL_SECONDS) {
-            gate_off = 1;
-            fprintf(stderr, "pptmc: equal-speed turns stopped: no thread moved for %.0f s; dynamic chunks and "
-                            "singles are dealt by the OS from here on\n", STALL_SECONDS);
+            stop_turns();
             return;
         }
         pthread_mutex_unlock(&mu);
@@ -119,8 +125,15 @@ void __pptmc_turn_region_begin(uint32_t tid, const uint64_t *refs) {
         team = omp_get_num_threads();
     }
     pthread_mutex_unlock(&mu);
+    double since = now_s();
     for (unsigned spins = 0; tid != 0 && __atomic_load_n(&gen, __ATOMIC_ACQUIRE) <= t->gen; spins++) {
         if (gate_off) return;
+        if (now_s() - since > STALL_SECONDS) {  /* the master never opened the instance (not a team of ours) */
+            pthread_mutex_lock(&mu);
+            stop_turns();
+            pthread_mutex_unlock(&mu);
+            return;
+        }
         if (spins < 64) sched_yield();
         else nanosleep(&(struct timespec){0, 20000}, NULL);
     }
