@@ -33,7 +33,7 @@ from analysis.profiles.barriers import PhaseMarks
 from analysis.profiles.private_traces import InterleaveSpec, line_shift, prepare_chunk, resolve_mode
 from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.reuse import ReuseEngine
-from analysis.profiles.handouts import chunk_costs
+from analysis.profiles.handouts import ChunkCosts, chunk_costs
 from analysis.profiles.task import CoreCountTask
 from analysis.profiles.writebacks import InstanceWritebacks, WritebackTracker
 from common.errors import InputError
@@ -170,16 +170,17 @@ class SharedProfiles(NamedTuple):
 
 def shared_profiles(info: TraceInfo, chunks, groupings: tuple[Grouping, ...], settings,
                     writeback_cores: tuple[int, ...] = (), memory_budget: int | None = None,
-                    spill_dir: str | None = None) -> SharedProfiles:
+                    spill_dir: str | None = None, costs: ChunkCosts | None = None) -> SharedProfiles:
     """Every grouping's per-instance CRDs and the write-back profiles of the core counts in
     writeback_cores (their whole shared traces' and their groupings' instances'), in one pass over the
-    trace (settings: the plain sweep's SweepSettings, so the shared traces are the same)."""
+    trace (settings: the plain sweep's SweepSettings, so the shared traces are the same; costs: the dealt
+    loops' chunk costs when the caller has them, else read here)."""
     counts = sorted({len(g) for g in groupings} | set(writeback_cores))
     if not counts:
         return SharedProfiles({}, {})
     mode, shift = resolve_mode(info, settings.mode), line_shift(settings.line_size)
     budget = resolve_memory_budget(memory_budget) // len(counts)
-    tasks, costs = [], chunk_costs(info, chunks, mode)
+    tasks, costs = [], costs if costs is not None else chunk_costs(info, chunks, mode)
     for p in counts:
         mine = [g for g in groupings if len(g) == p]
         task = CoreCountTask(info, InterleaveSpec(p, settings.interleave, settings.seed, settings.refs_per_turn),

@@ -32,7 +32,7 @@ from analysis.profiles.private_traces import InterleaveSpec, line_shift, resolve
 from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.reuse import N_BINS, ReuseEngine, profile_from_counters
 from analysis.profiles.sweep_pass import SweepPass
-from analysis.profiles.handouts import chunk_costs
+from analysis.profiles.handouts import ChunkCosts, chunk_costs
 from analysis.profiles.task import CoreCountTask
 from common.errors import InputError
 from instrument.trace_types import TraceInfo
@@ -288,17 +288,18 @@ def _class_engine(bits: int, crds: bool, buffers: PartitionBuffers, lines: tuple
 
 
 def class_profiles(info: TraceInfo, chunks, counts: list[int], settings, bits: int, progress=None,
-                   memory_budget: int | None = None, spill_dir: str | None = None, crds: bool = True
-                   ) -> list[tuple[list[ReuseProfile], ReuseProfile]]:
+                   memory_budget: int | None = None, spill_dir: str | None = None, crds: bool = True,
+                   costs: ChunkCosts | None = None) -> list[tuple[list[ReuseProfile], ReuseProfile]]:
     """Every core's class PRD and the class CRD for each core count (sweep.profile_configs' result
     shape), from one pass over the trace; `settings` is the plain sweep's SweepSettings, so both
     model the same private and shared traces. progress: a tqdm bar to advance, or None. crds=False:
-    no class CRDs for p > 1 (an empty profile in their place), which saves the shared traces' engines."""
+    no class CRDs for p > 1 (an empty profile in their place), which saves the shared traces' engines. costs: the
+    dealt loops' chunk costs when the caller has them, else read here."""
     mode = resolve_mode(info, settings.mode)
     shift = line_shift(settings.line_size)
     budget = resolve_memory_budget(memory_budget) // max(sum(1 for p in counts if p > 1), 1)
     buffers = PartitionBuffers()  # the tasks' engines are fed one after another
-    costs = chunk_costs(info, chunks, mode)
+    costs = costs if costs is not None else chunk_costs(info, chunks, mode)
     tasks = [CoreCountTask(info, InterleaveSpec(p, settings.interleave, settings.seed, settings.refs_per_turn),
                            mode, shift, settings.paper_chunk, budget, spill_dir, settings.coherence,
                            engine=partial(_class_engine, bits, crds, buffers, (

@@ -35,7 +35,7 @@ from analysis.profiles.profileset import ProfileSet, ReuseProfile
 from analysis.profiles.replay import loop_period
 from analysis.profiles.set_classes import check_class_bits, class_profiles
 from analysis.profiles.sweep_pass import SweepPass, may_follow_one
-from analysis.profiles.handouts import chunk_costs
+from analysis.profiles.handouts import ChunkCosts, chunk_costs
 from analysis.profiles.task import CoreCountTask
 from common.errors import InputError
 from instrument.trace_types import TraceChunk, TraceInfo
@@ -106,12 +106,13 @@ def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int
     counts = sorted(set(int(c) for c in cores))
     settings = SweepSettings(resolved, interleave, seed, refs_per_turn, line_size, paper_chunk, coherence, barriers)
     bar = _progress(progress and bool(class_bits), info, len(counts) * len(class_bits), "set classes", 1)
+    costs = chunk_costs(info, chunks, resolved)  # one pre-pass for every pass below (handouts)
     with ThreadPoolExecutor(max_workers=1) as pool:  # the class passes, beside the plain one
-        classes = pool.submit(lambda: [class_profiles(info, chunks, counts, settings, b, bar, crds=class_crds)
-                                       for b in class_bits])
+        classes = pool.submit(lambda: [class_profiles(info, chunks, counts, settings, b, bar, crds=class_crds,
+                                                      costs=costs) for b in class_bits])
         shared = pool.submit(shared_profiles, info, chunks, tuple(groupings), settings,
-                             tuple(counts) if writebacks else ())
-        results = profile_configs(info, chunks, counts, settings, progress, jobs=jobs)
+                             tuple(counts) if writebacks else (), costs=costs)
+        results = profile_configs(info, chunks, counts, settings, progress, jobs=jobs, costs=costs)
         for b, res in zip(class_bits, classes.result()):
             ps.add_classes(b, counts, res, class_crds)
         for grouping, crds in shared.result().groups.items():
@@ -130,7 +131,7 @@ def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int
 
 def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], settings: SweepSettings,
                     progress: bool = False, memory_budget: int | None = None, spill_dir: str | None = None,
-                    jobs: int = 1) -> list[CountProfiles]:
+                    jobs: int = 1, costs: ChunkCosts | None = None) -> list[CountProfiles]:
     """Every core's PRD and the CRD for each core count; each count is an independent task
     (call with one count per worker to distribute), sharing one trace pass when run together.
     jobs > 1: groups of counts (`job_groups`) run in that many processes, each reading the
@@ -143,18 +144,20 @@ def profile_configs(info: TraceInfo, chunks: ChunkFactory, counts: list[int], se
     their unbroken stretches of rows (`ReuseEngine.feed_runs`); without it they are fed every
     access (same profiles).
     settings.coherence: count write-invalidate coherence misses in the PRDs of p > 1 (ANALYSIS.md).
+    costs: the dealt loops' chunk costs (handouts.chunk_costs), when the caller has them; else read here.
     """
     if jobs < 1:
         raise InputError(f"--jobs {jobs}: give a positive number of worker processes")
     memory_budget = resolve_memory_budget(memory_budget)  # waiting references, whole pass ($PPTMC_MEMORY_BUDGET)
+    resolved = resolve_mode(info, settings.mode)
+    if costs is None:
+        costs = chunk_costs(info, chunks, resolved)  # who steals which dynamic chunk (handouts)
     groups = job_groups(counts, jobs)
     if len(groups) > 1:
         return run_groups(groups, counts, lambda group, budget, bar: profile_configs(
-            info, chunks, group, settings, bar, budget, spill_dir), memory_budget, progress)
-    resolved = resolve_mode(info, settings.mode)
+            info, chunks, group, settings, bar, budget, spill_dir, costs=costs), memory_budget, progress)
     shift = line_shift(settings.line_size)
     n_shared = sum(1 for p in counts if p > 1)  # only interleaving tasks buffer references
-    costs = chunk_costs(info, chunks, resolved)  # who steals which dynamic chunk (handouts)
     tasks = [CoreCountTask(info, InterleaveSpec(p, settings.interleave, settings.seed, settings.refs_per_turn),
                            resolved, shift, settings.paper_chunk, memory_budget // max(n_shared, 1), spill_dir,
                            settings.coherence, costs=costs)

@@ -595,7 +595,6 @@ void __pptmc_fn_exit(int fn) {
     __pptmc_turn_region_end();
 }
 
-
 enum { SCHED_BARRIER = 5 };  /* instrument/trace_types.py */
 
 /* A new loop instance: its record in the footer's table, and its loop begin event. */
