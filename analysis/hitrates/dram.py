@@ -7,7 +7,8 @@ SDCM for the last level's geometry: sum P(hit | M) over the gaps' starts minus s
 ends. A last level with one instance for the threads reads the whole shared trace's profiles. A last level
 whose instances each serve a group of cores (an L3 per CCX) is read per occupied instance, with one
 instance's lines and ways: its write-backs from its own profiles (its threads' accesses, a store by another
-instance moving a dirty line cache to cache, ANALYSIS.md section 14), summed; `dram_per_instance` also
+instance moving a dirty line cache to cache, ANALYSIS.md section 14; each gap read with its turnover,
+turnover.py), summed; `dram_per_instance` also
 gives each instance's reads (its CRD's expected misses, which the hit-rate models sum into the level's
 cumulative rate).
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.hitrates.sdcm import expected_hits
+from analysis.hitrates.turnover import expected_hits_with_turnover
 from analysis.profiles.groups import grouping_name, grouping_of
 from analysis.profiles.profileset import ProfileSet, ReuseProfile
 from common.errors import InputError
@@ -90,7 +92,8 @@ def _llc_writebacks(profiles: ProfileSet, machine: Machine, cores: int, placemen
 
 
 def _writebacks(pair: tuple[ReuseProfile, ReuseProfile], level: CacheLevel) -> float:
-    """Expected write-backs of one instance of `level` from its (starts, ends) profiles."""
+    """Expected write-backs of one instance of `level` from its (starts, ends) profiles (read with their
+    turnover where lines left the instance: turnover.py)."""
     starts, ends = pair
-    return max(expected_hits(starts, level.associativity, level.n_lines)
-               - expected_hits(ends, level.associativity, level.n_lines), 0.0)
+    return max(expected_hits_with_turnover(starts, level.associativity, level.n_lines)
+               - expected_hits_with_turnover(ends, level.associativity, level.n_lines), 0.0)

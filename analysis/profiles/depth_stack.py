@@ -14,9 +14,15 @@ line's time); and each time's *deficit*, the line's largest depth minus its dept
 maps x -> max(x + a, b): one per time, one per block of 64 times, and a segment tree of maps over the
 blocks (range update, point query). An access to a line at time t lifts the depth of every line after t
 by one (deficit x -> max(x - 1, 0)); a line leaving from time t lowers every line before t by one
-(x -> x + 1). A range touches at most two blocks time by time and O(log) tree nodes. When the time axis is
+(x -> x + 1), and adds one to their count of lines that left from above them (`left`: plain sums, one per
+time and one per segment tree node, range add and point query). A range touches at most two blocks time by time and O(log) tree nodes. When the time axis is
 used up, the stacked lines' times are renumbered by rank and their deficits carried over (compaction), so
 memory stays O(distinct lines). Tests compare it with a list-based stack (tests/test_instance_writebacks.py).
+
+Beside the largest depth D, `feed_turnover` gives each access its *turnover* K: the lines that came above
+the line in its gap (its depth now plus the lines that left from above it; a line that left and came back
+counts twice) minus D. K = 0 without removals. A set-associative cache needs it: a set can fill while the
+whole stack is below its deepest point, when lines leave and others arrive (analysis/hitrates/turnover.py).
 """
 from __future__ import annotations
 
@@ -36,7 +42,8 @@ _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 class StackTables(NamedTuple):
     """Hash table (line keys, last-access times, -1 when not stacked); the marks' bitmap and the Fenwick
     tree of its word counts (1-based); the deficit maps (a, b) of each time, of each block of 64 times'
-    segment tree node (leaves from index blocks); state = [now, stacked lines, keys in the table, 1 once a
+    segment tree node (leaves from index blocks); the lines that left from above each time (pos_left) and
+    each node's pending such count (seg_left); state = [now, stacked lines, keys in the table, 1 once a
     line left since the deficits were last all 0]."""
 
     keys: np.ndarray
@@ -47,6 +54,8 @@ class StackTables(NamedTuple):
     pos_b: np.ndarray
     seg_a: np.ndarray
     seg_b: np.ndarray
+    pos_left: np.ndarray
+    seg_left: np.ndarray
     state: np.ndarray
 
 
@@ -170,11 +179,42 @@ def _deficit(s, t):
     return max(a, b)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _add_left(s, hi):
+    """One more line left from above every time 0..hi-1."""
+    full = hi >> 6
+    for t in range(full * 64, hi):
+        s.pos_left[t] += 1
+    n = s.seg_left.shape[0] // 2
+    lo, up = n, full + n
+    while lo < up:
+        if lo & 1:
+            s.seg_left[lo] += 1
+            lo += 1
+        if up & 1:
+            up -= 1
+            s.seg_left[up] += 1
+        lo >>= 1
+        up >>= 1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _left(s, t):
+    """Lines that left from above time t since it was marked."""
+    n = s.pos_left[t]
+    k = (t >> 6) + s.seg_left.shape[0] // 2
+    while k > 0:
+        n += s.seg_left[k]
+        k >>= 1
+    return n
+
+
 @numba.njit(cache=True, nogil=True, _nrt=False)
-def _walk(s, lines, drop, out, begin, key_limit):
+def _walk(s, lines, drop, out, turn, begin, key_limit):
     """Each access's largest depth since the line's last access (-1: not in the stack) into out, from
-    `begin`, moving the line to the top; with drop[i] set, the same, and the line leaves the stack. Stops
-    when the time axis is used up or the table holds key_limit lines; returns the next index."""
+    `begin`, moving the line to the top; with drop[i] set, the same, and the line leaves the stack; each
+    access's turnover into `turn` (module docstring; None: not wanted). Stops when the time axis is used
+    up or the table holds key_limit lines; returns the next index."""
     mask = np.uint64(s.keys.shape[0] - 1)
     hs = hash_shift_for(mask)
     span = s.pos_a.shape[0]
@@ -186,13 +226,19 @@ def _walk(s, lines, drop, out, begin, key_limit):
         t = s.times[slot] if known else -1
         out[i] = -1
         if t >= 0:
-            out[i] = s.state[1] - _marks_to(s, t) + (_deficit(s, t) if s.state[3] else 0)
+            deficit = _deficit(s, t) if s.state[3] else 0
+            out[i] = s.state[1] - _marks_to(s, t) + deficit
+            if turn is not None:
+                turn[i] = _left(s, t) - deficit
+        elif turn is not None:
+            turn[i] = 0
         if drop is not None and drop[i]:
             if t >= 0:
                 _mark(s, t, -1)
                 s.times[slot] = -1
                 s.state[1] -= 1
                 _apply(s, levels, 0, t, 1, _NONE)  # the lines below move up
+                _add_left(s, t)
                 s.state[3] = 1
             continue
         now = s.state[0]
@@ -216,11 +262,13 @@ def _walk(s, lines, drop, out, begin, key_limit):
 
 
 @numba.njit(cache=True, nogil=True)
-def _deficits(s, out):
-    """Every stacked line's deficit, by hash slot."""
+def _deficits(s, out, left):
+    """Every stacked line's deficit and count of lines that left from above it, by hash slot."""
     for j in range(s.keys.shape[0]):
         t = s.times[j]
-        out[j] = _deficit(s, t) if s.keys[j] != EMPTY and t >= 0 else 0
+        held = s.keys[j] != EMPTY and t >= 0
+        out[j] = _deficit(s, t) if held else 0
+        left[j] = _left(s, t) if held else 0
 
 
 @numba.njit(cache=True, nogil=True)
@@ -253,18 +301,29 @@ class DepthStack:
                            np.zeros(blocks, dtype=np.uint64), np.zeros(blocks + 1, dtype=np.int32),
                            np.zeros(span, dtype=np.int32), np.full(span, _NONE, dtype=np.int32),
                            np.zeros(2 * blocks, dtype=np.int32), np.full(2 * blocks, _NONE, dtype=np.int32),
+                           np.zeros(span, dtype=np.int64), np.zeros(2 * blocks, dtype=np.int64),
                            np.zeros(4, dtype=np.int64) if state is None else state)
 
     def feed_distances(self, lines: np.ndarray, tagged: bool = True, drop: np.ndarray | None = None) -> np.ndarray:
         """Each access's largest depth since the line's last access (-1: not in the stack: first touch, or
         dropped since), in order; where `drop` is set, the same, and the line leaves the stack (the lines
         below it move up). (tagged: the ids may carry STORE_TAG, always ignored; ReuseEngine's signature.)"""
+        return self._feed(lines, drop, None)
+
+    def feed_turnover(self, lines: np.ndarray, drop: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """feed_distances' distances, and each access's turnover (module docstring; 0 where the distance
+        is -1)."""
+        turn = np.empty(len(lines), dtype=np.int64)
+        return self._feed(lines, drop, turn), turn
+
+    def _feed(self, lines: np.ndarray, drop: np.ndarray | None, turn: np.ndarray | None) -> np.ndarray:
+        """Walk a batch, compacting or growing the tables whenever the walk stops short."""
         lines = np.ascontiguousarray(lines, dtype=np.uint64)
         if drop is not None and len(drop) != len(lines):
             raise ValueError(f"{len(drop)} drop flags for {len(lines)} accesses")
         out = np.empty(len(lines), dtype=np.int64)
         i = 0
-        while (i := _walk(self.s, lines, drop, out, i, self._limit())) < len(lines):
+        while (i := _walk(self.s, lines, drop, out, turn, i, self._limit())) < len(lines):
             self._rebuild(grow=self.s.state[2] + 1 > self._limit())
         return out
 
@@ -276,22 +335,26 @@ class DepthStack:
         """Compaction: the stacked lines' times renumbered 0..n-1 by recency, their deficits carried over, the
         time axis free above them; with `grow`, into tables twice as large."""
         old = self.s
-        defs = np.zeros(old.keys.shape[0], dtype=np.int64)
-        _deficits(old, defs)
+        defs, left = (np.zeros(old.keys.shape[0], dtype=np.int64) for _ in range(2))
+        _deficits(old, defs, left)
         if grow:
             self.s = self._tables(2 * old.keys.shape[0], old.state)
-            new_defs = np.zeros(self.s.keys.shape[0], dtype=np.int64)
-            move_values(rehash_slots(old.keys, self.s.keys), [(old.times, self.s.times), (defs, new_defs)])
-            defs = new_defs
+            new_defs, new_left = (np.zeros(self.s.keys.shape[0], dtype=np.int64) for _ in range(2))
+            move_values(rehash_slots(old.keys, self.s.keys),
+                        [(old.times, self.s.times), (defs, new_defs), (left, new_left)])
+            defs, left = new_defs, new_left
         s = self.s
         for a, b in ((s.pos_a, s.pos_b), (s.seg_a, s.seg_b)):
             a[:] = 0
             b[:] = _NONE
+        s.pos_left[:] = 0
+        s.seg_left[:] = 0
         held = np.flatnonzero((s.keys != EMPTY) & (s.times >= 0))
         ranks = np.empty(len(held), dtype=np.int64)
         ranks[np.argsort(s.times[held], kind="stable")] = np.arange(len(held))
         s.times[held] = ranks
         s.pos_a[ranks] = defs[held]  # the map x -> max(x + d, -inf): deficit d
+        s.pos_left[ranks] = left[held]
         _fill_marks(s, len(held))
         s.state[0] = len(held)
         s.state[3] = int(defs[held].any())
@@ -299,9 +362,14 @@ class DepthStack:
     def stack_depths(self) -> tuple[np.ndarray, np.ndarray]:
         """(line ids, distances) of every stacked line as if it were touched now: the largest depth it had
         since its last access."""
-        defs = np.zeros(self.s.keys.shape[0], dtype=np.int64)
-        _deficits(self.s, defs)
+        ids, depths, _ = self.stack_turnover()
+        return ids, depths
+
+    def stack_turnover(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """stack_depths' (line ids, distances), and each stacked line's turnover as if it were touched now."""
+        defs, left = (np.zeros(self.s.keys.shape[0], dtype=np.int64) for _ in range(2))
+        _deficits(self.s, defs, left)
         held = np.flatnonzero((self.s.keys != EMPTY) & (self.s.times >= 0))
         depths = np.empty(len(held), dtype=np.int64)
         depths[np.argsort(self.s.times[held], kind="stable")] = np.arange(len(held) - 1, -1, -1)
-        return self.s.keys[held], depths + defs[held]
+        return self.s.keys[held], depths + defs[held], left[held] - defs[held]

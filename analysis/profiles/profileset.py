@@ -47,6 +47,14 @@ class ReuseProfile:
     cold: int              # accesses with infinite distance (first touch of a line, or a coherence miss)
     total: int             # all accesses, cold included
     coherence: int = 0     # of the cold accesses, those that are coherence misses (line invalidated by a store)
+    turnover_sum: np.ndarray | None = None  # write-back profiles of an instance whose lines leave: sum of the
+    # gaps' turnovers per bin (depth_stack.py; None: no line leaves, every turnover 0)
+
+    def mean_turnover(self) -> np.ndarray:
+        """Each bin's mean turnover (zeros without turnover sums)."""
+        if self.turnover_sum is None:
+            return np.zeros(len(self.count))
+        return self.turnover_sum / np.maximum(self.count, 1)
 
     def mean_distance(self) -> np.ndarray:
         """Representative distance of each bin (exact for single-distance bins)."""
@@ -173,9 +181,11 @@ class ProfileSet:
                                columns=["kind", "class_bits", "grouping", "cores", "core", "total", "cold",
                                         "coherence"])
         parts = [pd.DataFrame({"kind": kind, "class_bits": b, "grouping": g, "cores": c, "core": k,
-                               "lower": p.lower, "upper": p.upper, "count": p.count, "dist_sum": p.dist_sum})
+                               "lower": p.lower, "upper": p.upper, "count": p.count, "dist_sum": p.dist_sum,
+                               "turnover_sum": 0 if p.turnover_sum is None else p.turnover_sum})
                  for kind, b, g, c, k, p in items]
-        cols = ["kind", "class_bits", "grouping", "cores", "core", "lower", "upper", "count", "dist_sum"]
+        cols = ["kind", "class_bits", "grouping", "cores", "core", "lower", "upper", "count", "dist_sum",
+                "turnover_sum"]
         bins = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
         return summary, bins[cols]
 
@@ -211,7 +221,7 @@ class ProfileSet:
         except (KeyError, ValueError, TypeError) as exc:
             raise InputError(f"{d}: malformed profile directory ({exc}); regenerate it with `pptmc profile`") from exc
         for table in (summary, bins):  # columns added since the first layout
-            for name, default in (("class_bits", 0), ("grouping", "")):
+            for name, default in (("class_bits", 0), ("grouping", ""), ("turnover_sum", 0)):
                 if name not in table.columns:
                     table[name] = default
             table["grouping"] = table["grouping"].astype(object).where(table["grouping"].notna(), "").astype(str)
@@ -264,4 +274,5 @@ def _profile_from_rows(g: pd.DataFrame | None, cold: int, total: int, coherence:
     if g is None:
         return ReuseProfile(*(np.zeros(0, dtype=np.int64) for _ in range(4)), cold, total, coherence)
     cols = [g[c].to_numpy(dtype=np.int64) for c in ("lower", "upper", "count", "dist_sum")]
-    return ReuseProfile(*cols, cold, total, coherence)
+    turn = g["turnover_sum"].to_numpy(dtype=np.int64) if "turnover_sum" in g.columns else None
+    return ReuseProfile(*cols, cold, total, coherence, turn if turn is not None and turn.any() else None)

@@ -554,9 +554,11 @@ class ReuseEngine:
         return profile_from_counters(self._hist, self._hist_sum, self.coherence_misses)
 
 
-def profile_from_counters(hist: np.ndarray, hist_sum: np.ndarray, coherence: int) -> ReuseProfile:
+def profile_from_counters(hist: np.ndarray, hist_sum: np.ndarray, coherence: int,
+                          hist_turn: np.ndarray | None = None) -> ReuseProfile:
     """The ReuseProfile of an engine's histogram counters (counts and distance sums per bin, cold
-    slot last; the kernel skips exact bins' sums), with `coherence` of its cold accesses."""
+    slot last; the kernel skips exact bins' sums), with `coherence` of its cold accesses and, for
+    write-back profiles, the bins' turnover sums (kept only where some is non-zero)."""
     counts = hist[:N_BINS]
     sums = hist_sum[:N_BINS].copy()
     sums[:EXACT_LIMIT] = counts[:EXACT_LIMIT] * np.arange(EXACT_LIMIT)
@@ -564,7 +566,8 @@ def profile_from_counters(hist: np.ndarray, hist_sum: np.ndarray, coherence: int
     nz = np.nonzero(counts)[0]
     return ReuseProfile(lower=lower[nz].copy(), upper=upper[nz].copy(), count=counts[nz].copy(),
                         dist_sum=sums[nz].copy(), cold=int(hist[N_BINS]),
-                        total=int(counts.sum() + hist[N_BINS]), coherence=int(coherence))
+                        total=int(counts.sum() + hist[N_BINS]), coherence=int(coherence),
+                        turnover_sum=hist_turn[nz].copy() if hist_turn is not None and hist_turn[nz].any() else None)
 
 
 def reuse_distances(lines: np.ndarray) -> np.ndarray:

@@ -18,7 +18,9 @@ On-disk layout of a profile directory (written by `ProfileSet.save`, read by `lo
   instance; -1 for crd and ungrouped wbs/wbe), total accesses, cold (infinite-distance) accesses,
   coherence (those of the cold that are coherence misses; absent = 0).
 * `bins.csv` / `bins.parquet`  the non-empty histogram bins: kind, class_bits, grouping, cores, core,
-  lower (inclusive distance), upper (exclusive), count, dist_sum (sum of distances in the bin).
+  lower (inclusive distance), upper (exclusive), count, dist_sum (sum of distances in the bin),
+  turnover_sum (wbs/wbe of one instance: the sum of the bin's gaps' turnovers, ANALYSIS.md section 14;
+  0 elsewhere; absent = 0).
 """
 from __future__ import annotations
 

@@ -35,8 +35,8 @@ import numba
 import numpy as np
 
 from analysis.profiles.depth_stack import DepthStack
-from analysis.profiles.kernel_ops import (EMPTY, N_BINS, STORE_TAG, add_to_bin, free_slot, hash_shift_for, move_values,
-                                         rehash_slots)
+from analysis.profiles.kernel_ops import (EMPTY, N_BINS, STORE_TAG, add_to_bin, bin_of, free_slot, hash_shift_for,
+                                         move_values, rehash_slots)
 from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.reuse import ReuseEngine, profile_from_counters
 from common.errors import InputError
@@ -45,23 +45,40 @@ _MAX_LOAD = 0.6
 
 
 class TrackerTables(NamedTuple):
-    """The kernel's state: line keys and each line's M (-1 clean), [n_keys], and the two histograms'
-    counters (counts and distance sums, infinite slot last)."""
+    """The kernel's state: line keys, each line's M (-1 clean) and largest turnover since its last store
+    (its KM), [n_keys], and the two histograms' counters (counts, distance sums and turnover sums, infinite
+    slot last)."""
 
     keys: np.ndarray
     dirty: np.ndarray
+    kmax: np.ndarray
     state: np.ndarray
     starts: np.ndarray
     starts_sum: np.ndarray
+    starts_turn: np.ndarray
     ends: np.ndarray
     ends_sum: np.ndarray
+    ends_turn: np.ndarray
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _add_gap(t, m, km, d, k):
+    """One gap that raises the line's exposure from (M, KM) to (d, k): its start and its end."""
+    add_to_bin(m, 1, t.starts, t.starts_sum)
+    t.starts_turn[bin_of(m)] += km
+    if d < 0:
+        t.ends[N_BINS] += 1
+    else:
+        add_to_bin(d, 1, t.ends, t.ends_sum)
+        t.ends_turn[bin_of(d)] += k
 
 
 @numba.njit(cache=True, nogil=True)
-def _track(t, lines, dist, inval, begin, limit):
-    """Walk accesses from `begin` (tagged line ids and their distances, -1 = infinite; inval, None or a
-    flag per access: an invalidation, which ends the gap and leaves the line clean); stop
-    when the table holds `limit` keys and must grow. Returns the next index (module docstring for the rule)."""
+def _track(t, lines, dist, turn, inval, begin, limit):
+    """Walk accesses from `begin` (tagged line ids, their distances, -1 = infinite, and turnovers, None when
+    no line leaves; inval, None or a flag per access: an invalidation, which ends the gap and leaves the
+    line clean); stop when the table holds `limit` keys and must grow. Returns the next index (module
+    docstring for the rule)."""
     mask = np.uint64(t.keys.shape[0] - 1)
     hs = hash_shift_for(mask)
     for i in range(begin, lines.shape[0]):
@@ -76,19 +93,18 @@ def _track(t, lines, dist, inval, begin, limit):
             t.keys[slot] = line
             t.dirty[slot] = -1
             t.state[0] += 1
-        m, d = t.dirty[slot], dist[i]
-        if m >= 0 and (d < 0 or d > m):  # this gap writes the line back for C in (m, d]
-            add_to_bin(m, 1, t.starts, t.starts_sum)
-            if d < 0:
-                t.ends[N_BINS] += 1
-            else:
-                add_to_bin(d, 1, t.ends, t.ends_sum)
+        m, d, km = t.dirty[slot], dist[i], t.kmax[slot]
+        k = turn[i] if turn is not None else 0
+        if m >= 0 and (d < 0 or d > m or k > km):  # this gap writes the line back for C in (m, d]
+            _add_gap(t, m, km, -1 if d < 0 else max(m, d), max(km, k))
         if store:
             t.dirty[slot] = 0
+            t.kmax[slot] = 0
         elif inval is not None and inval[i]:
             t.dirty[slot] = -1  # another instance's store took the line (a dirty copy unwritten): gone here
         elif m >= 0:
             t.dirty[slot] = -1 if d < 0 else max(m, d)
+            t.kmax[slot] = max(km, k)
     return lines.shape[0]
 
 
@@ -103,7 +119,7 @@ class WritebackTracker:
     def _tables(cap: int) -> TrackerTables:
         z = lambda: np.zeros(N_BINS + 1, dtype=np.int64)  # noqa: E731
         return TrackerTables(np.full(cap, EMPTY, dtype=np.uint64), np.full(cap, -1, dtype=np.int64),
-                             np.zeros(1, dtype=np.int64), z(), z(), z(), z())
+                             np.zeros(cap, dtype=np.int64), np.zeros(1, dtype=np.int64), z(), z(), z(), z(), z(), z())
 
     def feed(self, lines: np.ndarray, invalidated: np.ndarray | None = None) -> None:
         """Add accesses (line ids carrying STORE_TAG on stores; `invalidated`, optional, flags the entries
@@ -113,14 +129,15 @@ class WritebackTracker:
         flags = None if invalidated is None else np.ascontiguousarray(invalidated, dtype=np.bool_)
         if flags is not None and len(flags) != len(lines):
             raise InputError(f"write-back tracker: {len(flags)} invalidation flags for {len(lines)} accesses")
-        if flags is None:
+        turn = None
+        if isinstance(self.engine, DepthStack):
+            dist, turn = self.engine.feed_turnover(lines, drop=flags)
+        elif flags is None:
             dist = self.engine.feed_distances(lines, tagged=True)
-        elif isinstance(self.engine, DepthStack):
-            dist = self.engine.feed_distances(lines, tagged=True, drop=flags)
         else:
             raise InputError("write-back tracker: invalidations need a DepthStack engine (InstanceWritebacks)")
         i = 0
-        while (i := _track(self.tables, lines, dist, flags, i, self._limit())) < len(lines):
+        while (i := _track(self.tables, lines, dist, turn, flags, i, self._limit())) < len(lines):
             self._grow()
 
     def _limit(self) -> int:
@@ -132,32 +149,39 @@ class WritebackTracker:
         old = self.tables
         new = self._tables(2 * old.keys.shape[0])
         new.state[0] = old.state[0]
-        move_values(rehash_slots(old.keys, new.keys), [(old.dirty, new.dirty)])
-        self.tables = new._replace(starts=old.starts, starts_sum=old.starts_sum, ends=old.ends,
-                                   ends_sum=old.ends_sum)
+        move_values(rehash_slots(old.keys, new.keys), [(old.dirty, new.dirty), (old.kmax, new.kmax)])
+        self.tables = new._replace(starts=old.starts, starts_sum=old.starts_sum, starts_turn=old.starts_turn,
+                                   ends=old.ends, ends_sum=old.ends_sum, ends_turn=old.ends_turn)
 
     def profiles(self) -> tuple[ReuseProfile, ReuseProfile]:
-        """(starts, ends) as ReuseProfiles: bins of M and of d; ends' cold slot = infinite ends. The
-        last gap of each dirty line runs to the end of the stream: its d is the line's stack depth
-        then (a cache of C <= d has evicted it, dirty, within the stream)."""
+        """(starts, ends) as ReuseProfiles: bins of M and of d; ends' cold slot = infinite ends; with a
+        DepthStack engine, each bin's turnover sum too (module docstring). The last gap of each dirty line
+        runs to the end of the stream: its d is the line's stack depth then (a cache of C <= d has evicted
+        it, dirty, within the stream)."""
         t = self.tables
-        starts, starts_sum, ends, ends_sum = (a.copy() for a in (t.starts, t.starts_sum, t.ends, t.ends_sum))
-        lines, depths = self.engine.stack_depths()
-        _last_gaps(t.keys, t.dirty, lines, depths, (starts, starts_sum, ends, ends_sum))
-        return profile_from_counters(starts, starts_sum, 0), profile_from_counters(ends, ends_sum, 0)
+        last = t._replace(starts=t.starts.copy(), starts_sum=t.starts_sum.copy(), starts_turn=t.starts_turn.copy(),
+                          ends=t.ends.copy(), ends_sum=t.ends_sum.copy(), ends_turn=t.ends_turn.copy())
+        if isinstance(self.engine, DepthStack):
+            lines, depths, turns = self.engine.stack_turnover()
+        else:
+            (lines, depths), turns = self.engine.stack_depths(), None
+        _last_gaps(last, lines, depths, turns)
+        with_turn = turns is not None
+        return (profile_from_counters(last.starts, last.starts_sum, 0, last.starts_turn if with_turn else None),
+                profile_from_counters(last.ends, last.ends_sum, 0, last.ends_turn if with_turn else None))
 
 
 @numba.njit(cache=True, nogil=True)
-def _last_gaps(keys, dirty, lines, depths, hists):
-    """Add the gap from each dirty line's last access to the stream's end (its stack depth)."""
-    starts, starts_sum, ends, ends_sum = hists
-    mask = np.uint64(keys.shape[0] - 1)
+def _last_gaps(t, lines, depths, turns):
+    """Add the gap from each dirty line's last access to the stream's end (its stack depth and turnover)."""
+    mask = np.uint64(t.keys.shape[0] - 1)
     hs = hash_shift_for(mask)
     for j in range(lines.shape[0]):
-        m, d = dirty[free_slot(keys, lines[j], 0, hs, mask)], depths[j]
-        if 0 <= m < d:
-            add_to_bin(m, 1, starts, starts_sum)
-            add_to_bin(d, 1, ends, ends_sum)
+        slot = free_slot(t.keys, lines[j], 0, hs, mask)
+        m, km, d = t.dirty[slot], t.kmax[slot], depths[j]
+        k = turns[j] if turns is not None else 0
+        if m >= 0 and (d > m or k > km):
+            _add_gap(t, m, km, max(m, d), max(km, k))
 
 
 class Sharers(NamedTuple):
