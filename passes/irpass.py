@@ -110,6 +110,8 @@ class FunctionSetup:
     mode: str              # "trace" (memory sites too) or "count" (blocks only)
     shared_label: str      # the translator's shared_var_trace<n> label in this function
     fused: bool = True     # the target has FMA instructions: llvm.fmuladd is one fused operation
+    turns: bool = False    # the module calls libomp's hand-out or team entry points (trace mode): block
+    #                        entries also count the thread's references, the turns' virtual time
 
 
 class _FunctionPass:
@@ -117,7 +119,7 @@ class _FunctionPass:
 
     def __init__(self, fn, lines: list[str], td, next_block: int, next_site: int, setup: FunctionSetup):
         self.fn, self.lines, self.td, self.mode = fn, lines, td, setup.mode
-        self.fused = setup.fused
+        self.fused, self.turns = setup.fused, setup.turns
         self.fn_id, self.next_block, self.next_site = setup.fn_id, next_block, next_site
         self.shared_label = setup.shared_label
         self.blocks: list[Block] = []
@@ -197,7 +199,7 @@ class _FunctionPass:
                 # addresses below it are private to the region, those above belong to callers.
                 text.append("  %__pptmc_top = call ptr @llvm.addressofreturnaddress.p0()")
                 text.append(f"  call void @__pptmc_fn_enter(i32 {self.fn_id}, ptr %__pptmc_top)")
-        hook = "__pptmc_bb" if self.mode == "trace" else "__pptmc_cbb"
+        hook = ("__pptmc_bbt" if self.turns else "__pptmc_bb") if self.mode == "trace" else "__pptmc_cbb"
         text.append(f"  call void @{hook}(i32 {blk.block_id}, ptr %__pptmc_prev)")
         for inst in insts[n_lead:]:
             self._count_ops(blk, inst)
@@ -380,6 +382,12 @@ def _through_turns(line: str) -> str:
     return _TURN_CALL_RE.sub(lambda m: f"@{TURN_PREFIX}{m.group(1)}(", line) if "@__kmpc_" in line else line
 
 
+def _calls_turns(lines: list[str], spans: list[tuple[int, int]]) -> bool:
+    """Whether an instrumented function calls a libomp hand-out or team entry point (a translated program's
+    functions call none: only its XOMP runtime, which is not instrumented, calls libomp)."""
+    return any(_TURN_CALL_RE.search(lines[i]) for a, b in spans for i in range(a, b + 1))
+
+
 def _turn_declarations(lines: list[str]) -> list[str]:
     """Declarations of the wrappers the renamed calls use, with the types of libomp's own declarations."""
     return [_through_turns(x) for x in lines if x.startswith("declare ") and _TURN_CALL_RE.search(x)]
@@ -394,6 +402,7 @@ def _is_real_call(inst: _Inst) -> bool:
 
 RUNTIME_DECLS = """
 declare void @__pptmc_bb(i32, ptr)
+declare void @__pptmc_bbt(i32, ptr)
 declare void @__pptmc_cbb(i32, ptr)
 declare void @__pptmc_fn_enter(i32, ptr)
 declare ptr @llvm.addressofreturnaddress.p0()
@@ -441,9 +450,11 @@ def instrument_ir(text: str, pattern: str, mode: str = "trace", origin: str = "<
     groups = attribute_groups(lines)
     blocks, sites, functions, replace = [], [], {}, {}
     next_block = next_site = 0
+    turns = mode == "trace" and _calls_turns(lines, [spans[fn.name] for fn in chosen])
     for fn_id, fn in enumerate(chosen):
         a, b = spans[fn.name]
-        setup = FunctionSetup(fn_id, mode, (labels or {}).get(fn.name, "shared_var_trace"), has_fma(lines[a], groups))
+        setup = FunctionSetup(fn_id, mode, (labels or {}).get(fn.name, "shared_var_trace"), has_fma(lines[a], groups),
+                              turns)
         fp = _FunctionPass(fn, lines[a:b + 1], td, next_block, next_site, setup)
         replace[a] = (b, fp.run())
         fblocks = list(fp.blocks)

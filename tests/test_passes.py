@@ -242,3 +242,23 @@ def test_explicit_barriers_are_counted_apart_from_library_calls():
     runtime model needs how many barriers run."""
     blocks = instrument_ir(BARRIER_IR, r"OUT__", "trace", "b.ll", {}).blocks
     assert [(b.barriers, b.nowait, b.calls) for b in blocks] == [(2, 1, {}), (0, 0, {"work": 1})]
+
+
+def test_a_module_with_libomp_team_calls_gets_the_counting_block_hook():
+    """A program calling libomp's team entry points (the validator's native build) gets `__pptmc_bbt`, which
+    counts the thread's references for the equal-speed turns, and the call goes through the turns' wrapper;
+    a translated one (no such calls, the fixture) keeps the plain `__pptmc_bb`; count mode is unchanged."""
+    ir = IR.replace("  call void @ext()\n", "  call void @ext()\n  call void @__kmpc_barrier(ptr null, i32 0)\n")
+    ir += "declare void @__kmpc_barrier(ptr, i32)\n"
+    traced = instrument_ir(ir, r"OUT__", "trace", "test.ll", {"OUT__1__1__": "shared_var_trace1"})
+    llvm.parse_assembly(traced.ir_text).verify()
+    body = traced.ir_text.split("define void @OUT__1__1__", 1)[1].split("\n}\n", 1)[0]
+    assert "call void @__pptmc_bbt(i32 1, ptr %__pptmc_prev)" in body and "@__pptmc_bb(" not in body
+    assert "call void @__pptmc_turn___kmpc_barrier(ptr null, i32 0)" in body
+    counted = instrument_ir(ir, r"OUT__", "count", "test.ll", {"OUT__1__1__": "shared_var_trace1"})
+    assert "__pptmc_cbb(i32 1" in counted.ir_text and "__pptmc_bbt(" not in counted.ir_text.split("declare", 1)[0]
+    runtime_only = IR.replace("  store i32 1, ptr %p, align 4\n", "  call void @__kmpc_barrier(ptr null, i32 0)\n")
+    assert runtime_only != IR  # an uninstrumented function (the XOMP runtime's) calls libomp: plain hook
+    plain = instrument_ir(runtime_only + "declare void @__kmpc_barrier(ptr, i32)\n", r"OUT__", "trace", "test.ll",
+                          {"OUT__1__1__": "shared_var_trace1"})
+    assert "call void @__pptmc_bb(i32 1," in plain.ir_text and "call void @__pptmc_bbt(" not in plain.ir_text

@@ -25,7 +25,11 @@ stays dirty where it is, as in MOESI's Owned state). The removal ends the copy's
 would (a cache of C lines wrote it back if M < C <= d: it was evicted, dirty, before the store), and the
 line is clean and gone from that instance afterwards. Removals lift the lines below, and a line once
 deeper than C stays evicted, so d is the largest depth the line had in its gap: the trackers' engine is a
-`depth_stack.DepthStack`, and the profiles are exact for fully associative instances of every size.
+`depth_stack.DepthStack`, and the profiles are exact for fully associative instances of every size. A
+set-associative instance also needs each gap's turnover K (the DepthStack's): a line's exposure since its
+store is the largest (d, K) of its gaps, component by component, so a gap that raises either adds its
+start and end, and the histograms keep each bin's turnover sum (`turnover_sum`, read by
+analysis/hitrates/turnover.py; ANALYSIS.md section 14).
 """
 from __future__ import annotations
 

@@ -469,12 +469,21 @@ __attribute__((always_inline)) void __pptmc_cbb(int id, int *prev) {
     if (counting) count_block(tb(), id, prev);
 }
 
-__attribute__((always_inline)) void __pptmc_bb(int id, int *prev) {
-    if (!tracing) return;
+static inline tbuf *trace_block(int id, int *prev) {
     tbuf *t = room();
     count_block(t, id, prev);
-    t->refs += (uint64_t)__pptmc_block_sites[id];
     *t->cur++ = (uint64_t)id << 3 | W_BLOCK;
+    return t;
+}
+
+__attribute__((always_inline)) void __pptmc_bb(int id, int *prev) {
+    if (tracing) trace_block(id, prev);
+}
+
+/* The block hook of a program that calls libomp's hand-out or team entry points (the pass picks it): the
+ * thread's references also count up, its virtual time in the equal-speed turns (pptmc_turns.c). */
+__attribute__((always_inline)) void __pptmc_bbt(int id, int *prev) {
+    if (tracing) trace_block(id, prev)->refs += (uint64_t)__pptmc_block_sites[id];
 }
 
 /* splitmix64's finaliser: a fixed hash, so the sketch (and the estimate) is the same on every run. */
