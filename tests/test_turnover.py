@@ -63,6 +63,15 @@ def test_markov_chain_matches_a_monte_carlo_of_the_path(depth, turnover, ways, s
     assert got > 1 - hit_probability(np.array([depth]), ways, ways * sets)[0] + 4 * sd  # turnover matters here
 
 
+def test_the_default_steps_are_close_to_a_fine_path():
+    """SEGMENTS steps against 512, on zen2's L3 geometry and a small 4-way one."""
+    d, k = np.array([5000.0, 150000.0, 80000.0]), np.array([3000.0, 100000.0, 200000.0])
+    for ways, lines in ((16, 262144), (4, 8192)):
+        coarse = 1 - hit_probability_with_turnover(d * lines / 262144, k * lines / 262144, ways, lines)
+        fine = 1 - hit_probability_with_turnover(d * lines / 262144, k * lines / 262144, ways, lines, segments=512)
+        assert np.all(np.abs(coarse - fine) <= np.maximum(0.02 * fine, 2e-5)), (coarse, fine)
+
+
 def rows_then_columns(n, threads, per_instance):
     """Shared trace of each thread writing its rows, then reading and writing its columns (8 doubles a
     line), one access per thread per turn; and each access's instance."""
@@ -96,8 +105,8 @@ def test_rows_then_columns_write_backs_closer_to_the_simulator(ways, sets):
     prof.feed(lines, inst)
     pairs = prof.profiles()
     assert any(e.turnover_sum is not None for _, e in pairs)
-    with_turn = sum(expected_hits_with_turnover(s, ways, llc.n_lines) - expected_hits_with_turnover(e, ways, llc.n_lines)
-                    for s, e in pairs)
+    with_turn = sum(expected_hits_with_turnover(s, ways, llc.n_lines)
+                    - expected_hits_with_turnover(e, ways, llc.n_lines) for s, e in pairs)
     depth_only = sum(expected_hits(s, ways, llc.n_lines) - expected_hits(e, ways, llc.n_lines) for s, e in pairs)
     sims = []
     for seed in range(4):
