@@ -88,6 +88,7 @@ def trace_kernel(name: str, size: int, workdir: Path) -> Path:
 def compare(trace: Path, machine, cores: list[int]) -> pd.DataFrame:
     """Predicted and simulated per-instance DRAM traffic, close and spread, at each thread count."""
     from analysis.hitrates.dram import dram_per_instance
+    from analysis.hitrates.rates import writeback_class_bits
     from analysis.hitrates.writeback_sim import simulate_dram_like
     from analysis.profiles.groups import groupings_for
     from analysis.profiles.sweep import compute_profiles
@@ -95,7 +96,8 @@ def compare(trace: Path, machine, cores: list[int]) -> pd.DataFrame:
     groupings = tuple(sorted(set(groupings_for([machine], cores, "close")) | set(groupings_for([machine], cores,
                                                                                                 "spread"))))
     t0 = time.perf_counter()
-    ps = compute_profiles(str(trace), cores, groupings=groupings, writebacks=True)
+    ps = compute_profiles(str(trace), cores, groupings=groupings, writebacks=True,
+                          writeback_bits=writeback_class_bits([machine]))
     frames = []
     for placement in ("close", "spread"):
         sim = simulate_dram_like(str(trace), machine, ps, cores, placement)

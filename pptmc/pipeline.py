@@ -214,6 +214,7 @@ def profile_step(cfg: PipelineConfig, trace: Path, progress: Progress, bar: bool
     params = {"cores": cfg.cores, "mode": opt.mode, "interleave": opt.interleave, "seed": opt.seed,
               "line": cfg.line_size, "coherence": opt.coherence, "class_bits": needs.class_bits,
               "groupings": needs.groupings, "writebacks": cfg.dram_traffic, "class_crds": needs.class_crds,
+              "writeback_bits": needs.writeback_bits if cfg.dram_traffic else 0,
               "code": code_digest("analysis")}
     key = step_key([trace], params)
     stamp = out / ".key"

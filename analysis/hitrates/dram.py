@@ -8,11 +8,14 @@ ends. A last level with one instance for the threads reads the whole shared trac
 whose instances each serve a group of cores (an L3 per CCX) is read per occupied instance, with one
 instance's lines and ways: its write-backs from its own profiles (its threads' accesses, a store by another
 instance moving a dirty line cache to cache, ANALYSIS.md section 14; each gap read with its turnover,
-turnover.py), summed; `dram_per_instance` also
+turnover.py), summed. Profiles made within set classes (ProfileSet.writeback_bits) are read with one class's
+share of the lines; `dram_per_instance` also
 gives each instance's reads (its CRD's expected misses, which the hit-rate models sum into the level's
 cumulative rate).
 """
 from __future__ import annotations
+
+import dataclasses
 
 import pandas as pd
 
@@ -37,7 +40,7 @@ def dram_read_bytes(accesses: float, llc_miss_fraction: float, line_bytes: int) 
 def dram_traffic(profiles: ProfileSet, hits: pd.DataFrame, machine: Machine, placement: str = "close"
                  ) -> pd.DataFrame:
     """One row per core count of the hit-rate table that has write-back profiles."""
-    llc = machine.caches[-1]
+    llc = _class_level(profiles, machine)
     rows = []
     for cores, part in hits[hits["level"] == llc.name].groupby("cores", sort=True):
         cum, accesses = float(part["cumulative_hit_rate"].iloc[0]), int(part["accesses"].iloc[0])
@@ -60,10 +63,10 @@ def dram_per_instance(profiles: ProfileSet, machine: Machine, cores: int, placem
         raise InputError(f"profiles of {profiles.trace}: no CRD per instance of {llc.name} for {cores} threads "
                          f"placed {placement}; rerun `pptmc profile --machines {machine.name} --placement "
                          f"{placement} --writebacks`")
-    rows = []
+    rows, per_class = [], _class_level(profiles, machine)
     for i, (crd, pair) in enumerate(zip(crds, pairs)):
         reads = crd.total - expected_hits(crd, llc.associativity, llc.n_lines)
-        writebacks = _writebacks(pair, llc)
+        writebacks = _writebacks(pair, per_class)
         rows.append({"cores": cores, "instance": i, "dram_read_bytes": reads * llc.line_bytes,
                      "dram_writeback_bytes": writebacks * llc.line_bytes, "reads": reads,
                      "writebacks": writebacks, "accesses": crd.total})
@@ -89,6 +92,18 @@ def _llc_writebacks(profiles: ProfileSet, machine: Machine, cores: int, placemen
                          f"--machines {machine.name} --placement {placement} --writebacks` (pptmc run "
                          f"--dram-traffic makes them)")
     return pairs
+
+
+def _class_level(profiles: ProfileSet, machine: Machine) -> CacheLevel:
+    """The last level as its write-back profiles read it: one set class's share of its lines when they
+    count distances within set classes (profiles.writeback_bits, which it must take from the address)."""
+    llc, bits = machine.caches[-1], profiles.writeback_bits
+    known = llc.known_set_bits(machine.page_bytes)
+    if bits > known:
+        raise InputError(f"profiles of {profiles.trace}: write-back profiles within {bits}-bit set classes, but "
+                         f"{llc.name} of {machine.name} takes {known} set bits from the address; rerun `pptmc "
+                         f"profile --writebacks --machines {machine.name}`")
+    return dataclasses.replace(llc, size_bytes=llc.size_bytes >> bits) if bits else llc
 
 
 def _writebacks(pair: tuple[ReuseProfile, ReuseProfile], level: CacheLevel) -> float:

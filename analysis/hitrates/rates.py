@@ -79,11 +79,13 @@ def class_widths(machines: Sequence[Machine], hit_rates: str = "set-aware") -> t
 
 class ProfileNeeds(NamedTuple):
     """What the hit rates of some machines read beyond the plain profiles (compute_profiles' keywords):
-    per-set-class widths, whether class CRDs too, and the groupings of shared instances."""
+    per-set-class widths, whether class CRDs too, the groupings of shared instances, and the set-class
+    width of write-back profiles (used only when they are made)."""
 
     class_bits: tuple[int, ...]
     class_crds: bool
     groupings: tuple[tuple[int, ...], ...]
+    writeback_bits: int = 0
 
 
 def profile_needs(machines: Sequence[Machine], cores: Sequence[int], hit_rates: str = "set-aware",
@@ -91,7 +93,13 @@ def profile_needs(machines: Sequence[Machine], cores: Sequence[int], hit_rates: 
     """The profiles these machines' hit rates read with predictor `hit_rates` and threads placed by
     `placement` at these core counts (one place for the pipeline, pptmc predict and pptmc profile)."""
     return ProfileNeeds(class_widths(machines, hit_rates), shared_classes_needed(machines, hit_rates),
-                        groupings_for(machines, list(cores), placement))
+                        groupings_for(machines, list(cores), placement), writeback_class_bits(machines))
+
+
+def writeback_class_bits(machines: Sequence[Machine]) -> int:
+    """The set-class width of write-back profiles every one of these machines' last levels can read: the
+    fewest set bits one of them takes from the address (0 for a hashed one; none given: 0)."""
+    return min((m.caches[-1].known_set_bits(m.page_bytes) for m in machines), default=0)
 
 
 def shared_classes_needed(machines: Sequence[Machine], hit_rates: str = "set-aware") -> bool:

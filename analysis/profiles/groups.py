@@ -35,7 +35,7 @@ from analysis.profiles.profileset import ReuseProfile
 from analysis.profiles.reuse import ReuseEngine
 from analysis.profiles.handouts import ChunkCosts, chunk_costs
 from analysis.profiles.task import CoreCountTask
-from analysis.profiles.writebacks import InstanceWritebacks, WritebackTracker
+from analysis.profiles.writebacks import InstanceWritebacks, stream_tracker
 from common.errors import InputError
 from instrument.trace_types import TraceInfo
 from machines.model import Machine, thread_cores
@@ -72,12 +72,12 @@ class GroupCrds:
     """The CRD of every instance of one grouping, fed the shared trace's batches in order (and, with
     `writebacks`, every instance's write-back profiles)."""
 
-    def __init__(self, grouping: Grouping, coherent: bool, writebacks: bool = False) -> None:
+    def __init__(self, grouping: Grouping, coherent: bool, writebacks: bool = False, writeback_bits: int = 0) -> None:
         self.instance = np.asarray(grouping, dtype=np.int64)  # per thread
         n = int(self.instance.max()) + 1
         self.engines = [ReuseEngine() for _ in range(n)]
         self.directory = Directory(n) if coherent else None
-        self.writebacks = InstanceWritebacks(n, coherent) if writebacks else None
+        self.writebacks = InstanceWritebacks(n, coherent, writeback_bits) if writebacks else None
 
     def feed(self, lines: np.ndarray, threads: np.ndarray) -> None:
         """Accesses of the shared trace (tagged with stores when coherent) and each one's thread."""
@@ -100,9 +100,10 @@ class GroupEngine:
     """The shared-engine role of a CoreCountTask (feed, feed_shared): every grouping's GroupCrds, and
     the write-back profiles (writebacks.py) of the whole shared trace and of each instance when asked."""
 
-    def __init__(self, groupings: list[Grouping], coherent: bool, writebacks: bool = False) -> None:
-        self.groups = {g: GroupCrds(g, coherent, writebacks) for g in groupings}
-        self.tracker = WritebackTracker() if writebacks else None
+    def __init__(self, groupings: list[Grouping], coherent: bool, writebacks: bool = False,
+                 writeback_bits: int = 0) -> None:
+        self.groups = {g: GroupCrds(g, coherent, writebacks, writeback_bits) for g in groupings}
+        self.tracker = stream_tracker(writeback_bits) if writebacks else None
 
     def feed(self, lines: np.ndarray, stale: np.ndarray | None = None, tagged: bool = False) -> None:
         raise InputError("group CRDs need each access's thread: feed them through feed_shared")
@@ -143,20 +144,20 @@ class _Idle:
 class _OneCore(_Idle):
     """The private engine of a one-core task whose write-backs are wanted (its trace is the shared one)."""
 
-    def __init__(self) -> None:
-        self.tracker = WritebackTracker()
+    def __init__(self, writeback_bits: int = 0) -> None:
+        self.tracker = stream_tracker(writeback_bits)
 
     def feed(self, lines: np.ndarray, stale: np.ndarray | None = None, tagged: bool = False) -> None:
         self.tracker.feed(lines)
 
 
-def _engine_for(groupings: list[Grouping], coherent: bool, writebacks: bool, one_core: bool,
+def _engine_for(groupings: list[Grouping], coherent: bool, writebacks: bool, one_core: bool, writeback_bits: int,
                 sharer_cores: int | None = None):
     """CoreCountTask's engine factory: idle private engines (a write-back tracker for a one-core task's),
     a GroupEngine in the shared role."""
     if sharer_cores is None:
-        return _OneCore() if writebacks and one_core else _Idle()
-    return GroupEngine(groupings, coherent, writebacks)
+        return _OneCore(writeback_bits) if writebacks and one_core else _Idle()
+    return GroupEngine(groupings, coherent, writebacks, writeback_bits)
 
 
 class SharedProfiles(NamedTuple):
@@ -170,11 +171,13 @@ class SharedProfiles(NamedTuple):
 
 def shared_profiles(info: TraceInfo, chunks, groupings: tuple[Grouping, ...], settings,
                     writeback_cores: tuple[int, ...] = (), memory_budget: int | None = None,
-                    spill_dir: str | None = None, costs: ChunkCosts | None = None) -> SharedProfiles:
+                    spill_dir: str | None = None, costs: ChunkCosts | None = None,
+                    writeback_bits: int = 0) -> SharedProfiles:
     """Every grouping's per-instance CRDs and the write-back profiles of the core counts in
     writeback_cores (their whole shared traces' and their groupings' instances'), in one pass over the
     trace (settings: the plain sweep's SweepSettings, so the shared traces are the same; costs: the dealt
-    loops' chunk costs when the caller has them, else read here)."""
+    loops' chunk costs when the caller has them, else read here; writeback_bits: the write-back profiles'
+    set-class width, writebacks.ClassWritebacks)."""
     counts = sorted({len(g) for g in groupings} | set(writeback_cores))
     if not counts:
         return SharedProfiles({}, {})
@@ -185,7 +188,8 @@ def shared_profiles(info: TraceInfo, chunks, groupings: tuple[Grouping, ...], se
         mine = [g for g in groupings if len(g) == p]
         task = CoreCountTask(info, InterleaveSpec(p, settings.interleave, settings.seed, settings.refs_per_turn),
                              mode, shift, settings.paper_chunk, budget, spill_dir, True,
-                             engine=partial(_engine_for, mine, settings.coherence, p in writeback_cores, p == 1),
+                             engine=partial(_engine_for, mine, settings.coherence, p in writeback_cores, p == 1,
+                                            writeback_bits),
                              costs=costs)
         task.replay, task.tagged = None, True  # every batch is fed, with store tags
         tasks.append(task)

@@ -81,6 +81,21 @@ class ReuseProfile:
                             int((d < 0).sum()), int(d.shape[0]))
 
 
+def sum_profiles(profiles: list[ReuseProfile]) -> ReuseProfile:
+    """The sum of profiles binned alike (each bin by its lower distance): counts, sums, cold, totals."""
+    if not profiles:
+        return ReuseProfile.empty()
+    lower = np.concatenate([p.lower for p in profiles])
+    keys, first, where = np.unique(lower, return_index=True, return_inverse=True)
+    add = lambda arrays: np.bincount(where, np.concatenate(arrays), len(keys)).astype(np.int64)  # noqa: E731
+    turns = [p.turnover_sum if p.turnover_sum is not None else np.zeros(len(p.count), np.int64) for p in profiles]
+    turn = add(turns) if any(p.turnover_sum is not None for p in profiles) else None
+    return ReuseProfile(keys, np.concatenate([p.upper for p in profiles])[first], add([p.count for p in profiles]),
+                        add([p.dist_sum for p in profiles]), sum(p.cold for p in profiles),
+                        sum(p.total for p in profiles), sum(p.coherence for p in profiles),
+                        turn if turn is not None and turn.any() else None)
+
+
 @dataclass
 class ProfileSet:
     """PRD per (cores, core) and CRD per cores, plus how they were made."""
@@ -111,6 +126,7 @@ class ProfileSet:
     # (starts, ends) of write-back gaps (analysis/profiles/writebacks.py): key cores for a core count's whole
     # shared trace, (grouping name, instance) for one instance of a level serving groups of threads
     writebacks: dict[int | tuple[str, int], tuple[ReuseProfile, ReuseProfile]] = field(default_factory=dict)
+    writeback_bits: int = 0  # the write-back profiles count distances within set classes of this many bits
 
     @property
     def cores(self) -> list[int]:
@@ -161,7 +177,8 @@ class ProfileSet:
                 "upgrades": {str(p): list(n) for p, n in sorted(self.upgrades.items())},
                 "class_bits": self.class_bits,
                 "groupings": sorted({g for g, _ in self.group_crd}),
-                "writebacks": sorted(k for k in self.writebacks if isinstance(k, int))}
+                "writebacks": sorted(k for k in self.writebacks if isinstance(k, int)),
+                "writeback_bits": self.writeback_bits}
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(summary, bins) tables in the documented layout."""
@@ -170,10 +187,11 @@ class ProfileSet:
         items += [("prd", b, "", c, k, p) for (b, c, k), p in sorted(self.class_prd.items())]
         items += [("crd", b, "", c, -1, p) for (b, c), p in sorted(self.class_crd.items())]
         items += [("grd", 0, g, g.count(".") + 1, k, p) for (g, k), p in sorted(self.group_crd.items())]
-        items += [(kind, 0, "", c, -1, p) for c, pair in sorted((k, v) for k, v in self.writebacks.items()
-                                                                 if isinstance(k, int))
+        wb = self.writeback_bits
+        items += [(kind, wb, "", c, -1, p) for c, pair in sorted((k, v) for k, v in self.writebacks.items()
+                                                                  if isinstance(k, int))
                   for kind, p in zip(("wbs", "wbe"), pair)]
-        items += [(kind, 0, g, g.count(".") + 1, k, p) for (g, k), pair in sorted(_keyed_by_instance(self.writebacks))
+        items += [(kind, wb, g, g.count(".") + 1, k, p) for (g, k), pair in sorted(_keyed_by_instance(self.writebacks))
                   for kind, p in zip(("wbs", "wbe"), pair)]
         summary = pd.DataFrame([{"kind": kind, "class_bits": b, "grouping": g, "cores": c, "core": k,
                                  "total": p.total, "cold": p.cold, "coherence": p.coherence}
@@ -217,7 +235,8 @@ class ProfileSet:
                             coherence=bool(meta.get("coherence", False)),
                             barriers=bool(meta.get("barriers", False)),
                             critical_path={int(p): int(n) for p, n in meta.get("critical_path", {}).items()},
-                            upgrades={int(p): [int(x) for x in n] for p, n in meta.get("upgrades", {}).items()})
+                            upgrades={int(p): [int(x) for x in n] for p, n in meta.get("upgrades", {}).items()},
+                            writeback_bits=int(meta.get("writeback_bits", 0)))
         except (KeyError, ValueError, TypeError) as exc:
             raise InputError(f"{d}: malformed profile directory ({exc}); regenerate it with `pptmc profile`") from exc
         for table in (summary, bins):  # columns added since the first layout

@@ -7,7 +7,8 @@ On-disk layout of a profile directory (written by `ProfileSet.save`, read by `lo
   coherence (PRDs count write-invalidate coherence misses; absent = False), class_bits (the
   set-class widths with per-set-class profiles, analysis/profiles/set_classes.py; absent = none),
   groupings (the groupings with per-instance CRDs), writebacks (the core counts with write-back profiles
-  of their whole shared trace).
+  of their whole shared trace), writeback_bits (the set-class width of every write-back profile, which
+  the wbs/wbe rows' class_bits repeat; absent = 0).
 * `summary.csv` / `summary.parquet`  one row per profile: kind ("prd"|"crd"|"grd": one instance's CRD
   of a shared level serving a group of cores, analysis/profiles/groups.py; "wbs"|"wbe": the starts and
   ends of write-back gaps, of a core count's whole shared trace or of one instance of a grouping,
@@ -92,19 +93,21 @@ def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int
                           line_size: int = 64, progress: bool = False, paper_chunk: int = 0,
                           coherence: bool = True, jobs: int = 1, class_bits: tuple[int, ...] = (),
                           groupings: tuple[tuple[int, ...], ...] = (), writebacks: bool = False,
-                          class_crds: bool = True, barriers: bool = True) -> ProfileSet:
+                          class_crds: bool = True, barriers: bool = True, writeback_bits: int = 0) -> ProfileSet:
     """Profiles for each core count from a re-streamable chunk source, in one pass over it
     (or one pass per worker process with jobs > 1; same profiles), the per-set-class profiles
     of each width in class_bits, and the per-instance CRDs of each grouping and (writebacks) each
     core count's write-back profiles (analysis/profiles/groups.py, writebacks.py); one more pass
     each, in a thread beside the plain one (the engines release the GIL). class_crds=False: the
-    per-set-class profiles have PRDs only (no shared level reads class CRDs)."""
+    per-set-class profiles have PRDs only (no shared level reads class CRDs); writeback_bits: the write-back
+    profiles' set-class width (writebacks.ClassWritebacks)."""
     _check_cores(cores)
     class_bits = check_class_bits(class_bits)
     resolved = resolve_mode(info, mode)
     ps = ProfileSet(line_size, resolved, interleave, seed, refs_per_turn, info.path, paper_chunk=paper_chunk,
                     trace_complete=info.complete, coherence=coherence,
-                    barriers=barriers and PhaseMarks(info, resolved).any)
+                    barriers=barriers and PhaseMarks(info, resolved).any,
+                    writeback_bits=writeback_bits if writebacks else 0)
     counts = sorted(set(int(c) for c in cores))
     settings = SweepSettings(resolved, interleave, seed, refs_per_turn, line_size, paper_chunk, coherence, barriers)
     bar = _progress(progress and bool(class_bits), info, len(counts) * len(class_bits), "set classes", 1)
@@ -113,7 +116,7 @@ def compute_profiles_from(info: TraceInfo, chunks: ChunkFactory, cores: list[int
         classes = pool.submit(lambda: [class_profiles(info, chunks, counts, settings, b, bar, crds=class_crds,
                                                       costs=costs) for b in class_bits])
         shared = pool.submit(shared_profiles, info, chunks, tuple(groupings), settings,
-                             tuple(counts) if writebacks else (), costs=costs)
+                             tuple(counts) if writebacks else (), costs=costs, writeback_bits=ps.writeback_bits)
         results = profile_configs(info, chunks, counts, settings, progress, jobs=jobs, costs=costs)
         for b, res in zip(class_bits, classes.result()):
             ps.add_classes(b, counts, res, class_crds)
@@ -225,12 +228,12 @@ def compute_profiles(trace_path: str | Path, cores: list[int], mode: str = "auto
                      progress: bool = False, max_rows: int = 1 << 20, paper_chunk: int = 0,
                      coherence: bool = True, jobs: int = 1, class_bits: tuple[int, ...] = (),
                      groupings: tuple[tuple[int, ...], ...] = (), writebacks: bool = False,
-                     class_crds: bool = True, barriers: bool = True) -> ProfileSet:
+                     class_crds: bool = True, barriers: bool = True, writeback_bits: int = 0) -> ProfileSet:
     """Open a trace file and compute its ProfileSet (jobs: worker processes, see profile_configs)."""
     info, factory = open_chunks(trace_path, max_rows)
     return compute_profiles_from(info, factory, cores, mode, interleave, seed, refs_per_turn, line_size, progress,
                                  paper_chunk, coherence, jobs, class_bits, groupings, writebacks, class_crds,
-                                 barriers)
+                                 barriers, writeback_bits)
 
 
 def open_chunks(trace_path: str | Path, max_rows: int = 1 << 20) -> tuple[TraceInfo, ChunkFactory]:

@@ -41,7 +41,7 @@ import numpy as np
 from analysis.profiles.depth_stack import DepthStack
 from analysis.profiles.kernel_ops import (EMPTY, N_BINS, STORE_TAG, add_to_bin, bin_of, free_slot, hash_shift_for,
                                          move_values, rehash_slots)
-from analysis.profiles.profileset import ReuseProfile
+from analysis.profiles.profileset import ReuseProfile, sum_profiles
 from analysis.profiles.reuse import ReuseEngine, profile_from_counters
 from common.errors import InputError
 
@@ -188,6 +188,40 @@ def _last_gaps(t, lines, depths, turns):
             _add_gap(t, m, km, max(m, d), max(km, k))
 
 
+class ClassWritebacks:
+    """Write-back profiles of one stream for a level whose set index takes `bits` bits from the line id (a
+    physically indexed level's in-page bits): lines of different set classes never share a set, so each
+    class has its own tracker, fed its accesses in order, and their histograms are summed; a level of
+    lines / 2^bits lines and the same ways reads them (ANALYSIS.md section 14). WritebackTracker's interface."""
+
+    def __init__(self, bits: int, removals: bool = False) -> None:
+        self.mask = np.uint64((1 << bits) - 1)
+        self.trackers = [WritebackTracker(16, DepthStack(16) if removals else None) for _ in range(1 << bits)]
+
+    def feed(self, lines: np.ndarray, invalidated: np.ndarray | None = None) -> None:
+        """WritebackTracker.feed, each access to its class's tracker."""
+        lines = np.ascontiguousarray(lines, dtype=np.uint64)
+        cls = ((lines & ~STORE_TAG) & self.mask).astype(np.int64)
+        order = np.argsort(cls, kind="stable")
+        bounds = np.searchsorted(cls[order], np.arange(len(self.trackers) + 1))
+        for c in np.flatnonzero(np.diff(bounds)):
+            mine = order[bounds[c]:bounds[c + 1]]
+            self.trackers[c].feed(lines[mine], None if invalidated is None else invalidated[mine])
+
+    def profiles(self) -> tuple[ReuseProfile, ReuseProfile]:
+        """(starts, ends), summed over the classes."""
+        pairs = [t.profiles() for t in self.trackers]
+        return sum_profiles([s for s, _ in pairs]), sum_profiles([e for _, e in pairs])
+
+
+def stream_tracker(class_bits: int = 0, removals: bool = False) -> WritebackTracker | ClassWritebacks:
+    """The write-back tracker of one stream: per set class of `class_bits` bits when > 0; a DepthStack
+    engine when lines leave it (`removals`: invalidations)."""
+    if class_bits:
+        return ClassWritebacks(class_bits, removals)
+    return WritebackTracker(engine=DepthStack() if removals else None)
+
+
 class Sharers(NamedTuple):
     """The walk's directory: line keys, the instances holding a valid copy of each (a bit mask), [n_keys]."""
 
@@ -256,13 +290,13 @@ MAX_INSTANCES = 64  # a line's sharers are one uint64 bit mask
 class InstanceWritebacks:
     """Write-back profiles of each instance of a level serving groups of threads, fed the shared trace
     with each access's instance (module docstring: with `coherent`, write-invalidate between the instances;
-    without, they ignore each other)."""
+    without, they ignore each other; per set class of `class_bits` bits when > 0)."""
 
-    def __init__(self, instances: int, coherent: bool = True) -> None:
+    def __init__(self, instances: int, coherent: bool = True, class_bits: int = 0) -> None:
         if coherent and instances > MAX_INSTANCES:
             raise InputError(f"write-back profiles of {instances} instances of a cache level: at most "
                              f"{MAX_INSTANCES} with write-invalidate between them")
-        self.trackers = [WritebackTracker(engine=DepthStack() if coherent else None) for _ in range(instances)]
+        self.trackers = [stream_tracker(class_bits, coherent) for _ in range(instances)]
         self.coherent = coherent
         self.sharers = self._sharers(1 << 12)
 
