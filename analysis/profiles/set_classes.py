@@ -21,11 +21,11 @@ walk, for the class PRDs' coherence misses.
 from __future__ import annotations
 
 from functools import partial
-from typing import NamedTuple
 
 import numba
 import numpy as np
 
+from analysis.profiles.class_partition import NO_PATTERN, Partition, PartitionBuffers, partition
 from analysis.profiles.coherence import Directory
 from analysis.profiles.interleave import resolve_memory_budget
 from analysis.profiles.private_traces import InterleaveSpec, line_shift, resolve_mode
@@ -50,92 +50,12 @@ def check_class_bits(bits: list[int] | tuple[int, ...]) -> tuple[int, ...]:
     return out
 
 
-class Partition(NamedTuple):
-    """A run of accesses ordered by class (stable): where each came from (when asked), its line (and
-    core), and where each class's accesses begin in that order (bounds[c] .. bounds[c + 1]); `at` is
-    the sort's scratch (one slot per class)."""
-
-    order: np.ndarray
-    lines: np.ndarray
-    cores: np.ndarray
-    bounds: np.ndarray
-    at: np.ndarray
-
-
-@numba.njit(cache=True, nogil=True, _nrt=False)
-def _partition(lines, mask, pattern, part):
-    """Counting sort of lines by class (line & mask), carrying access i's core pattern[i % len]
-    when a pattern is given, and its index when part.order has room; fills `part` (a Partition
-    of preallocated arrays; part.bounds must be zero). Lines are read twice rather than keeping
-    their classes: a second read of a run that fits the caches is cheaper than a store and a load."""
-    bounds = part.bounds
-    n = lines.shape[0]
-    if n == 0:
-        return
-    # a column walk repeats one class: its count and slot stay in registers until the class changes
-    # (a load and a store of the same counter per access would chain through memory)
-    prev, run = lines[0] & mask, 0
-    for i in range(n):
-        c = lines[i] & mask
-        if c != prev:
-            bounds[prev + 1] += run
-            prev, run = c, 0
-        run += 1
-    bounds[prev + 1] += run
-    for c in range(1, bounds.shape[0]):
-        bounds[c] += bounds[c - 1]
-    at = part.at
-    for c in range(at.shape[0]):
-        at[c] = bounds[c]
-    plen, q = pattern.shape[0], 0
-    keep_order = part.order.shape[0] == n
-    prev = lines[0] & mask
-    k = at[prev]
-    for i in range(n):
-        line = lines[i]
-        c = line & mask
-        if c != prev:
-            at[prev] = k
-            prev, k = c, at[c]
-        part.lines[k] = line
-        if keep_order:
-            part.order[k] = i
-        if plen:
-            part.cores[k] = pattern[q]
-            q = q + 1 if q + 1 < plen else 0
-        k += 1
-
-
-_NO_PATTERN = np.zeros(0, dtype=np.int64)
-
-
 @numba.njit(cache=True, nogil=True, _nrt=False)
 def _unsort(by_class, order, out):
     """out[order[k]] = by_class[k]: distances back in the accesses' own order (numpy's fancy
     assignment checks every index and casts through a temporary)."""
     for k in range(order.shape[0]):
         out[order[k]] = by_class[k]
-
-
-class PartitionBuffers:
-    """The partition's arrays, kept between calls and grown as needed: fresh arrays each call cost a
-    page fault per 4 KiB written (on lu MEDIUM's class pass, about a third of the sort's time). One
-    pass's engines share one set (they are fed one after another); nothing returned points into it."""
-
-    def __init__(self) -> None:
-        self.order = np.empty(0, dtype=np.int32)  # a call's accesses are one chunk's (below 2^31)
-        self.lines = np.empty(0, dtype=np.uint64)
-        self.cores = np.empty(0, dtype=np.int64)
-        self.distances = np.empty(0, dtype=np.int32)  # distances are below the engine's 2^29 lines
-
-    def partition(self, n: int, classes: int, order: bool, cores: bool) -> Partition:
-        """A Partition of views for n accesses (order and cores empty unless asked for)."""
-        if len(self.lines) < n:
-            size = max(n, 2 * len(self.lines))
-            self.order, self.lines = np.empty(size, dtype=np.int32), np.empty(size, dtype=np.uint64)
-            self.cores, self.distances = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int32)
-        return Partition(self.order[:n if order else 0], self.lines[:n], self.cores[:n if cores else 0],
-                         np.zeros(classes + 1, dtype=np.int64), np.empty(classes, dtype=np.int64))
 
 
 class ClassEngine:
@@ -177,14 +97,12 @@ class ClassEngine:
         for engine in self.engines.values():
             engine.relabel(at_least, delta)
 
-    def _partition(self, lines: np.ndarray, pattern: np.ndarray = _NO_PATTERN,
+    def _partition(self, lines: np.ndarray, pattern: np.ndarray = NO_PATTERN,
                    order: bool = True) -> tuple[Partition, list[int]]:
         """The accesses ordered by class (with where each came from, when `order`), and the classes
         present, each with its engine (made now for classes first seen); the arrays are the buffers',
         valid until the next call."""
-        part = self.buffers.partition(len(lines), 1 << self.bits, order, len(pattern) > 0)
-        _partition(np.ascontiguousarray(lines, dtype=np.uint64), self.mask, pattern, part)
-        present = np.flatnonzero(np.diff(part.bounds)).tolist()
+        part, present = partition(self.buffers, lines, self.mask, pattern, order)
         new = [c for c in present if c not in self.engines]
         if new:
             self.engines.update(zip(new, ReuseEngine.many(len(new), self.initial_lines, self.sharer_cores,

@@ -38,6 +38,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from analysis.profiles.class_partition import PartitionBuffers, partition
 from analysis.profiles.depth_stack import DepthStack
 from analysis.profiles.kernel_ops import (EMPTY, N_BINS, STORE_TAG, add_to_bin, bin_of, free_slot, hash_shift_for,
                                          move_values, rehash_slots)
@@ -191,26 +192,28 @@ def _last_gaps(t, lines, depths, turns):
 class ClassWritebacks:
     """Write-back profiles of one stream for a level whose set index takes `bits` bits from the line id (a
     physically indexed level's in-page bits): lines of different set classes never share a set, so each
-    class has its own tracker, fed its accesses in order, and their histograms are summed; a level of
-    lines / 2^bits lines and the same ways reads them (ANALYSIS.md section 14). WritebackTracker's interface."""
+    class has its own tracker (made when the class is first seen), fed its accesses in order, and their
+    histograms are summed; a level of lines / 2^bits lines and the same ways reads them (ANALYSIS.md section
+    14). WritebackTracker's interface."""
 
     def __init__(self, bits: int, removals: bool = False) -> None:
-        self.mask = np.uint64((1 << bits) - 1)
-        self.trackers = [WritebackTracker(16, DepthStack(16) if removals else None) for _ in range(1 << bits)]
+        self.mask, self.removals = np.uint64((1 << bits) - 1), removals
+        self.trackers: dict[int, WritebackTracker] = {}
+        self.buffers = PartitionBuffers()
 
     def feed(self, lines: np.ndarray, invalidated: np.ndarray | None = None) -> None:
         """WritebackTracker.feed, each access to its class's tracker."""
-        lines = np.ascontiguousarray(lines, dtype=np.uint64)
-        cls = ((lines & ~STORE_TAG) & self.mask).astype(np.int64)
-        order = np.argsort(cls, kind="stable")
-        bounds = np.searchsorted(cls[order], np.arange(len(self.trackers) + 1))
-        for c in np.flatnonzero(np.diff(bounds)):
-            mine = order[bounds[c]:bounds[c + 1]]
-            self.trackers[c].feed(lines[mine], None if invalidated is None else invalidated[mine])
+        part, present = partition(self.buffers, lines, self.mask, order=invalidated is not None)
+        flags = None if invalidated is None else np.asarray(invalidated)[part.order]
+        for c in present:
+            lo, hi = part.bounds[c], part.bounds[c + 1]
+            if c not in self.trackers:
+                self.trackers[c] = WritebackTracker(16, DepthStack(16) if self.removals else None)
+            self.trackers[c].feed(part.lines[lo:hi], None if flags is None else flags[lo:hi])
 
     def profiles(self) -> tuple[ReuseProfile, ReuseProfile]:
         """(starts, ends), summed over the classes."""
-        pairs = [t.profiles() for t in self.trackers]
+        pairs = [t.profiles() for t in self.trackers.values()]
         return sum_profiles([s for s, _ in pairs]), sum_profiles([e for _, e in pairs])
 
 
