@@ -11,6 +11,7 @@ from analysis.hitrates.rates import predict_hit_rates, profile_needs, writeback_
 from analysis.hitrates.turnover import expected_hits_with_turnover
 from analysis.hitrates.writeback_sim import WritebackSim
 from analysis.profiles.profileset import ProfileSet, ReuseProfile, sum_profiles
+from analysis.profiles.set_classes import MAX_CLASS_BITS
 from analysis.profiles.writebacks import InstanceWritebacks
 from common.errors import InputError
 from machines import load_machine
@@ -77,6 +78,8 @@ def test_the_width_is_what_every_last_level_takes_from_the_address():
     assert writeback_class_bits([zen2, haswell]) == min(m.caches[-1].known_set_bits(m.page_bytes)
                                                         for m in (zen2, haswell))
     assert profile_needs([zen2], [1, 4]).writeback_bits == writeback_class_bits([zen2])
+    virtual = dataclasses.replace(zen2, caches=zen2.caches[:-1] + (level("virtual", 16, 16384),))
+    assert writeback_class_bits([virtual]) == MAX_CLASS_BITS < 14  # a tracker per class: capped, as class profiles
 
 
 def test_profiles_of_more_bits_than_the_level_knows_are_refused(tmp_path):

@@ -28,6 +28,7 @@ import pandas as pd
 
 from analysis.profiles.groups import grouping_name, grouping_of, groupings_for
 from analysis.profiles.profileset import ProfileSet, ReuseProfile
+from analysis.profiles.set_classes import MAX_CLASS_BITS
 from analysis.hitrates.sdcm import expected_hits
 from machines.model import CacheLevel, Machine
 from common.errors import InputError
@@ -98,8 +99,9 @@ def profile_needs(machines: Sequence[Machine], cores: Sequence[int], hit_rates: 
 
 def writeback_class_bits(machines: Sequence[Machine]) -> int:
     """The set-class width of write-back profiles every one of these machines' last levels can read: the
-    fewest set bits one of them takes from the address (0 for a hashed one; none given: 0)."""
-    return min((m.caches[-1].known_set_bits(m.page_bytes) for m in machines), default=0)
+    fewest set bits one of them takes from the address (0 for a hashed one; none given: 0), at most
+    MAX_CLASS_BITS (a tracker per class; the bits above are read as random, as for the class profiles)."""
+    return min([m.caches[-1].known_set_bits(m.page_bytes) for m in machines] + [MAX_CLASS_BITS]) if machines else 0
 
 
 def shared_classes_needed(machines: Sequence[Machine], hit_rates: str = "set-aware") -> bool:
