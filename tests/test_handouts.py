@@ -213,7 +213,10 @@ int main(void) {
 #pragma omp master
     c[1] += 1;
 #pragma omp parallel for num_threads(2)
-    for (int i = 0; i < 4; i++) c[10 + i] += 1;
+    for (int i = 0; i < 4; i++) {
+#pragma omp atomic
+      c[10 + i] += 1;
+    }
   }
   printf("%.1f %.1f %d %.1f\n", sum, mx, cnt, c[10]);
   return 0;
