@@ -449,13 +449,13 @@ def detect_host(quick: bool = False, progress: Progress | None = None) -> dict:
     """A TOML-ready, validated machine dict for this host (quick: seconds instead of ~a minute)."""
     say = progress or (lambda _msg: None)
     start = time.monotonic()
-    try:
-        facts = probeplan.host_facts()
-        steps = probeplan.plan(facts, QUICK if quick else FULL)
-    except ProbeError as exc:
-        raise ToolError(str(exc)) from exc
-    say(f"compiling {len({s.program for s in steps})} microbenchmarks, then {len(steps)} runs")
     with tempfile.TemporaryDirectory(prefix="pptmc-detect-") as tmp:
+        try:
+            facts = probeplan.host_facts(build_program("cpuid", Path(tmp) / "cpuid"))
+            steps = probeplan.plan(facts, QUICK if quick else FULL)
+        except ProbeError as exc:
+            raise ToolError(str(exc)) from exc
+        say(f"compiling {len({s.program for s in steps})} microbenchmarks, then {len(steps)} runs")
         raw = run_steps(Path(tmp), steps, say)
     data = machine_from_raw(facts, raw, "quick" if quick else "full", llvm_processor(say))
     say(f"done in {time.monotonic() - start:.1f} s")

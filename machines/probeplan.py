@@ -157,17 +157,48 @@ def lscpu_caches(text: str, cores: int) -> list[SysCache]:
     return sorted(out, key=lambda c: c.level)
 
 
-def host_caches(cores: int) -> list[SysCache]:
-    """Cache geometry from sysfs, else from lscpu; ProbeError when neither can say."""
+def cpuid_caches(text: str, cores: int) -> list[SysCache]:
+    """Parse microbench/cpuid.c's output; a level is shared when more logical CPUs than one core's (smt=)
+    share an instance, and then serves that many cores, at most the chip's `cores`."""
+    smt = 1
+    out = []
+    for line in text.splitlines():
+        fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+        if line.startswith("smt="):
+            smt = max(1, int(fields["smt"]))
+        elif line.startswith("cache "):
+            group = min(cores, -(-int(fields["sharing"]) // smt))
+            out.append(SysCache(level=int(fields["level"]), size_bytes=int(fields["size"]),
+                                line_bytes=int(fields["line"]), associativity=int(fields["ways"]),
+                                shared=group > 1, cores_sharing=group if group > 1 else 0))
+    return sorted(out, key=lambda c: c.level)
+
+
+def host_caches(cores: int, cpuid_binary: Path | None = None) -> list[SysCache]:
+    """Cache geometry from sysfs, else from lscpu, else from the CPU's own CPUID report (`cpuid_binary`, a
+    build of microbench/cpuid.c, for sandboxes without either); ProbeError when none can say."""
     try:
-        return sysfs_caches()
+        if caches := sysfs_caches():
+            return caches
+        problems = [f"{SYSFS_CPU}/cpu0/cache: no caches described"]
     except (OSError, ValueError) as sys_exc:
+        problems = [f"{SYSFS_CPU}/cpu0/cache: {sys_exc}"]
+    try:
+        res = subprocess.run(["lscpu", "-C", "--bytes"], capture_output=True, text=True, check=True)
+        if caches := lscpu_caches(res.stdout, cores):
+            return caches
+        problems.append("lscpu -C: no caches listed")
+    except (OSError, subprocess.CalledProcessError, ValueError, KeyError) as exc:
+        problems.append(f"lscpu -C: {exc}")
+    if cpuid_binary is not None:
         try:
-            res = subprocess.run(["lscpu", "-C", "--bytes"], capture_output=True, text=True, check=True)
-            return lscpu_caches(res.stdout, cores)
-        except (OSError, subprocess.CalledProcessError, ValueError, KeyError) as exc:
-            raise ProbeError(f"{SYSFS_CPU}/cpu0/cache: cannot read the cache description ({sys_exc}) and "
-                             f"lscpu failed ({exc}); write the machine file by hand (see machines/SCHEMA.md)") from exc
+            if caches := cpuid_caches(run_text(cpuid_binary, []), cores):
+                return caches
+            problems.append(f"{cpuid_binary}: no caches reported")
+        except (ProbeError, ValueError, KeyError) as exc:
+            problems.append(f"{cpuid_binary}: {exc}")
+    raise ProbeError(f"cannot read the cache description ({'; '.join(problems)}); write the machine file by "
+                     f"hand (see machines/SCHEMA.md)")
 
 
 def physical_cores(root: Path = SYSFS_CPU, cpus: Iterable[int] | None = None) -> int:
@@ -196,11 +227,12 @@ def cpu_flags() -> set[str]:
     return set((_cpuinfo(r"^flags\s*:(.*)$") or "").split())
 
 
-def host_facts() -> dict:
+def host_facts(cpuid_binary: Path | None = None) -> dict:
     """What the plan and the figures need to know about this host, as JSON-ready values: the cores this
-    process may use, the cache geometry (sharing judged over the whole chip), page size, CPU flags and names."""
+    process may use, the cache geometry (sharing judged over the whole chip; `cpuid_binary` as in
+    host_caches), page size, CPU flags and names."""
     cores = physical_cores()
-    caches = host_caches(physical_cores(cpus=range(os.cpu_count() or 1)))
+    caches = host_caches(physical_cores(cpus=range(os.cpu_count() or 1)), cpuid_binary)
     if not caches:
         raise ProbeError(f"{SYSFS_CPU}/cpu0/cache: no cache description found; write the machine file by hand "
                          "(see machines/SCHEMA.md)")
@@ -387,9 +419,9 @@ def parse_key_values(stdout: str) -> dict[str, float]:
     return out
 
 
-def run_program(binary: Path, args: Iterable[object], env: Mapping[str, str] | None = None,
-                timeout: float = 300) -> dict[str, float]:
-    """Run one microbenchmark once and parse its key=value lines; ProbeError naming the run on failure."""
+def run_text(binary: Path, args: Iterable[object], env: Mapping[str, str] | None = None,
+             timeout: float = 300) -> str:
+    """Run one microbenchmark once: its standard output; ProbeError naming the run on failure."""
     argv = [str(binary), *map(str, args)]
     try:
         res = subprocess.run(argv, capture_output=True, text=True, env=None if env is None else dict(env),
@@ -398,7 +430,13 @@ def run_program(binary: Path, args: Iterable[object], env: Mapping[str, str] | N
         raise ProbeError(f"{' '.join(argv)}: could not run ({exc})") from exc
     if res.returncode:
         raise ProbeError(f"{Path(binary).name} {' '.join(argv[1:])} failed: {res.stderr.strip()[:300]}")
-    return parse_key_values(res.stdout)
+    return res.stdout
+
+
+def run_program(binary: Path, args: Iterable[object], env: Mapping[str, str] | None = None,
+                timeout: float = 300) -> dict[str, float]:
+    """Run one microbenchmark once and parse its key=value lines; ProbeError naming the run on failure."""
+    return parse_key_values(run_text(binary, args, env, timeout))
 
 
 def pinned_environment(base: Mapping[str, str]) -> dict[str, str]:

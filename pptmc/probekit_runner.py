@@ -6,7 +6,7 @@ detect` plans them (the kit's probeplan.py is machines/probeplan.py), then the s
 programs as `pptmc measure` runs them: cold cache (PBENCH_COLD=1), threads pinned one per core
 (OMP_PROC_BIND=close, OMP_PLACES=cores unless the environment sets them), in rounds over all benchmarks.
 
-    python3 KIT/run.py -o RESULTS [--threads 1,2,4,...] [--repeats 5] [--quick]
+    python3 KIT/run.py -o RESULTS [--threads 1,2,4,...] [--repeats 5] [--budget SECONDS] [--quick]
 
 RESULTS is written whole or not at all: the runs go to a hidden folder beside it, renamed to RESULTS at
 the end. Take RESULTS home and run `pptmc machines ingest RESULTS -o machine.toml` and
@@ -143,11 +143,19 @@ def region_seconds(exe: Path, threads: int, env: dict[str, str]) -> float:
     return sum(seconds)
 
 
-def run_native(kit: dict, threads: list[int], repeats: int, env: dict[str, str], steps_log: list[dict]) -> dict:
-    """Every benchmark on every thread count, once per round, `repeats` rounds: seconds per run."""
+def run_native(kit: dict, threads: list[int], repeats: int, env: dict[str, str], steps_log: list[dict],
+               budget: float | None = None) -> dict:
+    """Every benchmark on every thread count, once per round, `repeats` rounds (fewer where a round would
+    start after `budget` seconds; one at least): seconds per run."""
     samples: dict[str, dict[str, list[float]]] = {b: {str(t): [] for t in threads} for b in kit["benchmarks"]}
     total = repeats * len(samples)
+    began = time.monotonic()
+    done = 0
     for round_no in range(repeats):
+        if round_no and budget is not None and time.monotonic() - began > budget:
+            say(f"--budget {budget:g} s spent: stopping after {round_no} of {repeats} rounds")
+            break
+        done = round_no + 1
         for number, bench in enumerate(samples, start=1):
             say(f"[native {round_no * len(samples) + number}/{total}] round {round_no + 1} of {repeats}: {bench} "
                 f"at {kit['size']} on {','.join(map(str, threads))} threads")
@@ -157,7 +165,7 @@ def run_native(kit: dict, threads: list[int], repeats: int, env: dict[str, str],
                 samples[bench][str(t)].append(region_seconds(exe, t, env))
             steps_log.append({"step": f"native {bench} round {round_no + 1}", "status": "ok",
                               "seconds": round(time.monotonic() - start, 3)})
-    return {"size": kit["size"], "repeats": repeats, "threads": threads, "samples": samples}
+    return {"size": kit["size"], "repeats": done, "repeats_asked": repeats, "threads": threads, "samples": samples}
 
 
 def write_json(path: Path, data: object) -> str:
@@ -174,6 +182,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                      "and the core count)")
     p.add_argument("--repeats", type=int, default=5, help="rounds of native runs; the median is kept (default 5)")
     p.add_argument("--quick", action="store_true", help="quick microbenchmarks (detect --quick): rougher figures")
+    p.add_argument("--budget", type=float, help="seconds of native runs after which no new round starts (for a "
+                                                "batch job's time limit; at least one round runs)")
     return p.parse_args(argv)
 
 
@@ -189,7 +199,8 @@ def measure(args: argparse.Namespace, kit: dict, facts: dict, threads: list[int]
         record["files"]["facts.json"] = write_json(work / "facts.json", facts)
         raw = run_probes(facts, record["effort"], env, log)
         record["files"]["probes.json"] = write_json(work / "probes.json", raw)
-        native = run_native(kit, threads, args.repeats, {**env, **probeplan.harness_flush_environment(facts)}, log)
+        native = run_native(kit, threads, args.repeats, {**env, **probeplan.harness_flush_environment(facts)}, log,
+                            args.budget)
         record["files"]["native.json"] = write_json(work / "native.json", native)
     except KeyboardInterrupt:
         log.append({"step": "interrupted", "status": "error", "error": "interrupted"})
@@ -214,8 +225,10 @@ def main(argv: list[str] | None = None) -> int:
             raise KitError(f"{out}: already exists; remove it or give another -o")
         if args.repeats < 1:
             raise KitError(f"--repeats {args.repeats}: give at least 1")
+        if args.budget is not None and not args.budget > 0:
+            raise KitError(f"--budget {args.budget:g}: give a positive number of seconds")
         kit = load_kit()
-        facts = probeplan.host_facts()
+        facts = probeplan.host_facts(KIT / "bin" / "cpuid")  # CPUID's report where sysfs has no caches
         threads = thread_counts(args.threads, int(facts["cores"]))
         probeplan.plan(facts, probeplan.EFFORTS["quick" if args.quick else "full"])  # refuses unusable caches
         out.parent.mkdir(parents=True, exist_ok=True)

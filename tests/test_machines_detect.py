@@ -1,10 +1,12 @@
 """Host detection: sysfs parsing against hand-made trees, and a quick real run of the microbenchmarks."""
 from __future__ import annotations
 
+import platform
+
 import pytest
 
 import machines
-from machines import detect
+from machines import detect, probeplan
 from pptmc import cli
 
 
@@ -205,3 +207,35 @@ def test_window_figures_recover_the_lookahead_from_synthetic_chains():
     assert got["reorder_window_ops"] == w
     assert "loop exit 3.0 ns" in got["source"]
     assert detect.window_figures({"div_16": 1.0}) == {}
+
+
+CPUID_SMT2 = """smt=2
+cache level=1 type=data size=49152 line=64 ways=12 sharing=2
+cache level=2 type=unified size=2097152 line=64 ways=16 sharing=2
+cache level=3 type=unified size=110100480 line=64 ways=15 sharing=224
+"""
+
+
+def test_cpuid_caches_hand_case():
+    """Two hyperthreads per core: L1 and L2 serve one core (private); the L3 serves 112 cores, capped at the
+    chip's 16 that this host shows."""
+    l1, l2, l3 = probeplan.cpuid_caches(CPUID_SMT2, cores=16)
+    assert (l1.size_bytes, l1.associativity, l1.shared, l1.cores_sharing) == (49152, 12, False, 0)
+    assert (l2.level, l2.shared) == (2, False)
+    assert (l3.size_bytes, l3.line_bytes, l3.shared, l3.cores_sharing) == (110100480, 64, True, 16)
+
+
+def test_host_facts_fall_back_to_cpuid_without_sysfs_or_lscpu(monkeypatch, tmp_path):
+    """A sandbox whose sysfs describes no cache and which has no lscpu: the facts take CPUID's report, the
+    same geometry sysfs gives here; without the helper the error names all three sources."""
+    real = detect.sysfs_caches()
+    if not real or platform.machine() != "x86_64":
+        pytest.skip("needs an x86-64 host whose sysfs describes its caches (the oracle)")
+    helper = detect.build_program("cpuid", tmp_path / "cpuid")
+    monkeypatch.setattr(detect.probeplan, "sysfs_caches", lambda: [])
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    facts = probeplan.host_facts(helper)
+    assert [(c["level"], c["size_bytes"], c["associativity"]) for c in facts["caches"]] == [
+        (c.level, c.size_bytes, c.associativity) for c in real]
+    with pytest.raises(probeplan.ProbeError, match="no caches described.*lscpu.*write the machine file by hand"):
+        probeplan.host_facts()

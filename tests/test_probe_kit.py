@@ -242,3 +242,44 @@ def test_a_damaged_kit_or_an_existing_results_folder_is_refused(kit_and_results,
     proc = run_kit(broken, "-o", str(tmp_path / "R"), "--quick")
     assert proc.returncode == 2 and f"{ops}: missing or different" in proc.stderr
     assert not (tmp_path / "R").exists()
+
+
+def test_a_budget_stops_new_rounds_and_the_results_say_how_many_ran(kit_and_results, tmp_path):
+    """--budget: the first round always runs; none starts after the budget; native.json records the rounds done
+    and asked, and ingest reads the shorter samples. A budget that is no positive number is refused."""
+    kit, _, _ = kit_and_results
+    proc = run_kit(kit, "-o", str(tmp_path / "R"), "--threads", "1", "--repeats", "3", "--budget", "0.001",
+                   "--quick")
+    assert proc.returncode == 0, proc.stderr
+    native = _json(tmp_path / "R" / "native.json")
+    assert (native["repeats"], native["repeats_asked"]) == (1, 3)
+    assert [len(times) for times in native["samples"][BENCH].values()] == [1]
+    assert "stopping after 1 of 3 rounds" in proc.stderr
+    proc = run_kit(kit, "-o", str(tmp_path / "S"), "--budget", "-1", "--quick")
+    assert proc.returncode == 2 and "--budget -1: give a positive number" in proc.stderr
+    assert not (tmp_path / "S").exists()
+
+
+def test_the_kit_reads_caches_from_cpuid_where_sysfs_has_none(kit_and_results):
+    """The kit's cpuid helper (for sandboxes such as gVisor, whose sysfs has no cache description) reports the
+    geometry sysfs describes here: level, size, line and ways of every data or unified cache."""
+    kit, _, _ = kit_and_results
+    from machines import probeplan
+
+    sysfs = probeplan.sysfs_caches()
+    if not sysfs:
+        pytest.skip("this host's sysfs describes no caches: no oracle")
+    got = probeplan.cpuid_caches(subprocess.run([str(kit / "bin" / "cpuid")], capture_output=True, text=True,
+                                                check=True).stdout, host_cores())
+    if platform_machine() != "x86_64":
+        assert got == []
+        return
+    geometry = [(c.level, c.size_bytes, c.line_bytes, c.associativity) for c in sysfs]
+    assert [(c.level, c.size_bytes, c.line_bytes, c.associativity) for c in got] == geometry
+
+
+def platform_machine() -> str:
+    """This host's architecture."""
+    import platform
+
+    return platform.machine()
