@@ -49,6 +49,12 @@ def curve_figures(raw: Mapping[str, list[dict]], caches: list[SysCache], cores: 
 
     ops = raw["curves.cores"]
     put("op_throughput_scale", ops, {p: (lambda run, p=p: run["ops_ns_1"] / run[f"ops_ns_{p}"]) for p in points})
+    if all("clock_ns_1" in run for run in ops):
+        put("clock_scale", ops, {p: (lambda run, p=p: run["clock_ns_1"] / run[f"clock_ns_{p}"]) for p in points})
+    cold = raw.get("coldstart") or []
+    if cold and all(f"cold_ns_{p}" in run for run in cold for p in points):
+        put("cold_start_ns", cold,
+            {p: (lambda run, p=p: max(0.0, run[f"cold_ns_{p}"] - run[f"warm_ns_{p}"])) for p in points})
     put("bandwidth_gbs", raw["curves.stream"], {p: (lambda run, p=p: run[f"gbs_{p}"]) for p in points})
     shared = any(c.shared for c in caches)
     if shared:
@@ -74,7 +80,9 @@ def _curve_source(raw: Mapping[str, list[dict]], keys: list[str], caches: list[S
     ram_note = "" if ram >= 2 * llc else " (set not above the last-level cache: may be optimistic)"
     parts = ["threads pinned (OMP_PROC_BIND=close, OMP_PLACES=cores)",
              ("op_throughput_scale: cores.c, the slowest thread's ns per operation of 8 independent integer and "
-              "floating-point add chains on 1 thread over that on p"),
+              "floating-point add chains on 1 thread over that on p; clock_scale: the same of one dependent chain "
+              "of integer adds"),
+             "cold_start_ns: coldstart.c on p threads (first region after the flush less a warm one)",
              f"bandwidth_gbs: stream.c read bandwidth over {ram // MIB} MiB on p threads{ram_note}",
              "fork_join_ns, barrier_ns: overhead.c on p threads (empty region; one-iteration-per-thread omp for)"]
     if shared:

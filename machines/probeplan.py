@@ -400,8 +400,8 @@ def plan(facts: Mapping, effort: Effort) -> list[Step]:
                           note=f"strided.c (cold column walks over 1..{sets} L1 sets)"))
     steps += [Step("overhead", "overhead", (effort.sync_rounds, 5, cores),
                    note=f"overhead.c (OpenMP fork/join and barrier on {cores} threads)"),
-              Step("coldstart", "coldstart", (flush, effort.cold_reps, *sorted({1, cores})), pinned=True,
-                   note="coldstart.c (the first parallel region after a cache flush)"),
+              Step("coldstart", "coldstart", (flush, effort.cold_reps, *curve_cores(cores)), pinned=True,
+                   note="coldstart.c (the first parallel region after a cache flush, on 1 .. all cores)"),
               Step("libm", "libm", (max(4, effort.op_iterations * 2),), note="libm.c (C math library calls)"),
               Step("window", "window", (max(100_000, effort.op_iterations * 4),), 3,
                    note="window.c (overlap of dependence chain instances)"),

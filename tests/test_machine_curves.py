@@ -56,6 +56,8 @@ def curved_machine():
      r"curves\.fork_join_ns\[1\]: inf is not a finite number"),
     (lambda c: c.update(barrier_ns=[0.0, 150.0, 350.0, 750.0]), r"curves\.barrier_ns\[0\]: must be a positive number"),
     (lambda c: c.update(op_throughput_scale=[0.9, 0.9, 0.8, 0.5]), r"curves\.op_throughput_scale\[0\]: must be 1"),
+    (lambda c: c.update(clock_scale=[0.9, 0.9, 0.8, 0.5]), r"curves\.clock_scale\[0\]: must be 1"),
+    (lambda c: c.update(cold_start_ns=[10.0, -1.0, 5.0, 5.0]), r"curves\.cold_start_ns\[1\]: must be a number >= 0"),
     (lambda c: c.update(bandwith_gbs=[1.0, 2.0, 3.0, 4.0]), r"curves\.bandwith_gbs: unknown field"),
     (lambda c: c.pop("source"), r"curves\.source: missing"),
     (lambda c: c["spread"].update(barrier=[0.0, 0.0, 0.0, 0.0]), r"curves\.spread\.barrier: names no figure"),
@@ -122,10 +124,11 @@ def test_prediction_with_curves_hand_computed():
     assert p.dram_bandwidth_gbs == 48.0 and p.t_dram_s == pytest.approx(6e9 / 48e9)
     assert p.t_overhead_s == pytest.approx((10 * 800 + 50 * 350) * 1e-9)
     assert p.runtime_s == pytest.approx(6e9 / 48e9 + (10 * 800 + 50 * 350) * 1e-9)      # DRAM-bound
-    assert p.core_scaling == "curves (DRAM bandwidth, fork/join, barrier, coherence transfer, op throughput)"
+    assert p.core_scaling == ("curves (DRAM bandwidth, fork/join, barrier, coherence transfer, op throughput); "
+                              "fallback (clock, cold start)")
     only_bw = validate_machine_dict(with_curves({"cores": [1, 2], "bandwidth_gbs": [10.0, 12.0], "source": "x"}), "t")
     assert _predict(only_bw, 2).core_scaling == ("curves (DRAM bandwidth); fallback (fork/join, barrier, coherence "
-                                                 "transfer, op throughput)")
+                                                 "transfer, op throughput, clock, cold start)")
 
 
 def test_machine_without_curves_keeps_todays_forms():
@@ -160,6 +163,7 @@ def test_cold_flush_exceeds_the_last_level_cache():
     facts = {"cores": 2, "caches": [asdict(c) for c in vm_l3], "page_bytes": 4096}
     steps = {s.key: s for s in probeplan.plan(facts, probeplan.QUICK)}
     assert steps["coldstart"].args[0] == 960 * mib and steps["strided"].args[-1] == 960 * mib
+    assert steps["coldstart"].args[2:] == (1, 2)                                  # cold start on every curve point
     assert [s.key for s in steps.values() if s.key.startswith("curves.")] == [
         "curves.cores", "curves.stream", "curves.overhead", "curves.transfer"]
     assert steps["curves.transfer"].args[3:] == (2,) and steps["curves.stream"].args[3:] == (1, 2)
@@ -195,6 +199,9 @@ def test_detect_curve_steps_on_this_host_give_a_table_that_loads(tmp_path):
     m = validate_machine_dict(with_curves(table), "detected curves")
     points = sorted({2 ** k for k in range(8) if 2 ** k <= cores} | {cores})
     assert m.curves.cores == tuple(points) and m.curves.figures["op_throughput_scale"][0] == 1.0
+    assert m.curves.figures["clock_scale"][0] == 1.0 and "cold_start_ns" not in m.curves.figures  # no coldstart run
+    clock = [run[f"clock_ns_1"] / run[f"clock_ns_{points[-1]}"] for run in raw["curves.cores"][-3:]]
+    assert m.curves.figures["clock_scale"][-1] == pytest.approx(statistics.median(clock), rel=1e-3)
     last = raw["curves.stream"][-3:]
     assert 3 <= len(raw["curves.stream"]) <= effort.curve_runs
     for i, p in enumerate(points):
@@ -207,3 +214,40 @@ def test_detect_curve_steps_on_this_host_give_a_table_that_loads(tmp_path):
         ns = [run["other_ns_2"] for run in raw["curves.transfer"][-3:]]
         assert m.curves.figures["transfer_cycles"][0] == pytest.approx(statistics.median(ns) * 3.0, rel=1e-3)
     assert "median of the last 3 runs" in m.sources["curves"]
+
+
+def test_cold_start_curve_replaces_the_depth_interpolation():
+    """With curves.cold_start_ns the first region's extra cost is the curve at p (here 300 ns at 3 cores, half-way
+    from 200 to 400), once per run; without it, one thread's and all cores' figures by tree depth."""
+    data = with_curves({**CURVES, "cold_start_ns": [100.0, 200.0, 400.0, 0.0]})
+    data["parallel"] = {"fork_join_ns": 1600.0, "barrier_ns": 750.0, "cold_start_ns": 900.0, "cold_start_one_ns": 100.0,
+                        "source": "hand-made"}
+    m = validate_machine_dict(data, "t")
+    assert overhead_seconds(m, 3, regions=10, barriers=50) == pytest.approx((10 * 600 + 50 * 250 + 300) * 1e-9)
+    assert overhead_seconds(m, 8, regions=1, barriers=0) == pytest.approx((1600 + 0) * 1e-9)   # 0 measured at 8
+    without = validate_machine_dict({**data, "curves": CURVES}, "t")
+    # depth at 4 of 8 cores = 2/3: 100 + (900 - 100) x 2/3
+    assert overhead_seconds(without, 4, regions=1, barriers=0) == pytest.approx((800 + 100 + 800 * 2 / 3) * 1e-9)
+
+
+def test_clock_scale_slows_chains_and_port_scale_the_ports():
+    """A core at half its port throughput but its full clock (an SMT sibling busy): a block bound by its
+    dependence chain keeps its time, one bound by its FP pipe doubles; the latency form follows the clock and
+    the throughput form the ports. Without clock_scale both follow the ports (a slower clock)."""
+    from analysis.runtime.inputs import BlockWork
+    from analysis.runtime.terms.block_core import CoreScales, block_core_cycles
+    from analysis.runtime.terms.cpu import core_scales, cpu_time_cycles
+
+    m = validate_machine_dict(with_curves({**CURVES, "clock_scale": [1.0, 1.0, 1.0, 1.0]}), "t")
+    scales = core_scales(m, 8)
+    assert (scales.ports, scales.clock) == (0.5, 1.0)
+    assert core_scales(curved_machine(), 8) == CoreScales(ports=0.5, clock=0.5)
+    fp = m.ops["fp_add"]
+    chain = BlockWork(count=1, ops={"fp_add": 4}, chain={"fp_add": 4})
+    pipe = BlockWork(count=1, ops={"fp_add": 40}, chain={})
+    assert block_core_cycles(chain, m, scales) == pytest.approx(block_core_cycles(chain, m))
+    assert block_core_cycles(pipe, m, scales) == pytest.approx(2 * 40 * fp.recip_throughput)
+    ops = rm.OpCounts(fp_add=1000)
+    assert cpu_time_cycles(ops, m, "latency", scales) == pytest.approx(1000 * fp.latency)
+    assert cpu_time_cycles(ops, m, "throughput", scales) == pytest.approx(
+        (fp.latency + 999 * fp.recip_throughput) / 0.5)

@@ -5,12 +5,16 @@
  * adds, an empty asm after each so clang neither folds nor vectorises them); the figure is the slowest
  * thread's ns per operation, best of REPS. Relative to P = 1 it shows the clock and shared-resource cost of
  * more active cores.
+ * clock: every thread runs ITERATIONS x 8 integer adds in one dependent chain (one add a cycle at any port
+ * pressure); the figure is the slowest thread's ns per add, best of REPS. Relative to P = 1 it shows the clock
+ * alone, so that ops over clock separates a slower clock from issue ports shared with a sibling thread.
  * shared: every thread reads one 8-byte word per line of its own SLICE_KIB slice (first touched by itself),
  * in four independent sums as lines.c, about 64 MiB of lines per repetition after one untimed pass; the
  * figure is the slowest thread's ns per line, best of REPS. A slice just beyond the private levels puts
  * P slices in the shared cache while P x SLICE fits there.
  * Usage: cores ITERATIONS SLICE_KIB LINE_BYTES REPS THREADS...
- * Output per thread count P: ops_ns_<P>=<ns per operation per core> shared_ns_<P>=<ns per line per core>
+ * Output per thread count P: ops_ns_<P>=<ns per operation per core> clock_ns_<P>=<ns per dependent add>
+ * shared_ns_<P>=<ns per line per core>
  */
 #include <omp.h>
 #include <stdint.h>
@@ -43,6 +47,19 @@ static double ops_ns(long n) {
     return t * 1e9 / (8.0 * (double)n);
 }
 
+/* ns per add of one thread's dependent chain of 8n integer adds */
+static double clock_ns(long n) {
+    uint64_t y = seed_one, x = y;
+    double t0 = omp_get_wtime();
+    for (long i = 0; i < n; i++) {
+        x += y; HIDE(x); x += y; HIDE(x); x += y; HIDE(x); x += y; HIDE(x);
+        x += y; HIDE(x); x += y; HIDE(x); x += y; HIDE(x); x += y; HIDE(x);
+    }
+    double t = omp_get_wtime() - t0;
+    sink += (double)x;
+    return t * 1e9 / (8.0 * (double)n);
+}
+
 /* ns per line of one thread's passes over its slice (one word per line, four sums) */
 static double lines_ns(const uint64_t *a, size_t lines, size_t step, int passes) {
     uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
@@ -60,9 +77,10 @@ static double lines_ns(const uint64_t *a, size_t lines, size_t step, int passes)
 }
 
 /* best over reps of the slowest thread's figure, for `threads` threads */
-static void measure(int threads, long n, size_t slice_bytes, size_t line, int reps, double *ops, double *shared) {
-    double slowest_ops[64], slowest_lines[64];
-    for (int r = 0; r < reps; r++) slowest_ops[r] = slowest_lines[r] = 0;
+static void measure(int threads, long n, size_t slice_bytes, size_t line, int reps, double *ops, double *clock,
+                    double *shared) {
+    double slowest_ops[64], slowest_clock[64], slowest_lines[64];
+    for (int r = 0; r < reps; r++) slowest_ops[r] = slowest_clock[r] = slowest_lines[r] = 0;
     size_t step = line / sizeof(uint64_t), lines = slice_bytes / line / 4 * 4;
     int passes = (int)(64 * MIB / (lines * line)) + 1;
     int failed = 0;
@@ -79,10 +97,13 @@ static void measure(int threads, long n, size_t slice_bytes, size_t line, int re
 #pragma omp barrier
                 double o = ops_ns(n);
 #pragma omp barrier
+                double c = clock_ns(n);
+#pragma omp barrier
                 double l = lines_ns(a, lines, step, passes);
 #pragma omp critical
                 {
                     if (o > slowest_ops[r]) slowest_ops[r] = o;
+                    if (c > slowest_clock[r]) slowest_clock[r] = c;
                     if (l > slowest_lines[r]) slowest_lines[r] = l;
                 }
             }
@@ -90,9 +111,10 @@ static void measure(int threads, long n, size_t slice_bytes, size_t line, int re
         free(a);
     }
     if (failed) { fprintf(stderr, "cores: out of memory\n"); exit(3); }
-    *ops = *shared = 1e300;
+    *ops = *clock = *shared = 1e300;
     for (int r = 0; r < reps; r++) {
         if (slowest_ops[r] < *ops) *ops = slowest_ops[r];
+        if (slowest_clock[r] < *clock) *clock = slowest_clock[r];
         if (slowest_lines[r] < *shared) *shared = slowest_lines[r];
     }
 }
@@ -110,9 +132,10 @@ int main(int argc, char **argv) {
     for (int k = 5; k < argc; k++) {
         int threads = atoi(argv[k]);
         if (threads < 1) { fprintf(stderr, "cores: thread counts must be positive\n"); return 2; }
-        double ops, shared;
-        measure(threads, n, slice, line, reps, &ops, &shared);
-        printf("ops_ns_%d=%.5f\nshared_ns_%d=%.4f\n", threads, ops, threads, shared);
+        double ops, clock, shared;
+        measure(threads, n, slice, line, reps, &ops, &clock, &shared);
+        printf("ops_ns_%d=%.5f\nclock_ns_%d=%.5f\nshared_ns_%d=%.4f\n", threads, ops, threads, clock, threads,
+               shared);
     }
     printf("sink=%g\n", sink);
     return 0;

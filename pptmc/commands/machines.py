@@ -96,7 +96,8 @@ def run_probe_kit(args: argparse.Namespace) -> int:
     from pptmc.commands.measure import check_size, select
     from pptmc.probekit import build_kit
 
-    size, benches = check_size(args.size), select(args.benchmarks)
+    benches = select(args.benchmarks)
+    size = check_size(args.size, benches)
     manifest = build_kit(args.output, benches, size,
                          progress=lambda msg: print(f"probe-kit: {msg}", file=sys.stderr, flush=True))
     print(f"wrote {args.output} (kit {manifest['kit_version']}, {len(benches)} benchmarks at {size}); on the "

@@ -30,13 +30,16 @@ def host_machine(args: argparse.Namespace, outdir: Path, say):
     return cached_host_machine(outdir, args.machine, args.detect, say)
 
 
-def check_size(size: str) -> str:
-    """A dataset size name, upper-cased; InputError listing the sizes otherwise."""
-    from benchmarks.polybench.catalog import SIZES
+def check_size(size: str, benches=()) -> str:
+    """A dataset size name, upper-cased, that every one of `benches` defines; InputError listing the sizes
+    otherwise (POW2 exists only for the kernels that walk matrices down their columns)."""
+    from benchmarks.polybench import catalog
 
     key = size.strip().upper()
-    if key not in SIZES:
-        raise InputError(f"--size {size!r}: unknown; choose one of {', '.join(SIZES)}")
+    if key not in catalog.ALL_SIZES:
+        raise InputError(f"--size {size!r}: unknown; choose one of {', '.join(catalog.ALL_SIZES)}")
+    for bench in benches:
+        catalog.check_size(bench, key)
     return key
 
 
@@ -53,8 +56,8 @@ def run_measure(args: argparse.Namespace) -> int:
         from pptmc.measure import validate_runtimes
 
         threads = parse_threads(args.threads or "1,2")
-        size = check_size(args.size)
         benches = select(args.benchmarks)
+        size = check_size(args.size, benches)
         machine = host_machine(args, outdir, say)
         say(f"model: {options.describe()}")
         df = validate_runtimes(benches, size, threads, outdir, machine, repeats=args.repeats, progress=say,

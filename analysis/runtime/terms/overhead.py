@@ -1,7 +1,8 @@
 """T_ovh, OpenMP overhead (not in the paper): fork/join, barriers and the first region's cold start.
 
     T_ovh = (R x fork_join_ns + B x barrier_ns) x d + cold,   d = log2(p) / log2(cores) (0 on one core)
-    cold  = cold_start_one_ns + (cold_start_ns - cold_start_one_ns) x d   (when any region ran)
+    cold  = cold_start_one_ns + (cold_start_ns - cold_start_one_ns) x d   (when any region ran; the curve
+            curves.cold_start_ns at p instead, where the machine has it)
 
 With curves over active cores, R x curves.fork_join_ns(p) and B x curves.barrier_ns(p) (each measured at p
 threads) replace the scaled all-core figures for p > 1, each where its curve is given.
@@ -17,7 +18,7 @@ is 1.15 ms faster at one thread (288 ns per loop), and charging them moves its p
 R: parallel-region invocations, B: barriers executed, L: work-shared loop instances (facts.RegionFacts).
 Added after contention. Machine fields: cores, parallel.fork_join_ns, parallel.barrier_ns,
 parallel.cold_start_ns, parallel.cold_start_one_ns (absent [parallel]: all 0, no term), curves.fork_join_ns,
-curves.barrier_ns.
+curves.barrier_ns, curves.cold_start_ns.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def overhead_seconds(machine: Machine, cores: int, regions: float, barriers: flo
     """
     par = machine.parallel
     depth = math.log2(cores) / math.log2(machine.cores) if cores > 1 and machine.cores > 1 else 0.0
-    cold = par.cold_start_one_ns + (par.cold_start_ns - par.cold_start_one_ns) * depth if regions else 0.0
+    cold = cold_start_ns(machine, cores, depth) if regions else 0.0
     if cores <= 1:
         return (cold + loops * one_core_loop_ns(machine)) * 1e-9
     fork_join, barrier = curve_value(machine, "fork_join_ns", cores), curve_value(machine, "barrier_ns", cores)
@@ -46,6 +47,16 @@ def overhead_seconds(machine: Machine, cores: int, regions: float, barriers: flo
     regions_ns = par.fork_join_ns * depth if fork_join is None else fork_join
     barriers_ns = par.barrier_ns * depth if barrier is None else barrier
     return (regions * regions_ns + barriers * barriers_ns + cold) * 1e-9
+
+
+def cold_start_ns(machine: Machine, cores: int, depth: float) -> float:
+    """The first region's extra cost after the flush on `cores` threads: the curve's figure at p where the
+    machine has it, else the one-thread and all-core figures interpolated by tree depth."""
+    curve = curve_value(machine, "cold_start_ns", cores)
+    if curve is not None:
+        return curve
+    par = machine.parallel
+    return par.cold_start_one_ns + (par.cold_start_ns - par.cold_start_one_ns) * depth
 
 
 def one_core_loop_ns(machine: Machine) -> float:
