@@ -125,10 +125,10 @@ def test_prediction_with_curves_hand_computed():
     assert p.t_overhead_s == pytest.approx((10 * 800 + 50 * 350) * 1e-9)
     assert p.runtime_s == pytest.approx(6e9 / 48e9 + (10 * 800 + 50 * 350) * 1e-9)      # DRAM-bound
     assert p.core_scaling == ("curves (DRAM bandwidth, fork/join, barrier, coherence transfer, op throughput); "
-                              "fallback (clock, cold start)")
+                              "fallback (cold start)")
     only_bw = validate_machine_dict(with_curves({"cores": [1, 2], "bandwidth_gbs": [10.0, 12.0], "source": "x"}), "t")
     assert _predict(only_bw, 2).core_scaling == ("curves (DRAM bandwidth); fallback (fork/join, barrier, coherence "
-                                                 "transfer, op throughput, clock, cold start)")
+                                                 "transfer, op throughput, cold start)")
 
 
 def test_machine_without_curves_keeps_todays_forms():
@@ -228,26 +228,3 @@ def test_cold_start_curve_replaces_the_depth_interpolation():
     without = validate_machine_dict({**data, "curves": CURVES}, "t")
     # depth at 4 of 8 cores = 2/3: 100 + (900 - 100) x 2/3
     assert overhead_seconds(without, 4, regions=1, barriers=0) == pytest.approx((800 + 100 + 800 * 2 / 3) * 1e-9)
-
-
-def test_clock_scale_slows_chains_and_port_scale_the_ports():
-    """A core at half its port throughput but its full clock (an SMT sibling busy): a block bound by its
-    dependence chain keeps its time, one bound by its FP pipe doubles; the latency form follows the clock and
-    the throughput form the ports. Without clock_scale both follow the ports (a slower clock)."""
-    from analysis.runtime.inputs import BlockWork
-    from analysis.runtime.terms.block_core import CoreScales, block_core_cycles
-    from analysis.runtime.terms.cpu import core_scales, cpu_time_cycles
-
-    m = validate_machine_dict(with_curves({**CURVES, "clock_scale": [1.0, 1.0, 1.0, 1.0]}), "t")
-    scales = core_scales(m, 8)
-    assert (scales.ports, scales.clock) == (0.5, 1.0)
-    assert core_scales(curved_machine(), 8) == CoreScales(ports=0.5, clock=0.5)
-    fp = m.ops["fp_add"]
-    chain = BlockWork(count=1, ops={"fp_add": 4}, chain={"fp_add": 4})
-    pipe = BlockWork(count=1, ops={"fp_add": 40}, chain={})
-    assert block_core_cycles(chain, m, scales) == pytest.approx(block_core_cycles(chain, m))
-    assert block_core_cycles(pipe, m, scales) == pytest.approx(2 * 40 * fp.recip_throughput)
-    ops = rm.OpCounts(fp_add=1000)
-    assert cpu_time_cycles(ops, m, "latency", scales) == pytest.approx(1000 * fp.latency)
-    assert cpu_time_cycles(ops, m, "throughput", scales) == pytest.approx(
-        (fp.latency + 999 * fp.recip_throughput) / 0.5)

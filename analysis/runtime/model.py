@@ -17,7 +17,7 @@ from analysis.runtime.schedule import busiest_share
 from analysis.runtime.terms.coherence import coherence_cycles
 from analysis.runtime.terms.column_walks import strided_cycles
 from analysis.runtime.terms.contention import dram_traffic_bytes
-from analysis.runtime.terms.cpu import core_scales, cpu_time
+from analysis.runtime.terms.cpu import at_cores, cpu_time
 from analysis.runtime.terms.memory import memory_time
 from analysis.runtime.terms.numa import dram_latency_ns
 from analysis.runtime.terms.overhead import overhead_seconds
@@ -83,7 +83,7 @@ def predict_runtime(machine: Machine, cores: int, local_hit_rates: Mapping[str, 
     memory = memory_time(machine, rates, per_core, word, block_bytes, gap_bytes,
                          dram_latency_ns(machine, cores, placement, numa_pages))
     l1_issue = per_core * rates.served()[0] * machine.caches[0].recip_throughput_cycles
-    cpu = cpu_time(machine, ops, share, blocks, loop_bounds, l1_issue, core_scales(machine, cores))
+    cpu = at_cores(cpu_time(machine, ops, share, blocks, loop_bounds, l1_issue), machine, cores)
     added = AddedCycles(tlb=tlb_cycles(machine, ops.load, share, tlb_miss_rates, tlb_update_misses),
                         coherence=coherence_cycles(machine, per_core, coherence_miss_rate, cores, upgrades),
                         strided=strided_cycles(machine, share, strided_extra_ns))

@@ -10,7 +10,6 @@ store_new_line_cycles, reorder_window_ops, chain_lookahead_ops, calls[*].recip_t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from analysis.runtime.inputs import FP_CLASSES, INT_CLASSES, BlockWork
@@ -18,18 +17,8 @@ from common.errors import InputError
 from machines.model import Machine
 
 
-@dataclass(frozen=True)
-class CoreScales:
-    """One core's speed while others run, relative to it alone: `ports` divides work on issue ports and
-    library calls, `clock` the dependence chains (analysis/runtime/terms/cpu.py core_scales)."""
-
-    ports: float = 1.0
-    clock: float = 1.0
-
-
-def block_core_cycles(blk: BlockWork, machine: Machine, scales: CoreScales = CoreScales()) -> float:
-    """Cycles of one execution of a block on an out-of-order core, its data in L1 (each resource slowed by
-    `scales` while other cores run).
+def block_core_cycles(blk: BlockWork, machine: Machine) -> float:
+    """Cycles of one execution of a block on an out-of-order core, its data in L1.
 
     The bound is the slowest of: the loop-carried chain (its latencies in sequence), the
     floating-point pipes, the integer ALUs and the load/store ports (each the sum of its
@@ -39,14 +28,12 @@ def block_core_cycles(blk: BlockWork, machine: Machine, scales: CoreScales = Cor
     Haswell, Broadwell and Zen), each at its own reciprocal throughput: a store costs more than a
     load on every shipped machine (1 against 0.5 cycles) and on the hosts measured (0.5 against 0.33).
     """
-    return (block_issue_cycles(blk, machine, scales)
-            + library_call_cycles(blk.calls, machine) / scales.ports)
+    return block_issue_cycles(blk, machine) + library_call_cycles(blk.calls, machine)
 
 
-def block_issue_cycles(blk: BlockWork, machine: Machine, scales: CoreScales = CoreScales()) -> float:
+def block_issue_cycles(blk: BlockWork, machine: Machine) -> float:
     """block_core_cycles without the library calls: the part llvm-mca's loop bound is compared with."""
-    chain, fp, integer, ports = block_resources(blk, machine)
-    return max(chain / scales.clock, max(fp, integer, ports) / scales.ports)
+    return max(block_resources(blk, machine))
 
 
 def block_resources(blk: BlockWork, machine: Machine) -> tuple[float, float, float, float]:

@@ -11,7 +11,7 @@ from machines.model import Machine
 # curve -> the term that reads it (analysis/RUNTIME_MODEL.md "Curves over active cores")
 MODEL_CURVES = {"bandwidth_gbs": "DRAM bandwidth", "fork_join_ns": "fork/join", "barrier_ns": "barrier",
                 "transfer_cycles": "coherence transfer", "op_throughput_scale": "op throughput",
-                "clock_scale": "clock", "cold_start_ns": "cold start"}
+                "cold_start_ns": "cold start"}
 
 
 def curve_value(machine: Machine, figure: str, cores: int) -> float | None:
