@@ -283,3 +283,16 @@ def platform_machine() -> str:
     import platform
 
     return platform.machine()
+
+
+def test_sizes_of_kits_and_measure_include_pow2_only_where_defined():
+    """--size POW2 is taken for the kernels that define it and refused, naming the benchmark, for others."""
+    from benchmarks.polybench.catalog import by_name
+    from pptmc.commands.measure import check_size
+
+    assert check_size("pow2", [by_name("atax"), by_name("symm")]) == "POW2"
+    assert check_size("medium") == "MEDIUM"
+    with pytest.raises(InputError, match=r"lu: no POW2 dataset"):
+        check_size("POW2", [by_name("atax"), by_name("lu")])
+    with pytest.raises(InputError, match=r"--size 'huge': unknown; choose one of .*POW2"):
+        check_size("huge")
