@@ -228,3 +228,15 @@ def test_cold_start_curve_replaces_the_depth_interpolation():
     without = validate_machine_dict({**data, "curves": CURVES}, "t")
     # depth at 4 of 8 cores = 2/3: 100 + (900 - 100) x 2/3
     assert overhead_seconds(without, 4, regions=1, barriers=0) == pytest.approx((800 + 100 + 800 * 2 / 3) * 1e-9)
+
+
+def test_curves_that_did_not_settle_are_named():
+    """A curve the model reads whose repeats spread beyond detect's 5% is named with its worst point; settled
+    ones, and figures the model does not read, are not."""
+    from analysis.runtime.terms.core_curves import unsettled_curves
+
+    m = curved_machine()   # bandwidth spread at most 4%, transfer 10% at 2 cores
+    assert unsettled_curves(m) == ["coherence transfer transfer_cycles (spread 10% at 2 cores)"]
+    quiet = validate_machine_dict(with_curves({**CURVES, "spread": {"bandwidth_gbs": [0.01, 0.02, 0.0, 0.04],
+                                                                  "shared_line_ns": [0.5, 0.5, 0.5, 0.5]}}), "t")
+    assert unsettled_curves(quiet) == [] and unsettled_curves(load_machine(SHIPPED)) == []

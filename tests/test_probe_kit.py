@@ -128,7 +128,10 @@ def test_measure_ingest_compares_the_kits_times_with_predictions(kit_and_results
     _, results, _ = kit_and_results
     out = tmp_path / "measure"
     assert cli.run(["measure", "--ingest", str(results), "-o", str(out), "--json"]) == 0
-    rows = {r["cores"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    printed = json.loads(capsys.readouterr().out)
+    rows = {r["cores"]: r for r in printed["rows"]}
+    spreads = _json(out / "runtime_validation.json")["unsettled_curves"]
+    assert printed["unsettled_curves"] == spreads and isinstance(spreads, list)
     samples = _json(results / "native.json")["samples"][BENCH]
     assert set(rows) == {1, 2}
     for t, row in rows.items():

@@ -5,10 +5,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pptmc.commands.args import add_model_options, model_options, parse_counts
 from common.errors import InputError
 from common.io import write_json, write_table
+
+if TYPE_CHECKING:
+    from machines.model import Machine
 
 def parse_threads(text: str) -> tuple[int, ...]:
     """'1,2' -> (1, 2); a clear error for anything else."""
@@ -62,7 +66,7 @@ def run_measure(args: argparse.Namespace) -> int:
         say(f"model: {options.describe()}")
         df = validate_runtimes(benches, size, threads, outdir, machine, repeats=args.repeats, progress=say,
                                options=options, pin=not args.no_pin)
-    return _report(df, outdir, machine.name, size, options, args.json)
+    return _report(df, outdir, machine, size, options, args.json)
 
 
 def _ingested(args: argparse.Namespace, outdir: Path, options, say) -> tuple:
@@ -95,8 +99,10 @@ def _ingested(args: argparse.Namespace, outdir: Path, options, say) -> tuple:
     return compare_runtimes(benches, measured, size, threads, outdir, machine, options, say), machine, size
 
 
-def _report(df, outdir: Path, machine: str, size: str, options, as_json: bool) -> int:
-    """Write the tables and figures into outdir and print the table (or JSON)."""
+def _report(df, outdir: Path, machine: "Machine", size: str, options, as_json: bool) -> int:
+    """Write the tables and figures into outdir and print the table (or JSON), naming the machine's curves
+    that did not settle."""
+    from analysis.runtime.terms.core_curves import unsettled_curves
     from pptmc.measure import runtime_summary, write_runtime_figure, write_speedup_figure
 
     summary = runtime_summary(df)
@@ -106,24 +112,28 @@ def _report(df, outdir: Path, machine: str, size: str, options, as_json: bool) -
     write_runtime_figure(df, outdir / "runtime_validation.png")
     if df["measured_speedup"].notna().any() and df["cores"].nunique() > 1:
         write_speedup_figure(df, outdir / "runtime_speedup.png")
-    write_json(outdir / "runtime_validation.json", {"machine": machine, "size": size, "model": options.as_dict(),
-                                                    "rows": df.to_dict("records"),
+    unsettled = unsettled_curves(machine)
+    write_json(outdir / "runtime_validation.json", {"machine": machine.name, "size": size, "model": options.as_dict(),
+                                                    "unsettled_curves": unsettled, "rows": df.to_dict("records"),
                                                     "summary": summary.to_dict("records")})
     if as_json:
-        print(json.dumps({"rows": df.to_dict("records"), "summary": summary.to_dict("records")}, indent=2))
+        print(json.dumps({"rows": df.to_dict("records"), "summary": summary.to_dict("records"),
+                          "unsettled_curves": unsettled}, indent=2))
     else:
-        print(_format(df, summary, machine, size))
+        print(_format(df, summary, machine.name, size, unsettled))
     return 0
 
 
-def _format(df, summary, machine: str, size: str) -> str:
-    """The validation table and summary as text."""
+def _format(df, summary, machine: str, size: str, unsettled: list[str]) -> str:
+    """The validation table and summary as text, and the curves that did not settle."""
     cols = ["benchmark", "cores", "measured_s", "measured_min_s", "predicted_s", "t_mem_s", "t_cpu_s",
             "t_incore_s", "t_tlb_s", "t_coherence_s", "t_overhead_s", "contention_s", "rel_error",
             "measured_speedup", "predicted_speedup"]
     head = f"runtime validation on {machine}, size {size} (times in seconds, rel_error vs the median)"
+    note = ([f"machine curves whose repeats did not agree within 5% (the predictions are that uncertain): "
+             f"{'; '.join(unsettled)}"] if unsettled else [])
     return "\n".join([head, df[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"), "",
-                      summary.to_string(index=False, float_format=lambda v: f"{v:.3f}")])
+                      summary.to_string(index=False, float_format=lambda v: f"{v:.3f}"), *note])
 
 
 def register(subparsers) -> None:

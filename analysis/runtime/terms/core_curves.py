@@ -7,6 +7,7 @@ to its fixed form (the one-core and all-core figures, scaled as analysis/RUNTIME
 from __future__ import annotations
 
 from machines.model import Machine
+from machines.probeplan import STABLE_SPREAD
 
 # curve -> the term that reads it (analysis/RUNTIME_MODEL.md "Curves over active cores")
 MODEL_CURVES = {"bandwidth_gbs": "DRAM bandwidth", "fork_join_ns": "fork/join", "barrier_ns": "barrier",
@@ -31,3 +32,18 @@ def scaling_forms(machine: Machine) -> str:
         return "fallback"
     rest = [label for label in MODEL_CURVES.values() if label not in used]
     return f"curves ({', '.join(used)})" + (f"; fallback ({', '.join(rest)})" if rest else "")
+
+
+def unsettled_curves(machine: Machine, limit: float = STABLE_SPREAD) -> list[str]:
+    """The curves the model reads whose repeats did not agree within `limit` (detect's own stability bound,
+    [curves.spread]), each with its largest spread and where: a prediction made from them is that uncertain."""
+    curves = machine.curves
+    if curves is None:
+        return []
+    out = []
+    for figure, label in MODEL_CURVES.items():
+        spread = curves.spread.get(figure) or ()
+        if curves.has(figure) and spread and max(spread) > limit:
+            worst = max(range(len(spread)), key=spread.__getitem__)
+            out.append(f"{label} {figure} (spread {spread[worst]:.0%} at {curves.points(figure)[worst]} cores)")
+    return out
