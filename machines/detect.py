@@ -43,14 +43,6 @@ _KIB = 1024
 _MIB = 1024 * 1024
 
 
-def host_caches(cores: int) -> list[SysCache]:
-    """Cache geometry from sysfs, else from lscpu (ToolError when neither can say)."""
-    try:
-        return probeplan.host_caches(cores)
-    except ProbeError as exc:
-        raise ToolError(str(exc)) from exc
-
-
 def simd_width_bits(flags: set[str] | None = None, machine: str | None = None) -> tuple[int, str]:
     """Widest vector ISA the CPU flags advertise (this host's unless given)."""
     flags = cpu_flags() if flags is None else flags
@@ -126,9 +118,9 @@ def ops_figures(runs: list[dict]) -> tuple[float, dict[str, dict[str, float]]]:
 
 
 def memory_figures(raw: Mapping[str, list[dict]], caches: list[SysCache], cores: int, ghz: float,
-                   l1_recip: float, effort: Effort) -> tuple[list[dict], dict]:
+                   l1_recip: float, effort: Effort, geometry_from: str = "sysfs or lscpu") -> tuple[list[dict], dict]:
     """Latency per cache level and for RAM (pointer chase), line throughput per level (lines),
-    bandwidths (stream)."""
+    bandwidths (stream); `geometry_from` says where the cache geometry was read."""
     levels = []
     for i, cache in enumerate(caches):
         size = probeplan.level_set_bytes(caches, i, effort)
@@ -143,7 +135,7 @@ def memory_figures(raw: Mapping[str, list[dict]], caches: list[SysCache], cores:
         levels.append({"name": f"L{cache.level}", "size_bytes": cache.size_bytes, "line_bytes": cache.line_bytes,
                        "associativity": cache.associativity, "latency_cycles": round(lat_ns * ghz, 1),
                        "recip_throughput_cycles": recip, "shared": cache.shared, **group,
-                       "source": f"geometry: sysfs or lscpu{group_note}; latency: chase.c over {size // _KIB} KiB "
+                       "source": f"geometry: {geometry_from}{group_note}; latency: chase.c over {size // _KIB} KiB "
                                  f"({lat_ns:.2f} ns); throughput: {how}"})
     ram_set = probeplan.ram_set_bytes(caches, effort)
     ram_ns = min(run["ns_per_load"] for run in raw["chase.RAM"])
@@ -419,7 +411,8 @@ def _machine_dict(facts: Mapping, raw: Mapping[str, list[dict]], effort: Effort,
     flags = set(facts["flags"])
     simd, simd_src = simd_width_bits(flags, facts["machine"])
     ghz, ops = ops_figures(raw["ops"])
-    levels, ram = memory_figures(raw, caches, cores, ghz, ops["load"]["recip_throughput"], effort)
+    levels, ram = memory_figures(raw, caches, cores, ghz, ops["load"]["recip_throughput"], effort,
+                                 facts.get("cache_source", "sysfs or lscpu"))
     flush = probeplan.cold_flush_bytes(caches, cores)
     if "strided" in raw:
         strided = strided_figures(raw["strided"][0], caches[0], effort, flush)

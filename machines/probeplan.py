@@ -174,26 +174,26 @@ def cpuid_caches(text: str, cores: int) -> list[SysCache]:
     return sorted(out, key=lambda c: c.level)
 
 
-def host_caches(cores: int, cpuid_binary: Path | None = None) -> list[SysCache]:
-    """Cache geometry from sysfs, else from lscpu, else from the CPU's own CPUID report (`cpuid_binary`, a
-    build of microbench/cpuid.c, for sandboxes without either); ProbeError when none can say."""
+def host_caches(cores: int, cpuid_binary: Path | None = None) -> tuple[list[SysCache], str]:
+    """(cache geometry, where it came from): from sysfs, else from lscpu, else from the CPU's own CPUID report
+    (`cpuid_binary`, a build of microbench/cpuid.c, for sandboxes without either); ProbeError when none can."""
     try:
         if caches := sysfs_caches():
-            return caches
+            return caches, "sysfs"
         problems = [f"{SYSFS_CPU}/cpu0/cache: no caches described"]
     except (OSError, ValueError) as sys_exc:
         problems = [f"{SYSFS_CPU}/cpu0/cache: {sys_exc}"]
     try:
         res = subprocess.run(["lscpu", "-C", "--bytes"], capture_output=True, text=True, check=True)
         if caches := lscpu_caches(res.stdout, cores):
-            return caches
+            return caches, "lscpu"
         problems.append("lscpu -C: no caches listed")
     except (OSError, subprocess.CalledProcessError, ValueError, KeyError) as exc:
         problems.append(f"lscpu -C: {exc}")
     if cpuid_binary is not None:
         try:
             if caches := cpuid_caches(run_text(cpuid_binary, []), cores):
-                return caches
+                return caches, "CPUID (sysfs and lscpu describe no caches)"
             problems.append(f"{cpuid_binary}: no caches reported")
         except (ProbeError, ValueError, KeyError) as exc:
             problems.append(f"{cpuid_binary}: {exc}")
@@ -232,12 +232,13 @@ def host_facts(cpuid_binary: Path | None = None) -> dict:
     process may use, the cache geometry (sharing judged over the whole chip; `cpuid_binary` as in
     host_caches), page size, CPU flags and names."""
     cores = physical_cores()
-    caches = host_caches(physical_cores(cpus=range(os.cpu_count() or 1)), cpuid_binary)
+    caches, cache_source = host_caches(physical_cores(cpus=range(os.cpu_count() or 1)), cpuid_binary)
     if not caches:
         raise ProbeError(f"{SYSFS_CPU}/cpu0/cache: no cache description found; write the machine file by hand "
                          "(see machines/SCHEMA.md)")
     mhz = _cpuinfo(r"^cpu MHz\s*:\s*([\d.]+)")
     return {"cores": cores, "logical_cpus": len(os.sched_getaffinity(0)), "caches": [asdict(c) for c in caches],
+            "cache_source": cache_source,
             "page_bytes": os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096,
             "flags": sorted(cpu_flags()), "cpu_mhz": float(mhz) if mhz else None,
             "model_name": _cpuinfo(r"^model name\s*:\s*(.+)$") or platform.processor() or platform.machine(),

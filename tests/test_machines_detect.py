@@ -235,6 +235,7 @@ def test_host_facts_fall_back_to_cpuid_without_sysfs_or_lscpu(monkeypatch, tmp_p
     monkeypatch.setattr(detect.probeplan, "sysfs_caches", lambda: [])
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     facts = probeplan.host_facts(helper)
+    assert facts["cache_source"].startswith("CPUID")
     assert [(c["level"], c["size_bytes"], c["associativity"]) for c in facts["caches"]] == [
         (c.level, c.size_bytes, c.associativity) for c in real]
     with pytest.raises(probeplan.ProbeError, match="no caches described.*lscpu.*write the machine file by hand"):
