@@ -7,7 +7,11 @@
 With curves over active cores, R x curves.fork_join_ns(p) and B x curves.barrier_ns(p) (each measured at p
 threads) replace the scaled all-core figures for p > 1, each where its curve is given.
 
-One thread: T_ovh = L x curves.barrier_ns(1) + cold_start_one_ns, with L the work-shared loop instances
+The cold start is libomp's and the region's code and data coming from memory after the flush and, where the
+flush outlasts libomp's spin time (KMP_BLOCKTIME), waking the workers that went to sleep meanwhile: not
+log-shaped in p, hence its curve (analysis/RUNTIME_MODEL.md, T_ovh).
+
+One thread: T_ovh = L x curves.barrier_ns(1) + cold, with L the work-shared loop instances
 (nothing for them without the curve). A one-thread team's barrier, `single` and `master` return at once in
 libomp (about 8, 16 and 7 ns each on this project's host, timed as overhead.c times its loop) and its
 fork/join costs ~80 ns, but a work-shared loop still sets up its schedule (`__kmpc_for_static_init` /
