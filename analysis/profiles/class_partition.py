@@ -7,7 +7,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-NO_PATTERN = np.zeros(0, dtype=np.int64)
+NO_PATTERN = np.zeros(0, dtype=np.int64)  # no core pattern: the partition carries no cores
 
 
 class Partition(NamedTuple):
@@ -64,11 +64,6 @@ def _partition(lines, mask, pattern, part):
             part.cores[k] = pattern[q]
             q = q + 1 if q + 1 < plen else 0
         k += 1
-
-
-NO_PATTERN = np.zeros(0, dtype=np.int64)
-
-
 
 
 class PartitionBuffers:
