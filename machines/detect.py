@@ -27,7 +27,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from machines import probeplan
-from machines.detect_curves import curve_figures
+from machines.detect_curves import cold_extra_ns, curve_figures
 from machines.loader import SCHEMA_VERSION, validate_machine_dict
 from machines.model import OP_CLASSES
 from machines.probeplan import (COLD_FLUSH_BYTES, FULL, QUICK, STRIDED_ROWS, SYSFS_CPU, TLB_FIRST_PAGES,  # noqa: F401
@@ -173,7 +173,7 @@ def parallel_figures(res: Mapping[str, float], cold: Mapping[str, float], cores:
                      flush: int = COLD_FLUSH_BYTES) -> dict:
     """Fork/join and barrier cost with all cores (overhead.c, best of 5 repetitions), and the extra cost of
     the first region after a flush (coldstart.c, of `flush` bytes)."""
-    extra = {t: max(0.0, cold[f"cold_ns_{t}"] - cold[f"warm_ns_{t}"]) for t in sorted({1, cores})}
+    extra = {t: cold_extra_ns(cold, t) for t in sorted({1, cores})}
     return {"fork_join_ns": round(res[f"fork_join_ns_{cores}"], 1), "barrier_ns": round(res[f"barrier_ns_{cores}"], 1),
             "cold_start_ns": round(extra[cores], 1), "cold_start_one_ns": round(extra[1], 1),
             "source": f"overhead.c on this host, {cores} threads: empty parallel region (fork/join) and a "

@@ -21,6 +21,11 @@ def _significant(value: float) -> float:
     return float(f"{value:.4g}")
 
 
+def cold_extra_ns(run: Mapping[str, float], p: int) -> float:
+    """coldstart.c's first region after the flush less a warm one, on p threads (0 where the warm one was slower)."""
+    return max(0.0, run[f"cold_ns_{p}"] - run[f"warm_ns_{p}"])
+
+
 def curve_of(runs: list[dict], per_run: Mapping[int, PerRun]) -> tuple[list[float], list[float]]:
     """(figure, spread) per core count of `per_run` (p -> the figure of one run), over the stable window's runs."""
     window = stable_window(runs)
@@ -54,7 +59,7 @@ def curve_figures(raw: Mapping[str, list[dict]], caches: list[SysCache], cores: 
     cold = raw.get("coldstart") or []
     if cold and all(f"cold_ns_{p}" in run for run in cold for p in points):
         put("cold_start_ns", cold,
-            {p: (lambda run, p=p: max(0.0, run[f"cold_ns_{p}"] - run[f"warm_ns_{p}"])) for p in points})
+            {p: (lambda run, p=p: cold_extra_ns(run, p)) for p in points})
     put("bandwidth_gbs", raw["curves.stream"], {p: (lambda run, p=p: run[f"gbs_{p}"]) for p in points})
     shared = any(c.shared for c in caches)
     if shared:
