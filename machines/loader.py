@@ -38,7 +38,8 @@ _CACHE_SPEC: _Spec = {
     "latency_cycles": ("number", {"positive": True}, None),
     "recip_throughput_cycles": ("number", {"positive": True}, None), "shared": ("bool", {}, None),
     "fully_associative": ("bool", {}, False), "indexing": ("str", {}, ""),
-    "cores_per_instance": ("int", {"positive": True}, 0)}
+    "cores_per_instance": ("int", {"positive": True}, 0),
+    "conflict_refill_ns": ("number", {"positive": True}, 0.0)}
 _TLB_SPEC: _Spec = {
     "name": ("str", {}, None), "entries": ("int", {"positive": True}, None),
     "associativity": ("int", {"non_negative": True}, None), "page_bytes": ("int", {"positive": True}, None),
@@ -448,6 +449,7 @@ def machine_to_dict(m: Machine) -> dict:
                "recip_throughput_cycles": c.recip_throughput_cycles, "shared": c.shared,
                **({} if c.indexing == default_indexing(i, c.shared) else {"indexing": c.indexing}),
                **({"cores_per_instance": c.cores_per_instance} if c.cores_per_instance else {}),
+               **({"conflict_refill_ns": c.conflict_refill_ns} if c.conflict_refill_ns else {}),
                "source": src.get(f"caches[{i}]", "")} for i, c in enumerate(m.caches)]
     ops = {op: {"latency": cost.latency, "recip_throughput": cost.recip_throughput,
                 "source": src.get(f"ops.{op}", "")} for op, cost in m.ops.items()}

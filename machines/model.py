@@ -41,6 +41,10 @@ class CacheLevel:
     # cores that share one instance (the file's optional `cores_per_instance`): 1 for a private level, e.g. 4 for
     # an L3 per 4-core CCX; 0 = the default: 1 when private, every core of the machine when shared
     cores_per_instance: int = 0
+    # optional: ns per load of a walk down a column whose lines keep conflicting out of the level above (they
+    # fit its capacity, not its sets) and come from this one, few misses in flight (walks.c); 0 = not measured:
+    # such refills cost the level's reciprocal throughput, as a stream's do
+    conflict_refill_ns: float = 0.0
 
     @property
     def fully_associative(self) -> bool:

@@ -25,6 +25,7 @@ COLD_FLUSH_BYTES = 64 << 20  # the harness's default flush (benchmarks/polybench
 STABLE_WINDOW = 3            # a repeated step is stable when its last 3 runs agree ...
 STABLE_SPREAD = 0.05         # ... within 5% (max - min over the median) on every figure
 STRIDED_ROWS = 500           # rows of strided.c's column walks (a PolyBench MEDIUM matrix)
+CONFLICT_ROWS = 256          # rows of walks.c's conflict walk (a PolyBench POW2 matrix of O(N^3) work)
 TRANSFER_PHASES = 100
 CHASE_SEED = 12345
 # Page counts tlb.c sweeps: first-level knee (lines stay in L1), then the second level's.
@@ -380,6 +381,17 @@ def transfer_step(caches: list[SysCache]) -> Step:
                 pinned=True, note="transfer.c (lines last written by another core)")
 
 
+def walks_step(caches: list[SysCache], effort: Effort) -> Step | None:
+    """walks.c: a column walk whose rows are the second level's way span apart, so its lines conflict out of
+    L1 and L2 and come from the third level; None without a third level."""
+    if len(caches) < 3 or caches[1].associativity < 1:
+        return None
+    span = caches[1].size_bytes // caches[1].associativity
+    return Step("walks", "walks", (max(1_000_000, effort.op_iterations * 10), span, CONFLICT_ROWS),
+                note=f"walks.c (a column walk conflicting out of L{caches[1].level}: {CONFLICT_ROWS} rows "
+                     f"{span // KIB} KiB apart)")
+
+
 def check_associativity(caches: list[SysCache]) -> None:
     """Every level needs its ways (the figures and the model do); ProbeError naming the level otherwise."""
     for cache in caches:
@@ -407,6 +419,8 @@ def plan(facts: Mapping, effort: Effort) -> list[Step]:
               Step("window", "window", (max(100_000, effort.op_iterations * 4),), 3,
                    note="window.c (overlap of dependence chain instances)"),
               stores_step(l1.line_bytes, effort), tlb_step(int(facts["page_bytes"]), l1.line_bytes, effort)]
+    walks = walks_step(caches, effort)
+    steps += [walks] if walks else []
     return steps + ([transfer_step(caches)] if cores >= 2 else []) + curve_steps(caches, cores, effort)
 
 

@@ -31,11 +31,13 @@ class TraceTerms:
     first_touches: Any = None  # analysis/runtime/cold_lines.py, the machine's L1: column walks' cold lines
     tlb_updates: int = 0       # analysis/runtime/tlb.py: in-place updates whose page missed the first TLB level
     l1_fills: Any = None       # analysis/runtime/l1_fills.py, the machine's L1: streamed refills per block
+    conflict_refills: Any = None  # analysis/runtime/conflict_refills.py, the machine's caches: column walks' conflicts
 
 
 def trace_terms(trace: Path, machine: Machine, cpu_form: str, cached: Cached = _fresh) -> TraceTerms:
     """The trace facts `machine` prices (the streamed refills only for the critical-path CPU form)."""
     from analysis.runtime.cold_lines import first_touch_table
+    from analysis.runtime.conflict_refills import conflict_refill_table
     from analysis.runtime.l1_fills import streamed_fill_table
     from analysis.runtime.store_lines import store_line_table
     from analysis.runtime.tlb import trace_update_misses
@@ -58,4 +60,8 @@ def trace_terms(trace: Path, machine: Machine, cpu_form: str, cached: Cached = _
     fills = (cached("l1_fills", {"line": l1.line_bytes, "sets": l1.sets, "ways": l1.associativity},
                     "count L1 refills along rows", lambda: streamed_fill_table(trace, l1))
              if cpu_form == "critical-path" and len(machine.caches) > 1 else None)
-    return TraceTerms(stores, touches, updates, fills)
+    conflicts = (cached("conflict_refills", {"caches": [[c.size_bytes, c.line_bytes, c.associativity, c.indexing]
+                                                         for c in machine.caches]},
+                        "count column walks' conflict refills", lambda: conflict_refill_table(trace, machine.caches))
+                 if any(c.conflict_refill_ns for c in machine.caches) else None)
+    return TraceTerms(stores, touches, updates, fills, conflicts)

@@ -1,13 +1,19 @@
-"""T_strided, cold lines of column walks (not in the paper): what they cost beyond a stream's line.
+"""T_strided, column walks (not in the paper): what their cold lines and conflict refills cost beyond a stream's.
 
-    T_strided = s x sum over strided first touches of max(0, cost(sets reached) - line / one-core bandwidth)
+    T_strided = s x (cold + conflict)
+    cold      = sum over strided first touches of max(0, cost(sets reached) - line / one-core bandwidth)
+    conflict  = sum over levels i of R_i x max(0, caches[i].conflict_refill_ns - caches[i].recip_throughput / f)
 
 cost: the machine's ram.strided_cold_line_ns interpolated at log2 of the L1 sets the walk reaches
-(analysis/runtime/cold_lines.py counts the first touches in one pass over the trace). The busiest core pays
-its share: each core's walk waits on its own misses. Machine fields: ram.strided_cold_line_ns,
-ram.bandwidth_one_core_gbs, line_bytes, frequency_ghz. Without the figures: no term.
+(analysis/runtime/cold_lines.py counts the first touches in one pass over the trace). R_i: the column walks'
+refills that conflict out of L1 and L2 and come from level i (analysis/runtime/conflict_refills.py, one
+pass). The busiest core pays its share: each core's walk waits on its own misses. Machine fields:
+ram.strided_cold_line_ns, ram.bandwidth_one_core_gbs, caches[].conflict_refill_ns,
+caches[].recip_throughput_cycles, line_bytes, frequency_ghz. Without the figures: no term.
 """
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from machines.model import Machine
 
@@ -19,6 +25,18 @@ def strided_cold_extra_ns(machine: Machine, first_touches) -> float:
 
     return strided_extra_ns(first_touches, machine.ram.strided_cold_line_ns,
                             machine.line_bytes / machine.ram.bandwidth_one_core_gbs)
+
+
+def conflict_extra_ns(machine: Machine, refills: Mapping[int, int]) -> float:
+    """The region's conflict refills (level index -> count, conflict_refills.refills_by_level) priced for this
+    machine: each level's conflict_refill_ns beyond the reciprocal throughput T_mem already charged (RAM and
+    levels without the figure: nothing)."""
+    extra = 0.0
+    for level, count in refills.items():
+        if level < len(machine.caches) and machine.caches[level].conflict_refill_ns:
+            cache = machine.caches[level]
+            extra += count * max(0.0, cache.conflict_refill_ns - cache.recip_throughput_cycles / machine.frequency_ghz)
+    return extra
 
 
 def strided_cycles(machine: Machine, share: float, strided_extra_ns: float) -> float:
