@@ -169,13 +169,13 @@ def strided_figures(res: Mapping[str, float], l1: SysCache, effort: Effort, flus
                       f"L1 sets, each after a {flush >> 20} MiB flush, median of {effort.cold_reps}"}
 
 
-def conflict_figures(levels: list[dict], res: Mapping[str, float], caches: list[SysCache]) -> list[dict]:
+def conflict_figures(levels: list[dict], res: Mapping[str, float], caches: list[SysCache], page_bytes: int) -> list[dict]:
     """`levels` with the third level's conflict_refill_ns from walks.c's conflict walk (ns per load)."""
-    span = caches[1].size_bytes // caches[1].associativity
+    stride, rows = probeplan.conflict_walk(caches, page_bytes)
     ns = round(res["column_0"], 3)
     third = {**levels[2], "conflict_refill_ns": ns,
-             "source": f"{levels[2]['source']}; conflict refills: walks.c, a column of {probeplan.CONFLICT_ROWS} rows "
-                       f"{span // _KIB} KiB apart walked round and round ({ns} ns per load)"}
+             "source": f"{levels[2]['source']}; conflict refills: walks.c, a column of {rows} rows {stride} B apart "
+                       f"walked round and round ({ns} ns per load)"}
     return [*levels[:2], third, *levels[3:]]
 
 
@@ -425,7 +425,7 @@ def _machine_dict(facts: Mapping, raw: Mapping[str, list[dict]], effort: Effort,
                                  facts.get("cache_source", "sysfs or lscpu"))
     flush = probeplan.cold_flush_bytes(caches, cores)
     if "walks" in raw:
-        levels = conflict_figures(levels, raw["walks"][0], caches)
+        levels = conflict_figures(levels, raw["walks"][0], caches, int(facts["page_bytes"]))
     if "strided" in raw:
         strided = strided_figures(raw["strided"][0], caches[0], effort, flush)
         ram = {**ram, "strided_cold_line_ns": strided["strided_cold_line_ns"],

@@ -25,7 +25,6 @@ COLD_FLUSH_BYTES = 64 << 20  # the harness's default flush (benchmarks/polybench
 STABLE_WINDOW = 3            # a repeated step is stable when its last 3 runs agree ...
 STABLE_SPREAD = 0.05         # ... within 5% (max - min over the median) on every figure
 STRIDED_ROWS = 500           # rows of strided.c's column walks (a PolyBench MEDIUM matrix)
-CONFLICT_ROWS = 256          # rows of walks.c's conflict walk (a PolyBench POW2 matrix of O(N^3) work)
 TRANSFER_PHASES = 100
 CHASE_SEED = 12345
 # Page counts tlb.c sweeps: first-level knee (lines stay in L1), then the second level's.
@@ -381,15 +380,24 @@ def transfer_step(caches: list[SysCache]) -> Step:
                 pinned=True, note="transfer.c (lines last written by another core)")
 
 
-def walks_step(caches: list[SysCache], effort: Effort) -> Step | None:
-    """walks.c: a column walk whose rows are the second level's way span apart, so its lines conflict out of
-    L1 and L2 and come from the third level; None without a third level."""
+def conflict_walk(caches: list[SysCache], page_bytes: int) -> tuple[int, int] | None:
+    """walks.c's (stride, rows): one page apart, so the rows share the page offset's set bits in L1 and L2, and
+    twice as many rows as L2 has lines per page offset (L2 size / page), so whatever frames the OS gives they
+    overflow their L2 sets while fitting its capacity many times; None without a third level to serve them."""
     if len(caches) < 3 or caches[1].associativity < 1:
         return None
-    span = caches[1].size_bytes // caches[1].associativity
-    return Step("walks", "walks", (max(1_000_000, effort.op_iterations * 10), span, CONFLICT_ROWS),
-                note=f"walks.c (a column walk conflicting out of L{caches[1].level}: {CONFLICT_ROWS} rows "
-                     f"{span // KIB} KiB apart)")
+    return page_bytes, max(8, 2 * caches[1].size_bytes // page_bytes // 8 * 8)
+
+
+def walks_step(caches: list[SysCache], page_bytes: int, effort: Effort) -> Step | None:
+    """walks.c: a column walk whose lines conflict out of L1 and L2 and come from the third level (None
+    without one)."""
+    walk = conflict_walk(caches, page_bytes)
+    if walk is None:
+        return None
+    stride, rows = walk
+    return Step("walks", "walks", (max(1_000_000, effort.op_iterations * 10), stride, rows),
+                note=f"walks.c (a column walk conflicting out of L{caches[1].level}: {rows} rows {stride} B apart)")
 
 
 def check_associativity(caches: list[SysCache]) -> None:
@@ -419,7 +427,7 @@ def plan(facts: Mapping, effort: Effort) -> list[Step]:
               Step("window", "window", (max(100_000, effort.op_iterations * 4),), 3,
                    note="window.c (overlap of dependence chain instances)"),
               stores_step(l1.line_bytes, effort), tlb_step(int(facts["page_bytes"]), l1.line_bytes, effort)]
-    walks = walks_step(caches, effort)
+    walks = walks_step(caches, int(facts["page_bytes"]), effort)
     steps += [walks] if walks else []
     return steps + ([transfer_step(caches)] if cores >= 2 else []) + curve_steps(caches, cores, effort)
 

@@ -14,7 +14,7 @@ from machines import load_machine
 from machines.detect import conflict_figures
 from machines.loader import machine_to_dict, validate_machine_dict
 from machines.model import CacheLevel
-from machines.probeplan import CONFLICT_ROWS, SysCache, walks_step, FULL
+from machines.probeplan import FULL, SysCache, walks_step
 from tests.test_cold_lines import trace_chunk
 
 LINE = 64
@@ -166,10 +166,11 @@ def test_machine_field_round_trips_and_rejects_a_negative_figure():
 def test_walks_step_needs_a_third_level_and_its_figure_lands_there():
     caches = [SysCache(1, 32768, 64, 8, False), SysCache(2, 524288, 64, 8, False),
               SysCache(3, 33554432, 64, 16, True)]
-    step = walks_step(caches, FULL)
-    assert step.args[1:] == (65536, CONFLICT_ROWS)
-    assert walks_step(caches[:2], FULL) is None
+    # rows one page apart, twice L2's lines per page offset: 2 x 512 KiB / 4 KiB = 256 (1024 for a 2 MiB L2)
+    assert walks_step(caches, 4096, FULL).args[1:] == (4096, 256)
+    assert walks_step([caches[0], SysCache(2, 2 << 20, 64, 16, False), caches[2]], 4096, FULL).args[1:] == (4096, 1024)
+    assert walks_step(caches[:2], 4096, FULL) is None
     levels = [{"name": f"L{i}", "source": "s"} for i in (1, 2, 3)]
-    out = conflict_figures(levels, {"column_0": 5.43}, caches)
+    out = conflict_figures(levels, {"column_0": 5.43}, caches, 4096)
     assert out[2]["conflict_refill_ns"] == 5.43 and "walks.c" in out[2]["source"]
     assert "conflict_refill_ns" not in out[1]

@@ -4,11 +4,13 @@
  * over the sets keeps many misses in flight, so both cost about the serving level's reciprocal throughput
  * per line (lines.c). A column walk whose rows are a power of two apart puts all its lines into a few sets
  * of L1 and L2: they fit L2's capacity but not its set, so every load goes to L3 and, the set's ways being
- * few, with only a few misses in flight. On the AMD Zen 3 host that costs 4-7 ns per load against 1.95 ns
- * per line of a stream, and atax at N = 1024 runs its column loop at 7.9 ns per element against 1.3 with
- * its rows padded by one line. This program walks one column of ROWS rows STRIDE bytes apart (the caller
- * gives the L2's way span, so the rows share one L2 set where the frames are consecutive) round and round,
- * one load per row, eight rows in flight as eight independent sums.
+ * few, with only a few misses in flight: atax at N = 1024 runs its column loop at 7.9 ns per element
+ * against 1.3 with its rows padded by one line on an AMD Zen 3 guest, 5.4 against 1.1 on a 16-core
+ * Xeon guest. This program walks one column of ROWS rows STRIDE bytes apart round and round, one load
+ * per row, eight rows in flight as eight independent sums. detect gives a page as the stride, so the
+ * rows share the set bits inside the page, and twice L2's lines per page offset (L2 size / page) as the
+ * rows, so they overflow their L2 sets whatever frames the OS gave (3.5-3.8 ns per load on the Zen 3
+ * guest, 4.7-5.0 on the Xeon guest, against 2.0 and 2.9 ns per line of a stream from L3).
  * Usage: walks LOADS STRIDE ROWS [STRIDE ROWS ...]
  * Output per walk k (from 0): column_<k>=<ns per load> (best of 5).
  */
