@@ -4,9 +4,9 @@ T_mem prices every L1 miss at the serving level's reciprocal throughput, the rat
 hardware prefetchers fetch ahead; a column walk whose lines spread over the sets keeps many misses in
 flight and costs about the same. A column walk whose rows are a power of two apart puts all its lines into
 a few sets: they would fit L2's capacity but not its sets, so they keep coming from L3, and with few ways
-per set only a few misses are in flight (machines/microbench/walks.c: 5.4-6.7 ns per load on the AMD
-Zen 3 host against 1.95 ns per line of a stream; atax at N = 1024 runs its column loop at 7.9 ns per
-element against 1.3 with its rows padded by one line).
+per set only a few misses are in flight (machines/microbench/walks.c: 3.5-3.8 ns per load on an AMD Zen 3
+guest, 4.7-5.0 on a 16-core Xeon guest, against 2.0 and 2.9 ns per line of a stream; atax at N = 1024 runs
+its column loop at 7.9 and 5.4 ns per element there, 1.3 and 1.1 with its rows padded by one line).
 
 This module streams the sequential trace through the machine's caches, each a set-associative LRU
 (cachesim.LevelSim, placed by `as_placed`), each level seeing the misses of the one above, beside a fully
@@ -33,10 +33,11 @@ COLUMNS = ["level", "conflict_refills"]   # level: index of the serving cache (2
 
 
 def as_placed(level: CacheLevel) -> CacheLevel:
-    """The level indexed by virtual address unless hashed: a program's large arrays are mapped and faulted in
-    page by page when it starts, and Linux backs them mostly with consecutive frames, so the set bits above the
-    page offset follow the virtual ones (2mm at N = 256 walks columns 2 KiB apart whose 256 lines fill 32 of the
-    L2's sets exactly and run at L2 speed; a random frame map would spill a tenth of them to L3)."""
+    """The level indexed by virtual address unless hashed, as if the OS had backed the arrays with consecutive
+    frames. Real frames need not be consecutive, but only heavily overfilled sets cost: 2mm at N = 256 walks
+    columns 2 KiB apart whose 256 lines fill 32 of L2's sets exactly, and runs at L2 speed on the Zen 3 guest,
+    where a random frame map would send 2.3 M of its loads to L3 and predict it 51 % slow instead of 15 %;
+    atax's columns overfill their sets 8 to 16 times under either placement."""
     return replace(level, indexing="virtual") if level.indexing == "physical" else level
 
 
