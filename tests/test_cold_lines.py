@@ -21,16 +21,29 @@ def trace_chunk(addr, block, instance, store=None) -> TraceChunk:
                       np.full(n, -1, np.int64), np.zeros(n, bool))
 
 
+class BruteSites:
+    """Every load's previous address with Python dicts: a load is a block and its position in the block's
+    execution (the last slot shared by later ones), as cold_lines.site_previous keeps them."""
+
+    def __init__(self):
+        self.prev, self.pos, self.last = {}, {}, {}
+
+    def before(self, a: int, b: int, i: int) -> int | None:
+        """The previous address of access `a` of block `b`'s execution `i` (None before its first)."""
+        if self.last.get(b) != i:
+            self.last[b], self.pos[b] = i, 0
+        p = min(self.pos[b], cl.SITES_PER_BLOCK - 1)
+        self.pos[b] += 1
+        before = self.prev.get((b, p))
+        self.prev[(b, p)] = a
+        return before
+
+
 def _brute(addr, block, instance, store, line=64, sets=64, window=cl.WALK_WINDOW) -> dict[int, int]:
     """The module's definition, spelled out with Python containers."""
-    seen, prev, pos, last, rings, counts = set(), {}, {}, {}, {}, {}
+    seen, sites, rings, counts = set(), BruteSites(), {}, {}
     for a, b, i, s in zip(addr, block, instance, store):
-        if last.get(b) != i:
-            last[b], pos[b] = i, 0
-        p = min(pos[b], cl.SITES_PER_BLOCK - 1)
-        pos[b] += 1
-        before = prev.get((b, p))
-        prev[(b, p)] = a
+        before = sites.before(a, b, i)
         if a // line in seen or s:
             seen.add(a // line)
             continue

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from analysis.runtime import conflict_refills as cr
-from analysis.runtime.cold_lines import SITES_PER_BLOCK, STRIDED_MIN_BYTES
+from analysis.runtime.cold_lines import STRIDED_MIN_BYTES
 from analysis.runtime.terms.column_walks import conflict_extra_ns
 from common.errors import InputError
 from machines import load_machine
@@ -15,7 +15,7 @@ from machines.detect import conflict_figures
 from machines.loader import machine_to_dict, validate_machine_dict
 from machines.model import CacheLevel
 from machines.probeplan import FULL, SysCache, walks_step
-from tests.test_cold_lines import trace_chunk
+from tests.test_cold_lines import BruteSites, trace_chunk
 
 LINE = 64
 # L1: 4 sets x 2 ways; L2: 8 sets x 2 ways (a way spans 512 B); L3: 64 lines, fully associative
@@ -48,14 +48,9 @@ def _brute(addr, block, instance) -> dict[int, int]:
     LRU of L2's size beside L2, the site rule and a set of the lines seen."""
     levels = [Lru(c.n_lines, c.associativity) for c in CACHES]
     roomy = Lru(CACHES[1].n_lines, 0)
-    seen, prev, pos, last, counts = set(), {}, {}, {}, {}
+    seen, sites, counts = set(), BruteSites(), {}
     for a, b, i in zip(addr, block, instance):
-        if last.get(b) != i:
-            last[b], pos[b] = i, 0
-        p = min(pos[b], SITES_PER_BLOCK - 1)
-        pos[b] += 1
-        before = prev.get((b, p))
-        prev[(b, p)] = a
+        before = sites.before(a, b, i)
         ln = a // LINE
         first = ln not in seen
         seen.add(ln)

@@ -15,7 +15,7 @@ from analysis.runtime.cold_lines import SITES_PER_BLOCK, STRIDED_MIN_BYTES
 from machines import load_machine
 from machines.model import CacheLevel
 from common.errors import InputError
-from tests.test_cold_lines import trace_chunk
+from tests.test_cold_lines import BruteSites, trace_chunk
 
 SMALL_L1 = CacheLevel(name="L1", size_bytes=4 * 2 * 64, line_bytes=64, associativity=2, latency_cycles=4,
                       recip_throughput_cycles=0.5, shared=False)
@@ -24,14 +24,9 @@ SMALL_L1 = CacheLevel(name="L1", size_bytes=4 * 2 * 64, line_bytes=64, associati
 def _brute(addr, block, instance, line=64, sets=4, ways=2) -> dict[int, int]:
     """The module's definition with Python containers: an LRU set of OrderedDicts, the site rule, a seen set."""
     cache = [OrderedDict() for _ in range(sets)]
-    seen, prev, pos, last, fills = set(), {}, {}, {}, {}
+    seen, sites, fills = set(), BruteSites(), {}
     for a, b, i in zip(addr, block, instance):
-        if last.get(b) != i:
-            last[b], pos[b] = i, 0
-        p = min(pos[b], SITES_PER_BLOCK - 1)
-        pos[b] += 1
-        before = prev.get((b, p))
-        prev[(b, p)] = a
+        before = sites.before(a, b, i)
         ln = a // line
         way = cache[ln % sets]
         hit = ln in way
