@@ -21,6 +21,20 @@ def trace_chunk(addr, block, instance, store=None) -> TraceChunk:
                       np.full(n, -1, np.int64), np.zeros(n, bool))
 
 
+def interleaved_walks(seed: int, n: int, place, per_instance: int = 1):
+    """n accesses of three blocks taken in a seeded random order: block b's t-th access is at place(b, t, rng);
+    every `per_instance` accesses start a new block execution. Returns (addresses, blocks, executions)."""
+    rng = np.random.default_rng(seed)
+    addr, block, instance, steps = [], [], [], [0, 0, 0]
+    for k in range(n):
+        b = int(rng.integers(0, 3))
+        addr.append(place(b, steps[b], rng))
+        steps[b] += 1
+        block.append(b)
+        instance.append(k // per_instance)
+    return addr, block, instance
+
+
 class BruteSites:
     """Every load's previous address with Python dicts: a load is a block and its position in the block's
     execution (the last slot shared by later ones), as cold_lines.site_previous keeps them."""

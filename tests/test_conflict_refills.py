@@ -3,7 +3,6 @@
 from collections import OrderedDict
 from dataclasses import replace
 
-import numpy as np
 import pytest
 
 from analysis.runtime import conflict_refills as cr
@@ -15,7 +14,7 @@ from machines.detect import conflict_figures
 from machines.loader import machine_to_dict, validate_machine_dict
 from machines.model import CacheLevel
 from machines.probeplan import FULL, SysCache, walks_step
-from tests.test_cold_lines import BruteSites, trace_chunk
+from tests.test_cold_lines import BruteSites, interleaved_walks, trace_chunk
 
 LINE = 64
 # L1: 4 sets x 2 ways; L2: 8 sets x 2 ways (a way spans 512 B); L3: 64 lines, fully associative
@@ -66,25 +65,19 @@ def _brute(addr, block, instance) -> dict[int, int]:
     return counts
 
 
+def _place(b: int, t: int, rng) -> int:
+    """Block 0: a column of 6 rows 4 KiB apart (a power of two: its lines share L1's and L2's sets and fit L2's
+    size); block 1: 6 rows 4 KiB + 3 lines apart (spread over the sets); block 2: random jumps over 64 KiB."""
+    if b == 0:
+        return 0x100000 + (t % 6) * 4096 + 8 * ((t // 6) % 4)
+    if b == 1:
+        return 0x200000 + (t % 6) * (4096 + 3 * LINE)
+    return 0x300000 + int(rng.integers(0, 64 * 1024)) // 8 * 8
+
+
 def _walks(seed: int, n: int = 5000):
-    """Three blocks: a column of 6 rows 4 KiB apart (a power of two: its lines share L1's and L2's sets, fit
-    L2's size), a column of 6 rows 4 KiB + 3 lines apart (spread over the sets), and random jumps over 64 KiB."""
-    rng = np.random.default_rng(seed)
-    addr, block, instance, steps = [], [], [], [0, 0, 0]
-    for k in range(n):
-        b = int(rng.integers(0, 3))
-        t = steps[b]
-        steps[b] += 1
-        if b == 0:
-            a = 0x100000 + (t % 6) * 4096 + 8 * ((t // 6) % 4)
-        elif b == 1:
-            a = 0x200000 + (t % 6) * (4096 + 3 * LINE)
-        else:
-            a = 0x300000 + int(rng.integers(0, 64 * 1024)) // 8 * 8
-        addr.append(a)
-        block.append(b)
-        instance.append(k)
-    return addr, block, instance
+    """The three blocks of _place in a seeded random order, each access its own block execution."""
+    return interleaved_walks(seed, n, _place)
 
 
 def _count(addr, block, instance, chunk: int) -> dict[int, int]:

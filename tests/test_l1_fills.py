@@ -11,11 +11,11 @@ from analysis.runtime import model as rm
 from analysis.runtime.inputs import BlockWork, op_counts_from_blocks
 from analysis.runtime.terms.block_core import block_resources
 from analysis.runtime.terms.fill_overlap import fill_overlap_cycles
-from analysis.runtime.cold_lines import SITES_PER_BLOCK, STRIDED_MIN_BYTES
+from analysis.runtime.cold_lines import STRIDED_MIN_BYTES
 from machines import load_machine
 from machines.model import CacheLevel
 from common.errors import InputError
-from tests.test_cold_lines import BruteSites, trace_chunk
+from tests.test_cold_lines import BruteSites, interleaved_walks, trace_chunk
 
 SMALL_L1 = CacheLevel(name="L1", size_bytes=4 * 2 * 64, line_bytes=64, associativity=2, latency_cycles=4,
                       recip_throughput_cycles=0.5, shared=False)
@@ -43,25 +43,19 @@ def _brute(addr, block, instance, line=64, sets=4, ways=2) -> dict[int, int]:
     return fills
 
 
+def _place(b: int, t: int, rng) -> int:
+    """Block 0 walks a row in 8-byte steps, block 1 down 16 rows of 4 KiB, block 2 jumps at random over 64 KiB."""
+    if b == 0:
+        return 0x10000 + (8 * t) % 4096
+    if b == 1:
+        return 0x40000 + (t % 16) * 4096 + (8 * (t // 16)) % 512
+    return 0x80000 + int(rng.integers(0, 64 * 1024))
+
+
 def _random_walks(seed: int, n: int = 6000):
-    """Rows (8-byte steps), column walks down 16 rows of 4 KiB, and random jumps over 64 KiB, in three
-    blocks, each going round its area again and again so that lines come back after the L1 lost them."""
-    rng = np.random.default_rng(seed)
-    addr, block, instance, steps = [], [], [], [0, 0, 0]
-    for k in range(n):
-        b = int(rng.integers(0, 3))
-        t = steps[b]
-        steps[b] += 1
-        if b == 0:
-            a = 0x10000 + (8 * t) % 4096
-        elif b == 1:
-            a = 0x40000 + (t % 16) * 4096 + (8 * (t // 16)) % 512
-        else:
-            a = 0x80000 + int(rng.integers(0, 64 * 1024))
-        addr.append(a)
-        block.append(b)
-        instance.append(k // 3)
-    return addr, block, instance
+    """Rows, column walks and random jumps in three blocks (_place), each going round its area again and again
+    so that lines come back after the L1 lost them."""
+    return interleaved_walks(seed, n, _place, per_instance=3)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
