@@ -2,7 +2,6 @@
 from collections import OrderedDict
 from dataclasses import replace
 
-import numpy as np
 import pandas as pd
 import pytest
 
