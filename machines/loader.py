@@ -206,6 +206,14 @@ def _check_strided_length(chk: Checker, caches: list, ram: Ram | None) -> None:
                  if want else f"{caches[0].name} has {sets} sets, not a power of two: leave the field out")
 
 
+def _check_conflict_levels(chk: Checker, caches: list) -> None:
+    """conflict_refill_ns prices refills that conflicted out of L1 and L2, so only a third or later level has it."""
+    for i, cache in enumerate(caches[:2]):
+        if cache.conflict_refill_ns:
+            chk.fail(f"caches[{i}].conflict_refill_ns", "prices lines that conflicted out of the first two levels and "
+                                                        "came from this one: give it on the third level or later")
+
+
 def _check_ops(chk: Checker, data: dict) -> dict[str, OpCost]:
     if "ops" not in data:
         chk.fail("ops", "missing")
@@ -391,6 +399,7 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
     _check_instances(chk, caches, cores)
     ram = _check_ram(chk, data)
     _check_strided_length(chk, caches, ram)
+    _check_conflict_levels(chk, caches)
     ops = _check_ops(chk, data)
     parallel = _check_parallel(chk, data)
     calls = _check_calls(chk, data)

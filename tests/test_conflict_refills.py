@@ -149,6 +149,10 @@ def test_machine_field_round_trips_and_rejects_a_negative_figure():
     data["caches"][2]["conflict_refill_ns"] = -1.0
     with pytest.raises(InputError, match=r"caches\[2\]\.conflict_refill_ns"):
         validate_machine_dict(data, "t")
+    data["caches"][2]["conflict_refill_ns"] = 5.5
+    data["caches"][1]["conflict_refill_ns"] = 5.5
+    with pytest.raises(InputError, match=r"caches\[1\]\.conflict_refill_ns.*third level"):
+        validate_machine_dict(data, "t")
 
 
 def test_walks_step_needs_a_third_level_and_its_figure_lands_there():
