@@ -70,10 +70,12 @@ class Effort:
 
 # Many short stream repetitions (64 MiB each, ~1 ms in L2) and the best kept: a repetition longer than
 # a scheduler time slice is preempted on a busy host, which halved the L2 figure when they were 512 MiB.
-# Pointer chases likewise: 7 runs of 500k loads, the fastest kept.
+# Pointer chases likewise: 7 runs of 500k loads, the fastest kept. ops.c runs three times in quick mode too
+# (the median kept, 0.4 s each): its figures set every prediction's clock and L1 rate, and one run on a shared
+# VM read the load throughput anywhere from 0.49 to 0.74 cycles (8 runs on the Zen 3 guest).
 FULL = Effort(op_iterations=500_000, op_runs=3, chase_loads=500_000, stream_reps=15, ram_set_bytes=1024 * MIB,
               chase_runs=7)
-QUICK = Effort(op_iterations=200_000, op_runs=1, chase_loads=200_000, stream_reps=1, ram_set_bytes=128 * MIB,
+QUICK = Effort(op_iterations=200_000, op_runs=3, chase_loads=200_000, stream_reps=1, ram_set_bytes=128 * MIB,
                sync_rounds=2_000, cold_reps=3, curve_runs=4, curve_reps=3)
 EFFORTS = {"full": FULL, "quick": QUICK}
 
