@@ -179,6 +179,18 @@ def conflict_figures(levels: list[dict], res: Mapping[str, float], caches: list[
     return [*levels[:2], third, *levels[3:]]
 
 
+def update_figures(levels: list[dict], res: Mapping[str, float], caches: list[SysCache], page_bytes: int) -> list[dict]:
+    """`levels` with the first level's column_update_ns from updates.c's walks (ns per update over 1, 2, .. sets;
+    `res`: the median of its stable runs)."""
+    walks = probeplan.update_walks(caches, page_bytes)
+    ns = [round(res[f"update_{k}"], 3) for k in range(len(walks))]
+    first = {**levels[0], "column_update_ns": ns,
+             "source": f"{levels[0]['source']}; column updates: updates.c, one column updated in place round and "
+                       f"round, median of the stable runs, {walks[0][1]} rows {walks[0][0]} B apart (1 set) .. {walks[-1][1]} rows "
+                       f"{walks[-1][0]} B apart ({1 << (len(walks) - 1)} sets)"}
+    return [first, *levels[1:]]
+
+
 def parallel_figures(res: Mapping[str, float], cold: Mapping[str, float], cores: int, effort: Effort,
                      flush: int = COLD_FLUSH_BYTES) -> dict:
     """Fork/join and barrier cost with all cores (overhead.c, best of 5 repetitions), and the extra cost of
@@ -426,6 +438,9 @@ def _machine_dict(facts: Mapping, raw: Mapping[str, list[dict]], effort: Effort,
     flush = probeplan.cold_flush_bytes(caches, cores)
     if "walks" in raw:
         levels = conflict_figures(levels, raw["walks"][0], caches, int(facts["page_bytes"]))
+    if "updates" in raw:
+        levels = update_figures(levels, _median_run(probeplan.stable_window(raw["updates"])), caches,
+                                int(facts["page_bytes"]))
     if "strided" in raw:
         strided = strided_figures(raw["strided"][0], caches[0], effort, flush)
         ram = {**ram, "strided_cold_line_ns": strided["strided_cold_line_ns"],

@@ -39,7 +39,7 @@ _CACHE_SPEC: _Spec = {
     "recip_throughput_cycles": ("number", {"positive": True}, None), "shared": ("bool", {}, None),
     "fully_associative": ("bool", {}, False), "indexing": ("str", {}, ""),
     "cores_per_instance": ("int", {"positive": True}, 0),
-    "conflict_refill_ns": ("number", {"positive": True}, 0.0)}
+    "conflict_refill_ns": ("number", {"positive": True}, 0.0), "column_update_ns": ("figures", {}, ())}
 _TLB_SPEC: _Spec = {
     "name": ("str", {}, None), "entries": ("int", {"positive": True}, None),
     "associativity": ("int", {"non_negative": True}, None), "page_bytes": ("int", {"positive": True}, None),
@@ -58,6 +58,9 @@ def _read_level(chk: Checker, raw: Any, path: str, spec: _Spec) -> dict | None:
     chk.get(data, "source", prefix, "str")
     fields = {}
     for key, (kind, checks, default) in spec.items():
+        if kind == "figures":
+            fields[key] = positive_figures(chk, data, key, prefix)
+            continue
         value = chk.get(data, key, prefix, kind, **checks) if key in data or default is None else default
         fields[key] = float(value) if kind == "number" and value is not None else value
     return fields
@@ -173,45 +176,55 @@ def _check_ram(chk: Checker, data: dict) -> Ram | None:
     if vals[1] > vals[2]:
         chk.fail("ram.bandwidth_one_core_gbs", f"{vals[1]} exceeds bandwidth_all_cores_gbs {vals[2]}")
     return Ram(latency_ns=float(vals[0]), bandwidth_one_core_gbs=float(vals[1]),
-               bandwidth_all_cores_gbs=float(vals[2]), strided_cold_line_ns=_strided_costs(chk, ram), **remote)
+               bandwidth_all_cores_gbs=float(vals[2]),
+               strided_cold_line_ns=positive_figures(chk, ram, "strided_cold_line_ns", "ram."), **remote)
 
 
-def _strided_costs(chk: Checker, ram: dict) -> tuple[float, ...]:
-    """The optional ram.strided_cold_line_ns list (its length is checked against the L1's sets later)."""
-    if "strided_cold_line_ns" not in ram:
+def positive_figures(chk: Checker, table: dict, key: str, prefix: str) -> tuple[float, ...]:
+    """An optional list of positive numbers, one per power of two of L1 sets (ram.strided_cold_line_ns,
+    caches[0].column_update_ns; the length is checked against the L1's sets later); () when absent."""
+    if key not in table:
         return ()
-    costs = ram["strided_cold_line_ns"]
+    costs = table[key]
     if not isinstance(costs, list) or not costs:
-        chk.fail("ram.strided_cold_line_ns", f"expected a non-empty list of numbers, got {kind_name(costs)}")
+        chk.fail(f"{prefix}{key}", f"expected a non-empty list of numbers, got {kind_name(costs)}")
         return ()
     bad = [i for i, v in enumerate(costs) if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0
            or not finite(v)]
     if bad:
         value = costs[bad[0]]
-        chk.fail(f"ram.strided_cold_line_ns[{bad[0]}]", f"must be a positive number, got {value!r}"
+        chk.fail(f"{prefix}{key}[{bad[0]}]", f"must be a positive number, got {value!r}"
                  if finite(value) else f"{value!r} is not a finite number")
         return ()
     return tuple(float(v) for v in costs)
 
 
-def _check_strided_length(chk: Checker, caches: list, ram: Ram | None) -> None:
-    """ram.strided_cold_line_ns has one figure per power of two up to the first-level cache's sets."""
-    if ram is None or not ram.strided_cold_line_ns or not caches:
+def _check_set_figures(chk: Checker, caches: list, ram: Ram | None) -> None:
+    """ram.strided_cold_line_ns and caches[0].column_update_ns have one figure per power of two up to the
+    first-level cache's sets."""
+    if not caches:
         return
     sets = caches[0].sets
     want = sets.bit_length() if sets > 0 and sets & (sets - 1) == 0 else 0
-    if len(ram.strided_cold_line_ns) != want:
-        chk.fail("ram.strided_cold_line_ns", f"has {len(ram.strided_cold_line_ns)} figures; {caches[0].name} has "
-                                             f"{sets} sets, so it needs {want} (1, 2, 4, .., {sets} sets)"
-                 if want else f"{caches[0].name} has {sets} sets, not a power of two: leave the field out")
+    for path, figures in (("ram.strided_cold_line_ns", ram.strided_cold_line_ns if ram else ()),
+                          ("caches[0].column_update_ns", caches[0].column_update_ns)):
+        if figures and len(figures) != want:
+            chk.fail(path, f"has {len(figures)} figures; {caches[0].name} has {sets} sets, so it needs {want} "
+                           f"(1, 2, 4, .., {sets} sets)"
+                     if want else f"{caches[0].name} has {sets} sets, not a power of two: leave the field out")
 
 
 def _check_conflict_levels(chk: Checker, caches: list) -> None:
-    """conflict_refill_ns prices refills that conflicted out of L1 and L2, so only a third or later level has it."""
+    """conflict_refill_ns prices refills that conflicted out of L1 and L2, so only a third or later level has it;
+    column_update_ns prices dirty lines conflicting out of the first level, so only it has that."""
     for i, cache in enumerate(caches[:2]):
         if cache.conflict_refill_ns:
             chk.fail(f"caches[{i}].conflict_refill_ns", "prices lines that conflicted out of the first two levels and "
                                                         "came from this one: give it on the third level or later")
+    for i, cache in enumerate(caches[1:], start=1):
+        if cache.column_update_ns:
+            chk.fail(f"caches[{i}].column_update_ns", "prices dirty lines conflicting out of the first level: "
+                                                      "give it on caches[0]")
 
 
 def _check_ops(chk: Checker, data: dict) -> dict[str, OpCost]:
@@ -398,8 +411,8 @@ def validate_machine_dict(data: dict, source: str) -> Machine:
     caches = _check_caches(chk, data)
     _check_instances(chk, caches, cores)
     ram = _check_ram(chk, data)
-    _check_strided_length(chk, caches, ram)
     _check_conflict_levels(chk, caches)
+    _check_set_figures(chk, caches, ram)
     ops = _check_ops(chk, data)
     parallel = _check_parallel(chk, data)
     calls = _check_calls(chk, data)
@@ -459,6 +472,7 @@ def machine_to_dict(m: Machine) -> dict:
                **({} if c.indexing == default_indexing(i, c.shared) else {"indexing": c.indexing}),
                **({"cores_per_instance": c.cores_per_instance} if c.cores_per_instance else {}),
                **({"conflict_refill_ns": c.conflict_refill_ns} if c.conflict_refill_ns else {}),
+               **({"column_update_ns": list(c.column_update_ns)} if c.column_update_ns else {}),
                "source": src.get(f"caches[{i}]", "")} for i, c in enumerate(m.caches)]
     ops = {op: {"latency": cost.latency, "recip_throughput": cost.recip_throughput,
                 "source": src.get(f"ops.{op}", "")} for op, cost in m.ops.items()}

@@ -45,6 +45,10 @@ class CacheLevel:
     # fit its capacity, not its sets) and come from this one, few misses in flight (walks.c); 0 = not measured:
     # such refills cost the level's reciprocal throughput, as a stream's do
     conflict_refill_ns: float = 0.0
+    # optional, first level only: ns per in-place update of a walk down a column whose dirty lines keep
+    # conflicting out of this level, entry i for a walk over 2**i of its sets (updates.c); () = not measured:
+    # such refills cost the next level's reciprocal throughput, as a stream's do
+    column_update_ns: tuple[float, ...] = ()
 
     @property
     def fully_associative(self) -> bool:

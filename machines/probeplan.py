@@ -402,6 +402,28 @@ def walks_step(caches: list[SysCache], page_bytes: int, effort: Effort) -> Step 
                 note=f"walks.c (a column walk conflicting out of L{caches[1].level}: {rows} rows {stride} B apart)")
 
 
+def update_walks(caches: list[SysCache], page_bytes: int) -> list[tuple[int, int]]:
+    """updates.c's (stride, rows) for walks over 1, 2, 4, .. all of L1's sets: L1's way span / k apart, so the
+    rows fall into k sets by their virtual address (the span being a page or less), and 2 x ways x k rows, twice
+    what those sets hold and far less than L2; [] when L1's sets are no power of two, its way span exceeds a
+    page, or no second level serves the refills."""
+    l1, sets = caches[0], l1_sets(caches[0])
+    span = sets * l1.line_bytes
+    if not sets or span > page_bytes or len(caches) < 2:
+        return []
+    return [(span >> b, 2 * l1.associativity << b) for b in range(sets.bit_length())]
+
+
+def updates_step(caches: list[SysCache], page_bytes: int, effort: Effort) -> Step | None:
+    """updates.c: column updates whose dirty lines conflict out of L1, over 1, 2, .. all of its sets; repeated until
+    stable (each run takes half a second)."""
+    walks = update_walks(caches, page_bytes)
+    if not walks:
+        return None
+    return Step("updates", "updates", (max(1_000_000, effort.op_iterations * 10), *(x for w in walks for x in w)),
+                STABLE_WINDOW, max_runs=max(STABLE_WINDOW, effort.curve_runs), note=f"updates.c (column updates conflicting out of L1, over 1..{walks[-1][1] // walks[0][1]} sets)")
+
+
 def check_associativity(caches: list[SysCache]) -> None:
     """Every level needs its ways (the figures and the model do); ProbeError naming the level otherwise."""
     for cache in caches:
@@ -430,7 +452,8 @@ def plan(facts: Mapping, effort: Effort) -> list[Step]:
                    note="window.c (overlap of dependence chain instances)"),
               stores_step(l1.line_bytes, effort), tlb_step(int(facts["page_bytes"]), l1.line_bytes, effort)]
     walks = walks_step(caches, int(facts["page_bytes"]), effort)
-    steps += [walks] if walks else []
+    updates = updates_step(caches, int(facts["page_bytes"]), effort)
+    steps += [s for s in (walks, updates) if s]
     return steps + ([transfer_step(caches)] if cores >= 2 else []) + curve_steps(caches, cores, effort)
 
 

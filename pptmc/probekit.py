@@ -35,7 +35,7 @@ KIT_FORMAT = 1
 RESULTS_FORMAT = 1  # pptmc/probekit_runner.py's RESULTS_FORMAT
 RESULT_FILES = ("facts.json", "probes.json", "native.json")
 PROGRAMS = ("ops", "chase", "lines", "stream", "strided", "overhead", "coldstart", "libm", "window", "stores",
-            "tlb", "transfer", "cores", "cpuid", "walks")
+            "tlb", "transfer", "cores", "cpuid", "walks", "updates")
 
 
 def _root() -> Path:

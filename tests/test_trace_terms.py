@@ -43,3 +43,12 @@ def test_each_priced_figure_brings_its_table():
     assert [name for name, _ in asked] == ["store_lines", "first_touches", "tlb_updates"]
     assert asked[2][1] == {"page": 4096, "entries": 64}
     assert terms.tlb_updates == 7 and terms.l1_fills is None
+
+
+def test_column_update_figures_bring_the_dirtied_refills_of_their_l1():
+    base = load_machine("haswell-i7-5960x")
+    l1 = replace(base.caches[0], column_update_ns=(8.0, 4.0, 3.0, 1.5, 0.8, 0.8, 0.8))
+    terms, asked = _asked(replace(base, caches=(l1, *base.caches[1:])), "throughput")
+    assert asked == [("column_updates", {"line": l1.line_bytes, "sets": l1.sets, "ways": l1.associativity})]
+    assert list(terms.column_updates["asked"]) == ["column_updates"]
+    assert _asked(replace(base, caches=(l1,)), "throughput")[1] == []

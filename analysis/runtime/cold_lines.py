@@ -127,6 +127,28 @@ def _distinct_sets(ring, filled, present):
 
 
 @numba.njit(cache=True, nogil=True)
+def walk_sets(walks, b, set_index):
+    """Record that block b's walk reached L1 set `set_index` (WalkWindow); returns the distinct sets of its last
+    WALK_WINDOW records."""
+    window = walks.ring.shape[1]
+    walks.ring[b, walks.ring_next[b] % window] = set_index
+    walks.ring_next[b] += 1
+    return _distinct_sets(walks.ring[b], min(walks.ring_next[b], window), walks.present)
+
+
+def new_walk_window(n_blocks: int, sets: int) -> WalkWindow:
+    """An empty WalkWindow for `n_blocks` blocks over an L1 of `sets` sets."""
+    return WalkWindow(np.zeros((n_blocks, WALK_WINDOW), dtype=np.int64), np.zeros(n_blocks, dtype=np.int64),
+                      np.zeros(sets, dtype=np.int8), np.int64(sets))
+
+
+def cost_at_sets(costs_ns: tuple[float, ...], sets_reached: np.ndarray) -> np.ndarray:
+    """A figure per walk over 2^i sets (`costs_ns[i]`), interpolated at log2 of each walk's sets reached (2mm's
+    non-aligned rows reach 50-53 of 64 sets)."""
+    return np.interp(np.log2(np.asarray(sets_reached, dtype=float)), np.arange(len(costs_ns)), costs_ns)
+
+
+@numba.njit(cache=True, nogil=True)
 def _first_touches(rows, shift, seen, sites, walks, out):
     """Classify the loads in this chunk (TraceRows) that touch a line first: out[n] = sets their walk
     reaches (WalkWindow), 0 if not strided; returns n and how many lines (loads' and stores') the set
@@ -136,7 +158,6 @@ def _first_touches(rows, shift, seen, sites, walks, out):
     first is no load's first touch (the store brought it in)."""
     n = 0
     added = 0
-    window = walks.ring.shape[1]
     for r in range(rows.addr.shape[0]):
         b = rows.block[r]
         a = np.int64(rows.addr[r])
@@ -146,12 +167,7 @@ def _first_touches(rows, shift, seen, sites, walks, out):
         added += 1
         if rows.is_store[r]:
             continue
-        if not is_strided(before, a):
-            out[n] = 0
-        else:
-            walks.ring[b, walks.ring_next[b] % window] = (a >> shift) % walks.n_sets
-            walks.ring_next[b] += 1
-            out[n] = _distinct_sets(walks.ring[b], min(walks.ring_next[b], window), walks.present)
+        out[n] = walk_sets(walks, b, (a >> shift) % walks.n_sets) if is_strided(before, a) else 0
         n += 1
     return n, added
 
@@ -192,8 +208,7 @@ class FirstTouchCounter:
         if sets <= 0:
             raise InputError(f"{sets} cache sets: must be positive")
         self.walk = TraceWalk(n_blocks, line_bytes, initial_slots)
-        self.walks = WalkWindow(np.zeros((n_blocks, WALK_WINDOW), dtype=np.int64), np.zeros(n_blocks, dtype=np.int64),
-                                np.zeros(sets, dtype=np.int8), np.int64(sets))
+        self.walks = new_walk_window(n_blocks, sets)
         self.counts: dict[int, int] = {}
 
     def add(self, chunk) -> None:
@@ -229,13 +244,13 @@ def first_touch_table(trace: Path, line_bytes: int = 64, sets: int = 64) -> pd.D
 def strided_extra_ns(table: pd.DataFrame | None, costs_ns: tuple[float, ...], stream_ns: float) -> float:
     """Whole-region ns the strided first touches cost beyond a stream's line / bandwidth.
 
-    `costs_ns[i]`: ns per cold line of a walk over 2^i sets (the machine's ram.strided_cold_line_ns); a walk
-    over d sets is interpolated at log2 d (2mm's non-aligned rows reach 50-53 of 64 sets)."""
+    `costs_ns[i]`: ns per cold line of a walk over 2^i sets (the machine's ram.strided_cold_line_ns), read at
+    each walk's sets by cost_at_sets."""
     if table is None or not costs_ns or table.empty:
         return 0.0
     missing = set(COLUMNS) - set(table.columns)
     if missing:
         raise InputError(f"first-touch table: missing column(s) {', '.join(sorted(missing))}")
     strided = table[table["sets_reached"] > 0]
-    cost = np.interp(np.log2(strided["sets_reached"].to_numpy(dtype=float)), np.arange(len(costs_ns)), costs_ns)
+    cost = cost_at_sets(costs_ns, strided["sets_reached"].to_numpy())
     return float(np.sum(strided["first_touches"].to_numpy() * np.maximum(0.0, cost - stream_ns)))

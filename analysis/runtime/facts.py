@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 from analysis.hitrates.rates import rates_by_cores
 from analysis.runtime.inputs import BlockWork, OpCounts, op_counts_from_blocks
-from analysis.runtime.terms.column_walks import conflict_extra_ns, strided_cold_extra_ns
+from analysis.runtime.terms.column_walks import conflict_extra_ns, strided_cold_extra_ns, update_extra_ns
 from common.errors import InputError
 from instrument.trace_types import SCHED_BARRIER, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_MASTER, SCHED_STATIC, LoopInstance
 from machines.model import Machine
@@ -167,6 +167,7 @@ def local_rates_by_cores(hit_df) -> dict[int, dict[str, float]]:
 def region_inputs(machine: Machine, record: RegionRecord, terms=None) -> tuple[RegionFacts, dict]:
     """The region's facts and predict_runtime's trace-term arguments for `machine`, from its TraceTerms
     (analysis/runtime/trace_terms.py; None: no trace terms)."""
+    from analysis.runtime.column_updates import updates_by_sets
     from analysis.runtime.conflict_refills import refills_by_level
     from analysis.runtime.l1_fills import fills_by_block
     from analysis.runtime.store_lines import new_line_by_block
@@ -175,6 +176,7 @@ def region_inputs(machine: Machine, record: RegionRecord, terms=None) -> tuple[R
     terms = terms or TraceTerms()
     facts = region_facts(record, new_line_by_block(terms.store_lines), fills_by_block(terms.l1_fills))
     strided = (strided_cold_extra_ns(machine, terms.first_touches)
-               + conflict_extra_ns(machine, refills_by_level(terms.conflict_refills)))
+               + conflict_extra_ns(machine, refills_by_level(terms.conflict_refills))
+               + update_extra_ns(machine, updates_by_sets(terms.column_updates)))
     return facts, {"strided_extra_ns": strided,
                    "tlb_update_misses": terms.tlb_updates if machine.tlbs else 0}

@@ -32,11 +32,13 @@ class TraceTerms:
     tlb_updates: int = 0       # analysis/runtime/tlb.py: in-place updates whose page missed the first TLB level
     l1_fills: Any = None       # analysis/runtime/l1_fills.py, the machine's L1: streamed refills per block
     conflict_refills: Any = None  # analysis/runtime/conflict_refills.py, the machine's caches: column walks' conflicts
+    column_updates: Any = None    # analysis/runtime/column_updates.py, the machine's L1: column walks' dirtied refills
 
 
 def trace_terms(trace: Path, machine: Machine, cpu_form: str, cached: Cached = _fresh) -> TraceTerms:
     """The trace facts `machine` prices (the streamed refills only for the critical-path CPU form)."""
     from analysis.runtime.cold_lines import first_touch_table
+    from analysis.runtime.column_updates import column_update_table
     from analysis.runtime.conflict_refills import conflict_refill_table
     from analysis.runtime.l1_fills import streamed_fill_table
     from analysis.runtime.store_lines import store_line_table
@@ -64,4 +66,7 @@ def trace_terms(trace: Path, machine: Machine, cpu_form: str, cached: Cached = _
                                                          for c in machine.caches]},
                         "count column walks' conflict refills", lambda: conflict_refill_table(trace, machine.caches))
                  if any(c.conflict_refill_ns for c in machine.caches) else None)
-    return TraceTerms(stores, touches, updates, fills, conflicts)
+    dirtied = (cached("column_updates", {"line": l1.line_bytes, "sets": l1.sets, "ways": l1.associativity},
+                      "count column walks' dirtied L1 refills", lambda: column_update_table(trace, l1))
+               if l1.column_update_ns and len(machine.caches) > 1 else None)
+    return TraceTerms(stores, touches, updates, fills, conflicts, dirtied)
