@@ -1,11 +1,11 @@
-"""Column walks' dirtied L1 refills (analysis/runtime/column_updates.py) against a brute force, their price
+"""Column walks' dirtied L1 refills (analysis/runtime/l1_walks.py) against a brute force, their price
 (terms/column_walks.update_extra_ns), and the machine field and figures behind it."""
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from analysis.runtime import column_updates as cu
+from analysis.runtime import l1_walks as lw
 from analysis.runtime.cold_lines import STRIDED_MIN_BYTES, WALK_WINDOW
 from analysis.runtime.terms.column_walks import update_extra_ns
 from common.errors import InputError
@@ -54,10 +54,10 @@ def _place(b: int, t: int, rng) -> int:
 
 
 def _count(addr, block, instance, store, chunk: int) -> dict[int, int]:
-    counter = cu.ColumnUpdateCounter(3, L1, initial_slots=4)
+    counter = lw.L1WalkCounter(3, L1, initial_slots=4)
     for s in range(0, len(addr), chunk):
         counter.add(trace_chunk(addr[s:s + chunk], block[s:s + chunk], instance[s:s + chunk], store[s:s + chunk]))
-    return cu.updates_by_sets(counter.table())
+    return lw.updates_by_sets(counter.table())
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -108,13 +108,6 @@ def test_an_unrolled_walk_reaches_every_rows_set(blocks):
             instance += [t, t]
             store += [False, True]
     assert _count(addr, block, instance, store, 1000) == {1: 1, 2: 71}
-
-
-def test_table_needs_its_columns():
-    import pandas as pd
-    with pytest.raises(InputError, match="refills"):
-        cu.updates_by_sets(pd.DataFrame({"sets_reached": [1]}))
-    assert cu.updates_by_sets(None) == {}
 
 
 def _machine(figures=()):

@@ -1,11 +1,11 @@
-"""Streamed L1 refills per block (analysis/runtime/l1_fills.py) against a brute force, and what the model does with them."""
+"""Streamed L1 refills per block (analysis/runtime/l1_walks.py) against a brute force, and what the model does with them."""
 from collections import OrderedDict
 from dataclasses import replace
 
 import pandas as pd
 import pytest
 
-from analysis.runtime import l1_fills as lf
+from analysis.runtime import l1_walks as lw
 from analysis.runtime import model as rm
 from analysis.runtime.inputs import BlockWork, op_counts_from_blocks
 from analysis.runtime.terms.block_core import block_resources
@@ -62,10 +62,10 @@ def _random_walks(seed: int, n: int = 6000):
 def test_streamed_fills_match_brute_force(seed, chunk):
     """Per block, over several chunk sizes: the same L1 misses, first touches and strides as a brute force."""
     addr, block, instance = _random_walks(seed)
-    counter = lf.StreamedFillCounter(3, SMALL_L1, initial_slots=4)
+    counter = lw.L1WalkCounter(3, SMALL_L1, initial_slots=4)
     for s in range(0, len(addr), chunk):
         counter.add(trace_chunk(addr[s:s + chunk], block[s:s + chunk], instance[s:s + chunk]))
-    got = dict(zip(counter.table().block.tolist(), counter.table().streamed_fills.tolist()))
+    got = lw.fills_by_block(counter.table())
     assert got == _brute(addr, block, instance)
     assert got.get(0, 0) > 20 * got.get(1, 0)  # rows refill along the row; column walks (almost) never count
 
@@ -75,18 +75,19 @@ def test_second_pass_over_a_row_larger_than_l1_refills_it_along_the_row():
     touches (cold, not counted); the second misses every line, and the 63 reached by an 8-byte step are
     refills along the row, while its first load jumped back 4088 bytes (a column walk's step)."""
     row = [0x20000 + 8 * k for k in range(64 * 8)]
-    counter = lf.StreamedFillCounter(1, SMALL_L1)
+    counter = lw.L1WalkCounter(1, SMALL_L1)
     counter.add(trace_chunk(row, [0] * len(row), range(len(row))))
     assert counter.table().empty
     counter.add(trace_chunk(row, [0] * len(row), range(len(row), 2 * len(row))))
-    assert counter.table().to_dict("records") == [{"block": 0, "streamed_fills": 63}]
+    assert counter.table().to_dict("records") == [{"kind": lw.STREAMED, "key": 0, "count": 63}]
 
 
-def test_fills_by_block_needs_its_columns():
-    assert lf.fills_by_block(None) == {}
-    assert lf.fills_by_block(pd.DataFrame({"block": [3], "streamed_fills": [7]})) == {3: 7}
-    with pytest.raises(InputError, match="streamed_fills"):
-        lf.fills_by_block(pd.DataFrame({"block": [3]}))
+def test_the_walk_table_is_read_by_kind_and_needs_its_columns():
+    table = pd.DataFrame({"kind": [lw.STREAMED, lw.DIRTIED], "key": [3, 2], "count": [7, 9]})
+    assert lw.fills_by_block(table) == {3: 7} and lw.updates_by_sets(table) == {2: 9}
+    assert lw.fills_by_block(None) == {} and lw.updates_by_sets(None) == {}
+    with pytest.raises(InputError, match="count"):
+        lw.fills_by_block(pd.DataFrame({"kind": [lw.STREAMED], "key": [3]}))
 
 
 def _block(fills: float, **ops) -> BlockWork:

@@ -25,9 +25,9 @@ def test_a_machine_that_prices_nothing_gets_nothing_but_the_fills_of_the_critica
     assert terms == TraceTerms() and asked == []
     terms, asked = _asked(haswell, "critical-path")
     l1 = haswell.caches[0]
-    assert asked == [("l1_fills", {"line": l1.line_bytes, "sets": l1.sets, "ways": l1.associativity})]
+    assert asked == [("l1_walks", {"line": l1.line_bytes, "sets": l1.sets, "ways": l1.associativity})]
     assert terms.store_lines is None and terms.first_touches is None and terms.tlb_updates == 0
-    assert list(terms.l1_fills["asked"]) == ["l1_fills"]
+    assert list(terms.l1_fills["asked"]) == ["l1_walks"] and terms.column_updates is None
 
 
 def test_each_priced_figure_brings_its_table():
@@ -45,10 +45,14 @@ def test_each_priced_figure_brings_its_table():
     assert terms.tlb_updates == 7 and terms.l1_fills is None
 
 
-def test_column_update_figures_bring_the_dirtied_refills_of_their_l1():
+def test_column_update_figures_bring_the_l1_pass_read_for_its_dirtied_refills():
+    """One L1 pass gives both streamed and dirtied refills: asked once, each read only where its term applies."""
     base = load_machine("haswell-i7-5960x")
     l1 = replace(base.caches[0], column_update_ns=(8.0, 4.0, 3.0, 1.5, 0.8, 0.8, 0.8))
-    terms, asked = _asked(replace(base, caches=(l1, *base.caches[1:])), "throughput")
-    assert asked == [("column_updates", {"line": l1.line_bytes, "sets": l1.sets, "ways": l1.associativity})]
-    assert list(terms.column_updates["asked"]) == ["column_updates"]
+    machine = replace(base, caches=(l1, *base.caches[1:]))
+    terms, asked = _asked(machine, "throughput")
+    assert asked == [("l1_walks", {"line": l1.line_bytes, "sets": l1.sets, "ways": l1.associativity})]
+    assert list(terms.column_updates["asked"]) == ["l1_walks"] and terms.l1_fills is None
+    terms, asked = _asked(machine, "critical-path")
+    assert len(asked) == 1 and terms.l1_fills is terms.column_updates
     assert _asked(replace(base, caches=(l1,)), "throughput")[1] == []

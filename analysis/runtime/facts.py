@@ -1,5 +1,5 @@
 """The region facts the runtime model is fed, gathered from a trace, its block table, the binary's CFG and
-assembly, and the trace passes of this package (store_lines, l1_fills, cold_lines, tlb).
+assembly, and the trace passes of this package (store_lines, l1_walks, cold_lines, conflict_refills, tlb).
 """
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ class RegionRecord:
 def region_facts(record: RegionRecord, new_line_stores: Mapping[int, float] | None = None,
                  streamed_fills: Mapping[int, int] | None = None) -> RegionFacts:
     """Operation counts, access counts and loop schedules of the traced regions (with the blocks'
-    unpaired stores, analysis/runtime/store_lines.py, and streamed L1 refills, analysis/runtime/l1_fills.py, when given)."""
+    unpaired stores, analysis/runtime/store_lines.py, and streamed L1 refills, analysis/runtime/l1_walks.py, when given)."""
     info, table = record.info, record.table
     ops = op_counts_from_blocks(_block_ops(table), info.block_counts)
     mem_bytes = ops.load_bytes + ops.store_bytes or 8.0 * info.n_accesses
@@ -130,7 +130,7 @@ def block_work(table: Any, block_counts: Mapping[int, int],
     edge counts, the mean executions per entry of self-looping blocks; with `loops` (block ->
     innermost enclosing loop body, bbcounts.enclosing_loops) also their span_ops; with
     `new_line_stores` (block -> per execution, store_lines.py) their unpaired stores; with
-    `streamed_fills` (block -> over the region, l1_fills.py) their streamed L1 refills."""
+    `streamed_fills` (block -> over the region, l1_walks.py) their streamed L1 refills."""
     entries = getattr(table, "blocks", table)
     edges = edge_counts or {}
     unpaired = new_line_stores or {}
@@ -167,9 +167,8 @@ def local_rates_by_cores(hit_df) -> dict[int, dict[str, float]]:
 def region_inputs(machine: Machine, record: RegionRecord, terms=None) -> tuple[RegionFacts, dict]:
     """The region's facts and predict_runtime's trace-term arguments for `machine`, from its TraceTerms
     (analysis/runtime/trace_terms.py; None: no trace terms)."""
-    from analysis.runtime.column_updates import updates_by_sets
     from analysis.runtime.conflict_refills import refills_by_level
-    from analysis.runtime.l1_fills import fills_by_block
+    from analysis.runtime.l1_walks import fills_by_block, updates_by_sets
     from analysis.runtime.store_lines import new_line_by_block
     from analysis.runtime.trace_terms import TraceTerms
 

@@ -71,7 +71,7 @@ class BlockWork:
     # stores per execution that write another cache line than the store before them in program order
     # (store_lines.py); they cannot pair with it when the L1 commits stores; 0 = unknown, all pair
     new_line_stores: float = 0.0
-    # L1 refills per execution along a row, not a line's first touch (l1_fills.py); 0 = unknown, none
+    # L1 refills per execution along a row, not a line's first touch (l1_walks.py); 0 = unknown, none
     streamed_fills: float = 0.0
     block_id: int = -1  # the trace's block id (matches analysis.runtime.incore.LoopBound.blocks); -1 = unknown
 

@@ -30,17 +30,17 @@ class TraceTerms:
     store_lines: Any = None    # analysis/runtime/store_lines.py: per block, stores to another line (store pairing)
     first_touches: Any = None  # analysis/runtime/cold_lines.py, the machine's L1: column walks' cold lines
     tlb_updates: int = 0       # analysis/runtime/tlb.py: in-place updates whose page missed the first TLB level
-    l1_fills: Any = None       # analysis/runtime/l1_fills.py, the machine's L1: streamed refills per block
+    l1_fills: Any = None       # analysis/runtime/l1_walks.py, the machine's L1: its table (streamed refills read)
     conflict_refills: Any = None  # analysis/runtime/conflict_refills.py, the machine's caches: column walks' conflicts
-    column_updates: Any = None    # analysis/runtime/column_updates.py, the machine's L1: column walks' dirtied refills
+    column_updates: Any = None    # analysis/runtime/l1_walks.py, the same table (column walks' dirtied refills read)
 
 
 def trace_terms(trace: Path, machine: Machine, cpu_form: str, cached: Cached = _fresh) -> TraceTerms:
-    """The trace facts `machine` prices (the streamed refills only for the critical-path CPU form)."""
+    """The trace facts `machine` prices (the streamed refills only for the critical-path CPU form; one L1 pass gives
+    them and the dirtied column refills)."""
     from analysis.runtime.cold_lines import first_touch_table
-    from analysis.runtime.column_updates import column_update_table
     from analysis.runtime.conflict_refills import conflict_refill_table
-    from analysis.runtime.l1_fills import streamed_fill_table
+    from analysis.runtime.l1_walks import l1_walk_table
     from analysis.runtime.store_lines import store_line_table
     from analysis.runtime.tlb import trace_update_misses
 
@@ -59,14 +59,13 @@ def trace_terms(trace: Path, machine: Machine, cpu_form: str, cached: Cached = _
                        "count in-place updates that miss the TLB",
                        lambda: pd.DataFrame({"updates": [trace_update_misses(trace, level)]}))
         updates = int(table["updates"].iloc[0])
-    fills = (cached("l1_fills", {"line": l1.line_bytes, "sets": l1.sets, "ways": l1.associativity},
-                    "count L1 refills along rows", lambda: streamed_fill_table(trace, l1))
-             if cpu_form == "critical-path" and len(machine.caches) > 1 else None)
+    streamed = cpu_form == "critical-path" and len(machine.caches) > 1
+    dirtied = bool(l1.column_update_ns) and len(machine.caches) > 1
+    walks = (cached("l1_walks", {"line": l1.line_bytes, "sets": l1.sets, "ways": l1.associativity},
+                    "count L1 refills along rows and of updated columns", lambda: l1_walk_table(trace, l1))
+             if streamed or dirtied else None)
     conflicts = (cached("conflict_refills", {"caches": [[c.size_bytes, c.line_bytes, c.associativity, c.indexing]
                                                          for c in machine.caches]},
                         "count column walks' conflict refills", lambda: conflict_refill_table(trace, machine.caches))
                  if any(c.conflict_refill_ns for c in machine.caches) else None)
-    dirtied = (cached("column_updates", {"line": l1.line_bytes, "sets": l1.sets, "ways": l1.associativity},
-                      "count column walks' dirtied L1 refills", lambda: column_update_table(trace, l1))
-               if l1.column_update_ns and len(machine.caches) > 1 else None)
-    return TraceTerms(stores, touches, updates, fills, conflicts, dirtied)
+    return TraceTerms(stores, touches, updates, walks if streamed else None, conflicts, walks if dirtied else None)

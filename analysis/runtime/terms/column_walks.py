@@ -10,7 +10,7 @@ cost: the machine's ram.strided_cold_line_ns interpolated at log2 of the L1 sets
 (analysis/runtime/cold_lines.py counts the first touches in one pass over the trace). R_i: the column walks'
 refills that conflict out of L1 and L2 and come from level i (analysis/runtime/conflict_refills.py, one
 pass). U_d: the column walks' L1 refills of lines the walk then writes, the walk reaching d of L1's sets
-(analysis/runtime/column_updates.py, one pass); update(d): caches[0].column_update_ns interpolated at log2 d;
+(analysis/runtime/l1_walks.py, one pass); update(d): caches[0].column_update_ns interpolated at log2 d;
 priced as L2 serves them. The busiest core pays its share:
 each core's walk waits on its own misses. Machine fields: ram.strided_cold_line_ns, ram.bandwidth_one_core_gbs,
 caches[].conflict_refill_ns, caches[0].column_update_ns, caches[].recip_throughput_cycles, line_bytes,
@@ -47,7 +47,7 @@ def conflict_extra_ns(machine: Machine, refills: Mapping[int, int]) -> float:
 
 
 def update_extra_ns(machine: Machine, updates: Mapping[int, int]) -> float:
-    """The region's dirtied column-walk refills (sets reached -> count, column_updates.updates_by_sets) priced for
+    """The region's dirtied column-walk refills (sets reached -> count, l1_walks.updates_by_sets) priced for
     this machine: L1's column_update_ns at that many sets beyond L2's reciprocal throughput, which T_mem already
     charged (no figure: nothing)."""
     from analysis.runtime.cold_lines import cost_at_sets

@@ -2,7 +2,7 @@
 
 T_mem charges each L1 refill from L2 the L2's reciprocal throughput c on top of the core time. Along a row
 the prefetchers bring lines ahead of the loads and the fills compete only with the loads and stores for the
-L1 ports, so a block with f streamed refills per execution (analysis/runtime/l1_fills.py) takes
+L1 ports, so a block with f streamed refills per execution (analysis/runtime/l1_walks.py) takes
 max(chain, FP, INT, PORTS + f c) instead of max(chain, FP, INT, PORTS) + f c; the difference is returned.
 Machine fields: caches[1].recip_throughput_cycles (and block_core's).
 """
