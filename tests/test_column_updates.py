@@ -54,7 +54,7 @@ def _place(b: int, t: int, rng) -> int:
 
 
 def _count(addr, block, instance, store, chunk: int) -> dict[int, int]:
-    counter = lw.L1WalkCounter(3, L1, initial_slots=4)
+    counter = lw.L1WalkCounter(3, (L1,), initial_slots=4)
     for s in range(0, len(addr), chunk):
         counter.add(trace_chunk(addr[s:s + chunk], block[s:s + chunk], instance[s:s + chunk], store[s:s + chunk]))
     return lw.updates_by_sets(counter.table())

@@ -1,4 +1,5 @@
-"""Column walks' conflict refills (analysis/runtime/conflict_refills.py) against a brute force, their price
+"""Column walks' conflict refills (analysis/runtime/conflict_refills.py, in the walk pass of l1_walks.py) against a
+brute force, their price
 (terms/column_walks.conflict_extra_ns), and the machine field and figure behind it."""
 from collections import OrderedDict
 from dataclasses import replace
@@ -6,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from analysis.runtime import conflict_refills as cr
+from analysis.runtime import l1_walks as lw
 from analysis.runtime.cold_lines import STRIDED_MIN_BYTES
 from analysis.runtime.terms.column_walks import conflict_extra_ns
 from common.errors import InputError
@@ -81,10 +83,10 @@ def _walks(seed: int, n: int = 5000):
 
 
 def _count(addr, block, instance, chunk: int) -> dict[int, int]:
-    counter = cr.ConflictRefillCounter(3, CACHES, initial_slots=4)
+    counter = lw.L1WalkCounter(3, CACHES, conflicts=True, initial_slots=4)
     for s in range(0, len(addr), chunk):
         counter.add(trace_chunk(addr[s:s + chunk], block[s:s + chunk], instance[s:s + chunk]))
-    return cr.refills_by_level(counter.table())
+    return lw.refills_by_level(counter.table())
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -111,13 +113,13 @@ def test_a_walk_larger_than_l2_misses_by_capacity_and_is_not_counted():
     assert _count(addr, [0] * 200, list(range(200)), 64) == {}
 
 
-def test_counter_needs_three_levels_and_table_its_columns():
+def test_counter_needs_three_levels_and_reads_its_kind():
     with pytest.raises(InputError, match="three cache levels"):
-        cr.ConflictRefillCounter(1, CACHES[:2])
+        lw.L1WalkCounter(1, CACHES[:2], conflicts=True)
+    assert lw.L1WalkCounter(1, CACHES[:2]).deeper is None
     import pandas as pd
-    with pytest.raises(InputError, match="conflict_refills"):
-        cr.refills_by_level(pd.DataFrame({"level": [2]}))
-    assert cr.refills_by_level(None) == {}
+    assert lw.refills_by_level(pd.DataFrame({"kind": [lw.CONFLICT, lw.DIRTIED], "key": [2, 1], "count": [5, 6]})) == {2: 5}
+    assert lw.refills_by_level(None) == {}
 
 
 def test_physical_levels_are_placed_as_consecutive_frames():

@@ -62,7 +62,7 @@ def _random_walks(seed: int, n: int = 6000):
 def test_streamed_fills_match_brute_force(seed, chunk):
     """Per block, over several chunk sizes: the same L1 misses, first touches and strides as a brute force."""
     addr, block, instance = _random_walks(seed)
-    counter = lw.L1WalkCounter(3, SMALL_L1, initial_slots=4)
+    counter = lw.L1WalkCounter(3, (SMALL_L1,), initial_slots=4)
     for s in range(0, len(addr), chunk):
         counter.add(trace_chunk(addr[s:s + chunk], block[s:s + chunk], instance[s:s + chunk]))
     got = lw.fills_by_block(counter.table())
@@ -75,7 +75,7 @@ def test_second_pass_over_a_row_larger_than_l1_refills_it_along_the_row():
     touches (cold, not counted); the second misses every line, and the 63 reached by an 8-byte step are
     refills along the row, while its first load jumped back 4088 bytes (a column walk's step)."""
     row = [0x20000 + 8 * k for k in range(64 * 8)]
-    counter = lw.L1WalkCounter(1, SMALL_L1)
+    counter = lw.L1WalkCounter(1, (SMALL_L1,))
     counter.add(trace_chunk(row, [0] * len(row), range(len(row))))
     assert counter.table().empty
     counter.add(trace_chunk(row, [0] * len(row), range(len(row), 2 * len(row))))

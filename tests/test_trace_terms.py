@@ -56,3 +56,12 @@ def test_column_update_figures_bring_the_l1_pass_read_for_its_dirtied_refills():
     terms, asked = _asked(machine, "critical-path")
     assert len(asked) == 1 and terms.l1_fills is terms.column_updates
     assert _asked(replace(base, caches=(l1,)), "throughput")[1] == []
+
+
+def test_a_conflict_figure_brings_the_walk_pass_keyed_by_every_level():
+    base = load_machine("haswell-i7-5960x")
+    machine = replace(base, caches=(*base.caches[:2], replace(base.caches[2], conflict_refill_ns=5.0)))
+    terms, asked = _asked(machine, "throughput")
+    assert [name for name, _ in asked] == ["l1_walks"]
+    assert asked[0][1]["caches"] == [[c.size_bytes, c.line_bytes, c.associativity, c.indexing] for c in machine.caches]
+    assert terms.conflict_refills is not None and terms.l1_fills is None and terms.column_updates is None

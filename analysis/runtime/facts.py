@@ -167,8 +167,7 @@ def local_rates_by_cores(hit_df) -> dict[int, dict[str, float]]:
 def region_inputs(machine: Machine, record: RegionRecord, terms=None) -> tuple[RegionFacts, dict]:
     """The region's facts and predict_runtime's trace-term arguments for `machine`, from its TraceTerms
     (analysis/runtime/trace_terms.py; None: no trace terms)."""
-    from analysis.runtime.conflict_refills import refills_by_level
-    from analysis.runtime.l1_walks import fills_by_block, updates_by_sets
+    from analysis.runtime.l1_walks import fills_by_block, refills_by_level, updates_by_sets
     from analysis.runtime.store_lines import new_line_by_block
     from analysis.runtime.trace_terms import TraceTerms
 

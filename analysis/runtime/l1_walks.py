@@ -1,5 +1,7 @@
-"""The L1 refills of the trace's walks, from one pass through the machine's L1: along rows (streamed refills, per
-block) and down columns into lines the walk then writes (dirtied refills, by the L1 sets the walk reaches).
+"""The refills of the trace's walks, from one pass through the machine's L1 (and, for conflict refills, the levels
+below it): along rows (streamed refills, per block), down columns into lines the walk then writes (dirtied
+refills, by the L1 sets the walk reaches) and down columns whose lines conflict out of L1 and L2 (conflict
+refills, by serving level: analysis/runtime/conflict_refills.py says why and how).
 
 **Streamed refills.** T_mem charges every access the L1 misses the reciprocal throughput of the level that
 serves it, on top of the core time. For a walk along a row the hardware prefetchers bring the lines into L1
@@ -25,9 +27,10 @@ refills of any block (cold_lines.walk_sets with one window): clang unrolls a col
 each stride two rows, even into two blocks, and the refills that wait on each other are those in flight
 together, whichever access made them.
 
-The L1 is the machine's, simulated as one set-associative LRU cache (cachesim.LevelSim, indexed by the
-virtual address, as L1s are), so its sets and ways decide the misses as the trace's virtual addresses do on
-the hardware. Memory grows with the distinct lines and the blocks, not with the trace.
+The L1 is the machine's, simulated as one set-associative LRU cache (cachesim.LevelSim, placed by
+conflict_refills.as_placed: indexed by the virtual address, as L1s are), so its sets and ways decide the
+misses as the trace's virtual addresses do on the hardware. Memory grows with the distinct lines, the
+blocks and the caches' sizes, not with the trace.
 """
 from __future__ import annotations
 
@@ -42,12 +45,14 @@ from numba.typed import Dict
 from analysis.hitrates.cachesim import LevelSim
 from analysis.runtime.cold_lines import (TraceRows, TraceWalk, is_strided, new_walk_window, set_insert, site_previous,
                                         walk_sets)
+from analysis.runtime.conflict_refills import DeeperLevels, as_placed
 from common.errors import InputError
 from machines.model import CacheLevel
 
 COLUMNS = ["kind", "key", "count"]
 STREAMED = "streamed_fills"    # key: the block
 DIRTIED = "dirtied_refills"    # key: the L1 sets the walk reached (1 .. L1's sets)
+CONFLICT = "conflict_refills"  # key: the serving level (2 = L3; len(caches) = RAM)
 
 
 class WalkCounts:
@@ -65,9 +70,10 @@ class WalkCounts:
 
 
 @numba.njit(cache=True, nogil=True)
-def _count_walks(rows, hit, shift, seen, sites, pending, window, dirtied, streamed):
+def _count_walks(rows, hit, shift, seen, sites, pending, window, dirtied, streamed, column_load):
     """Add this chunk's refills (TraceRows, `hit` per row in L1) to streamed[block] and dirtied[sets reached]
-    (WalkCounts' arrays); returns how many lines the set `seen` gained."""
+    (WalkCounts' arrays), and mark in column_load[r] the loads walking a column to a line touched before;
+    returns how many lines the set `seen` gained."""
     added = 0
     for r in range(rows.addr.shape[0]):
         b = rows.block[r]
@@ -77,6 +83,7 @@ def _count_walks(rows, hit, shift, seen, sites, pending, window, dirtied, stream
         first = set_insert(seen, line)
         if first:
             added += 1
+        column_load[r] = not first and not rows.is_store[r] and is_strided(before, a)
         if not hit[r]:
             if not first and is_strided(before, a):
                 pending[line] = True
@@ -92,12 +99,16 @@ def _count_walks(rows, hit, shift, seen, sites, pending, window, dirtied, stream
 
 
 class L1WalkCounter:
-    """Streams chunks of one sequential trace through an L1 and tallies its walks' streamed and dirtied refills."""
+    """Streams chunks of one sequential trace through the machine's L1 and tallies its walks' streamed and dirtied
+    refills, and with `conflicts` their conflict refills through the levels below (three levels needed)."""
 
-    def __init__(self, n_blocks: int, l1: CacheLevel, initial_slots: int = 1 << 16):
+    def __init__(self, n_blocks: int, caches: tuple[CacheLevel, ...], conflicts: bool = False,
+                 initial_slots: int = 1 << 16, page_bytes: int = 4096):
+        l1 = caches[0]
         self.walk = TraceWalk(n_blocks, l1.line_bytes, initial_slots)
-        self.cache = LevelSim(l1, 1)
+        self.cache = LevelSim(as_placed(l1), 1, page_bytes)
         self.counts = WalkCounts(n_blocks, l1)
+        self.deeper = DeeperLevels(caches, page_bytes) if conflicts else None
 
     def add(self, chunk) -> None:
         """Tally one TraceChunk."""
@@ -107,24 +118,31 @@ class L1WalkCounter:
         w.prepare(chunk)
         lines = np.asarray(chunk.addr, dtype=np.uint64) >> np.uint64(w.shift)
         hit = self.cache.access(lines, np.zeros(len(chunk), dtype=np.int64))
+        column_load = np.zeros(len(chunk), dtype=np.bool_)
         w.lines += _count_walks(TraceRows.of(chunk), hit, w.shift, w.seen, w.sites, c.pending, c.window,
-                                c.dirtied, c.streamed)
+                                c.dirtied, c.streamed, column_load)
+        if self.deeper is not None:
+            self.deeper.serve(lines[~hit], column_load[~hit])
 
     def table(self) -> pd.DataFrame:
-        """(kind, key, count): the streamed refills of each block with any, the dirtied ones of each set count."""
-        blocks, reached = np.flatnonzero(self.counts.streamed), np.flatnonzero(self.counts.dirtied)
-        return pd.DataFrame({"kind": [STREAMED] * len(blocks) + [DIRTIED] * len(reached),
-                             "key": np.concatenate([blocks, reached]).astype("int64"),
-                             "count": np.concatenate([self.counts.streamed[blocks], self.counts.dirtied[reached]])
+        """(kind, key, count): the streamed refills of each block with any, the dirtied ones of each set count, the
+        conflict refills of each serving level (when counted)."""
+        parts = [(STREAMED, self.counts.streamed), (DIRTIED, self.counts.dirtied)]
+        parts += [(CONFLICT, self.deeper.counts)] if self.deeper is not None else []
+        keys = [np.flatnonzero(counts) for _, counts in parts]
+        return pd.DataFrame({"kind": [kind for (kind, _), k in zip(parts, keys) for _ in k],
+                             "key": np.concatenate(keys).astype("int64"),
+                             "count": np.concatenate([counts[k] for (_, counts), k in zip(parts, keys)])
                              .astype("int64")}, columns=COLUMNS)
 
 
-def l1_walk_table(trace: Path, l1: CacheLevel) -> pd.DataFrame:
-    """The streamed and dirtied L1 refills of a sequential trace's walks, for the L1 `l1`."""
+def l1_walk_table(trace: Path, caches: tuple[CacheLevel, ...], conflicts: bool = False) -> pd.DataFrame:
+    """The streamed and dirtied L1 refills of a sequential trace's walks for the machine's `caches`, and with
+    `conflicts` the conflict refills by serving level."""
     import instrument
 
     reader = instrument.open_trace(trace)
-    counter = L1WalkCounter(max(reader.info.blocks, default=-1) + 1, l1)
+    counter = L1WalkCounter(max(reader.info.blocks, default=-1) + 1, caches, conflicts)
     for chunk in reader.chunks():
         counter.add(chunk)
     return counter.table()
@@ -149,3 +167,8 @@ def fills_by_block(table: pd.DataFrame | None) -> dict[int, int]:
 def updates_by_sets(table: pd.DataFrame | None) -> dict[int, int]:
     """sets reached -> dirtied column-walk refills over the region, from an l1_walk_table (None: none)."""
     return _counts_of(table, DIRTIED)
+
+
+def refills_by_level(table: pd.DataFrame | None) -> dict[int, int]:
+    """serving level -> column walks' conflict refills over the region, from an l1_walk_table (None: none)."""
+    return _counts_of(table, CONFLICT)

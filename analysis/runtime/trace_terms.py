@@ -31,15 +31,14 @@ class TraceTerms:
     first_touches: Any = None  # analysis/runtime/cold_lines.py, the machine's L1: column walks' cold lines
     tlb_updates: int = 0       # analysis/runtime/tlb.py: in-place updates whose page missed the first TLB level
     l1_fills: Any = None       # analysis/runtime/l1_walks.py, the machine's L1: its table (streamed refills read)
-    conflict_refills: Any = None  # analysis/runtime/conflict_refills.py, the machine's caches: column walks' conflicts
+    conflict_refills: Any = None  # analysis/runtime/l1_walks.py, the same table (column walks' conflict refills read)
     column_updates: Any = None    # analysis/runtime/l1_walks.py, the same table (column walks' dirtied refills read)
 
 
 def trace_terms(trace: Path, machine: Machine, cpu_form: str, cached: Cached = _fresh) -> TraceTerms:
-    """The trace facts `machine` prices (the streamed refills only for the critical-path CPU form; one L1 pass gives
-    them and the dirtied column refills)."""
+    """The trace facts `machine` prices (the streamed refills only for the critical-path CPU form; one walk pass gives
+    them, the dirtied column refills and the conflict refills)."""
     from analysis.runtime.cold_lines import first_touch_table
-    from analysis.runtime.conflict_refills import conflict_refill_table
     from analysis.runtime.l1_walks import l1_walk_table
     from analysis.runtime.store_lines import store_line_table
     from analysis.runtime.tlb import trace_update_misses
@@ -61,11 +60,11 @@ def trace_terms(trace: Path, machine: Machine, cpu_form: str, cached: Cached = _
         updates = int(table["updates"].iloc[0])
     streamed = cpu_form == "critical-path" and len(machine.caches) > 1
     dirtied = bool(l1.column_update_ns) and len(machine.caches) > 1
-    walks = (cached("l1_walks", {"line": l1.line_bytes, "sets": l1.sets, "ways": l1.associativity},
-                    "count L1 refills along rows and of updated columns", lambda: l1_walk_table(trace, l1))
-             if streamed or dirtied else None)
-    conflicts = (cached("conflict_refills", {"caches": [[c.size_bytes, c.line_bytes, c.associativity, c.indexing]
-                                                         for c in machine.caches]},
-                        "count column walks' conflict refills", lambda: conflict_refill_table(trace, machine.caches))
-                 if any(c.conflict_refill_ns for c in machine.caches) else None)
-    return TraceTerms(stores, touches, updates, walks if streamed else None, conflicts, walks if dirtied else None)
+    conflicts = any(c.conflict_refill_ns for c in machine.caches)
+    params = {"line": l1.line_bytes, "sets": l1.sets, "ways": l1.associativity}
+    if conflicts:   # the conflict refills need the levels below L1 too
+        params["caches"] = [[c.size_bytes, c.line_bytes, c.associativity, c.indexing] for c in machine.caches]
+    walks = (cached("l1_walks", params, "count the refills of rows and columns",
+                    lambda: l1_walk_table(trace, machine.caches, conflicts))
+             if streamed or dirtied or conflicts else None)
+    return TraceTerms(stores, touches, updates, *(walks if wanted else None for wanted in (streamed, conflicts, dirtied)))

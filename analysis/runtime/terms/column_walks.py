@@ -8,8 +8,8 @@ beyond a stream's.
 
 cost: the machine's ram.strided_cold_line_ns interpolated at log2 of the L1 sets the walk reaches
 (analysis/runtime/cold_lines.py counts the first touches in one pass over the trace). R_i: the column walks'
-refills that conflict out of L1 and L2 and come from level i (analysis/runtime/conflict_refills.py, one
-pass). U_d: the column walks' L1 refills of lines the walk then writes, the walk reaching d of L1's sets
+refills that conflict out of L1 and L2 and come from level i (analysis/runtime/conflict_refills.py, in the
+walk pass). U_d: the column walks' L1 refills of lines the walk then writes, the walk reaching d of L1's sets
 (analysis/runtime/l1_walks.py, one pass); update(d): caches[0].column_update_ns interpolated at log2 d;
 priced as L2 serves them. The busiest core pays its share:
 each core's walk waits on its own misses. Machine fields: ram.strided_cold_line_ns, ram.bandwidth_one_core_gbs,
@@ -35,7 +35,7 @@ def strided_cold_extra_ns(machine: Machine, first_touches) -> float:
 
 
 def conflict_extra_ns(machine: Machine, refills: Mapping[int, int]) -> float:
-    """The region's conflict refills (level index -> count, conflict_refills.refills_by_level) priced for this
+    """The region's conflict refills (level index -> count, l1_walks.refills_by_level) priced for this
     machine: each level's conflict_refill_ns beyond the reciprocal throughput T_mem already charged (RAM and
     levels without the figure: nothing)."""
     extra = 0.0
