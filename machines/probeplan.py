@@ -421,7 +421,8 @@ def updates_step(caches: list[SysCache], page_bytes: int, effort: Effort) -> Ste
     if not walks:
         return None
     return Step("updates", "updates", (max(1_000_000, effort.op_iterations * 10), *(x for w in walks for x in w)),
-                STABLE_WINDOW, max_runs=max(STABLE_WINDOW, effort.curve_runs), note=f"updates.c (column updates conflicting out of L1, over 1..{walks[-1][1] // walks[0][1]} sets)")
+                STABLE_WINDOW, max_runs=max(STABLE_WINDOW, effort.curve_runs),
+                note=f"updates.c (column updates conflicting out of L1, over 1..{1 << (len(walks) - 1)} sets)")
 
 
 def check_associativity(caches: list[SysCache]) -> None:

@@ -83,9 +83,10 @@ def _count_walks(rows, hit, shift, seen, sites, pending, window, dirtied, stream
         first = set_insert(seen, line)
         if first:
             added += 1
-        column_load[r] = not first and not rows.is_store[r] and is_strided(before, a)
+        down_column = not first and is_strided(before, a)
+        column_load[r] = down_column and not rows.is_store[r]
         if not hit[r]:
-            if not first and is_strided(before, a):
+            if down_column:
                 pending[line] = True
             else:
                 if not first and before >= 0:
