@@ -6,12 +6,13 @@ the native times of probe kit results (as `pptmc measure --ingest`), on every ma
 
 A term is switched off by clearing the machine fields it reads (TERMS: the same fields whose absence the
 model already treats as "no such term"); a machine without them has no row for that term. For each case
-(results folder and the machine file of the host that produced them) and thread count the table gives the
-mean absolute error over the benchmarks with every term and with the term switched off; `gain` is the
-second minus the first (positive: the term helps). The verdict counts, per term, the distinct machines (CPU
-models in the results' kit.json) on which the term lowers the mean absolute error over all their cases and
-thread counts (by more than NO_EFFECT_PP): the issue's rule keeps a term in the default only where that is at
-least two; a term whose figure comes from its own microbenchmark may also stand on its documented mechanism.
+(results folder and the machine file of the host that produced them) and thread count it prints the mean
+absolute error over the benchmarks with every term and with the term switched off; `gain` is the second minus
+the first (positive: the term helps). The verdict says, per term and machine (CPU model in the results'
+kit.json), whether the term helps, hurts or is not told apart: the mean gain over the benchmarks with a 95 %
+interval from resampling them (would it hold on other programs?). The issue's rule keeps a term in the
+default only where it helps on at least two machines; a term whose figure comes from its own microbenchmark
+may also stand on its documented mechanism (RUNTIME_MODEL.md).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 
 from common.errors import InputError
@@ -98,12 +100,7 @@ TERMS: dict[str, Callable[[Machine], Machine | None]] = {
     "fork/join and barrier curves": lambda m: _without_curves(m, "fork_join_ns", "barrier_ns"),
 }
 ALL = "(all terms)"
-NO_EFFECT_PP = 0.05  # a mean gain this small (percentage points) rounds to 0.0: the term changes nothing there
-
-
-def mean_abs_errors(df: pd.DataFrame) -> pd.Series:
-    """Mean absolute relative error over the benchmarks, per thread count."""
-    return df.assign(abs_error=df["rel_error"].abs()).groupby("cores")["abs_error"].mean()
+RESAMPLES = 2000  # bootstrap resamples of the benchmarks behind each machine's mean gain
 
 
 def load_case(case: str):
@@ -137,36 +134,56 @@ def ablate_case(res, base: Machine, workdir: Path, benchmarks: str | None,
     rows = []
     for term, machine in variants.items():
         say(f"{results}: {term}")
-        errors = mean_abs_errors(compare_runtimes(benches, measured, res.native["size"], threads, workdir, machine,
-                                                  DEFAULT_OPTIONS, lambda _msg: None))
+        df = compare_runtimes(benches, measured, res.native["size"], threads, workdir, machine, DEFAULT_OPTIONS,
+                              lambda _msg: None)
         rows += [{"case": str(results), "machine": res.record["host"]["model_name"], "size": res.native["size"],
-                  "term": term, "cores": int(c), "mean_abs_error": float(e)} for c, e in errors.items()]
+                  "term": term, "benchmark": b, "cores": int(c), "abs_error": float(e)}
+                 for b, c, e in zip(df["benchmark"], df["cores"], df["rel_error"])]
     return pd.DataFrame(rows)
 
 
 def gains(table: pd.DataFrame) -> pd.DataFrame:
-    """Per case, term and thread count: the error with every term, without this one, and the gain."""
-    full = table[table["term"] == ALL].set_index(["case", "cores"])["mean_abs_error"]
-    off = table[table["term"] != ALL].rename(columns={"mean_abs_error": "error_without"})
-    off["error_with"] = [full[(c, p)] for c, p in zip(off["case"], off["cores"])]
+    """Per case, term, benchmark and thread count: the abs error with every term, without this one, and the gain."""
+    keys = ["case", "benchmark", "cores"]
+    full = table[table["term"] == ALL].set_index(keys)["abs_error"].rename("error_with")
+    off = table[table["term"] != ALL].rename(columns={"abs_error": "error_without"}).join(full, on=keys)
     off["gain"] = off["error_without"] - off["error_with"]
-    return off[["term", "machine", "case", "size", "cores", "error_with", "error_without", "gain"]]
+    return off[["term", "machine", "case", "size", "benchmark", "cores", "error_with", "error_without", "gain"]]
 
 
-def verdict(table: pd.DataFrame) -> pd.DataFrame:
-    """Per term: on how many machines it helps, hurts or changes nothing (a mean gain within NO_EFFECT_PP of 0:
-    it does not move the error at the table's precision), and the rule's answer: kept in the default only where
-    it helps on at least two machines."""
-    per_machine = table.groupby(["term", "machine"], sort=False)["gain"].mean().reset_index()
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per term, case and thread count: the mean abs errors over the benchmarks, with and without, and the gain."""
+    cols = ["error_with", "error_without", "gain"]
+    return table.groupby(["term", "machine", "case", "size", "cores"], sort=False)[cols].mean().reset_index()
+
+
+def verdict(table: pd.DataFrame, resamples: int = RESAMPLES, seed: int = 0) -> pd.DataFrame:
+    """Per term and machine: the mean gain over its benchmarks (each benchmark of each case weighs the same, its
+    thread counts averaged) with a 95 % interval from resampling those benchmarks (seeded): the term helps there
+    when the interval lies above 0, hurts when below, has no effect when it moves no prediction, and is not told
+    apart otherwise. The rule's answer: kept in
+    the default only where it helps on at least two machines."""
+    rng = np.random.default_rng(seed)
     rows = []
-    for term, part in per_machine.groupby("term", sort=False):
-        pp = 100 * part["gain"]
-        helped, hurt = int((pp > NO_EFFECT_PP).sum()), int((pp < -NO_EFFECT_PP).sum())
-        rows.append({"term": term, "machines": len(part), "helps_on": helped, "hurts_on": hurt,
-                     "no_effect_on": len(part) - helped - hurt, "mean_gain_pp": pp.mean(),
-                     "two_machine_rule": "passes" if helped >= 2 else
-                     ("measured on one machine" if len(part) < 2 else "fails")})
-    return pd.DataFrame(rows)
+    for (term, machine), part in table.groupby(["term", "machine"], sort=False):
+        per_bench = 100 * part.groupby(["case", "benchmark"])["gain"].mean().to_numpy()
+        means = rng.choice(per_bench, size=(resamples, len(per_bench))).mean(axis=1)
+        low, high = np.percentile(means, [2.5, 97.5])
+        rows.append({"term": term, "machine": machine, "gain_pp": per_bench.mean(), "low_pp": low, "high_pp": high,
+                     "effect": "no effect" if not per_bench.any() else
+                     "helps" if low > 0 else "hurts" if high < 0 else "not told apart"})
+    per = pd.DataFrame(rows)
+    out = []
+    for term, part in per.groupby("term", sort=False):
+        helped = int((part["effect"] == "helps").sum())
+        out.append({"term": term, "machines": len(part), "helps_on": helped,
+                    "hurts_on": int((part["effect"] == "hurts").sum()),
+                    "per_machine": "; ".join(f"{m}: {g:+.2f} [{lo:+.2f}, {hi:+.2f}] {e}" for m, g, lo, hi, e in
+                                             zip(part["machine"], part["gain_pp"], part["low_pp"], part["high_pp"],
+                                                 part["effect"])),
+                    "two_machine_rule": "passes" if helped >= 2 else
+                    ("measured on one machine" if len(part) < 2 else "fails")})
+    return pd.DataFrame(out)
 
 
 def main() -> None:
@@ -176,7 +193,7 @@ def main() -> None:
     parser.add_argument("--benchmarks", help="comma-separated catalog names (default: all the results have)")
     parser.add_argument("--workdir", type=Path, help="where the pipelines' steps are cached (default: a temporary "
                                                      "folder per case)")
-    parser.add_argument("-o", "--output", type=Path, help="write the gains table as CSV")
+    parser.add_argument("-o", "--output", type=Path, help="write the gains table (per benchmark) as CSV or Parquet")
     args = parser.parse_args()
     say = (lambda msg: print(f"term_ablation: {msg}", file=sys.stderr, flush=True))
     parts = []
@@ -189,8 +206,9 @@ def main() -> None:
     except InputError as exc:
         sys.exit(f"term_ablation: {exc}")
     table = gains(pd.concat(parts, ignore_index=True))
-    pd.set_option("display.width", 200)
-    print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    pd.set_option("display.width", 250)
+    pd.set_option("display.max_colwidth", 200)
+    print(summary(table).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print()
     print(verdict(table).to_string(index=False, float_format=lambda x: f"{x:.2f}"))
     if args.output:
