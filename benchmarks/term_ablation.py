@@ -30,7 +30,7 @@ from common.errors import InputError
 from common.io import write_table
 from machines import load_machine
 from machines.curves import Curves
-from machines.model import Machine, Parallel
+from machines.model import Machine
 
 
 def _without_curves(machine: Machine, *figures: str) -> Machine | None:
@@ -115,17 +115,15 @@ def load_case(case: str):
 
 def ablate_case(res, base: Machine, workdir: Path, benchmarks: str | None,
                 say: Callable[[str], None]) -> pd.DataFrame:
-    """One row per term the machine enables (and one with all terms) and thread count: mean abs error."""
+    """One row per term the machine enables (and one with all terms), benchmark and thread count: the absolute
+    relative error against the median native time."""
     from pptmc.commands.measure import select
     from pptmc.measure import compare_runtimes
-    from pptmc.probekit import results_measured
+    from pptmc.probekit import ingested_runs
     from analysis.options import DEFAULT_OPTIONS
 
     results = res.path
-    measured = results_measured(res)
-    names = sorted(set(measured["benchmark"]))
-    benches = select(benchmarks or ",".join(names))
-    threads = tuple(sorted(set(measured["cores"])))
+    benches, threads, measured = ingested_runs(res, select, benchmarks)
     variants = {ALL: base}
     for term, switch in TERMS.items():
         off = switch(base)
@@ -161,8 +159,7 @@ def verdict(table: pd.DataFrame, resamples: int = RESAMPLES, seed: int = 0) -> p
     """Per term and machine: the mean gain over its benchmarks (each benchmark of each case weighs the same, its
     thread counts averaged) with a 95 % interval from resampling those benchmarks (seeded): the term helps there
     when the interval lies above 0, hurts when below, has no effect when it moves no prediction, and is not told
-    apart otherwise. The rule's answer: kept in
-    the default only where it helps on at least two machines."""
+    apart otherwise. The rule's answer: kept in the default only where it helps on at least two machines."""
     rng = np.random.default_rng(seed)
     rows = []
     for (term, machine), part in table.groupby(["term", "machine"], sort=False):

@@ -20,7 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import pandas as pd
 
@@ -207,3 +207,23 @@ def results_measured(res: ProbeResults) -> pd.DataFrame:
 
     samples = res.native.get("samples") or {}
     return sample_table({(bench, int(t)): times for bench, per in samples.items() for t, times in per.items()})
+
+
+def ingested_runs(res: ProbeResults, select: Callable[[str], Sequence], benchmarks: str | None = None,
+                  threads: Sequence[int] | None = None) -> tuple[list, tuple[int, ...], pd.DataFrame]:
+    """(benchmarks, thread counts, measured table) of a probe kit's checked results:
+    those named (comma-separated, picked by `select`; default all it measured) on the thread counts asked
+    (default all it measured), its times on them only; InputError naming what the results lack."""
+    measured = results_measured(res)
+    names = sorted(set(measured["benchmark"]))
+    benches = list(select(benchmarks or ",".join(names)))
+    unmeasured = [b.name for b in benches if b.name not in names]
+    if unmeasured:
+        raise InputError(f"--benchmarks {','.join(unmeasured)}: {res.path / 'native.json'} has no times for them; "
+                         f"it has {','.join(names)}")
+    threads = tuple(threads) if threads else tuple(sorted(set(measured["cores"])))
+    missing = sorted(set(threads) - set(measured["cores"]))
+    if missing:
+        raise InputError(f"--threads {','.join(map(str, missing))}: {res.path / 'native.json'} has times on "
+                         f"{','.join(map(str, sorted(set(measured['cores']))))} threads only")
+    return benches, threads, measured[measured["cores"].isin(threads)]

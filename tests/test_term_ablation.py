@@ -119,3 +119,23 @@ def test_verdict_helps_hurts_or_not_told_apart():
     assert "X: +0.00 [+0.00, +0.00] no effect" in still["per_machine"]
     one = ta.verdict(table[table["machine"] == "X"])
     assert one.iloc[0]["two_machine_rule"] == "measured on one machine"
+
+
+def test_ingested_runs_picks_and_refuses_what_the_results_lack(tmp_path):
+    """The selection measure --ingest and the audit share: all measured by default, a subset on request, and
+    a benchmark or thread count the kit did not time refused with native.json named."""
+    from common.errors import InputError
+    from pptmc.commands.measure import select
+    from pptmc.probekit import ProbeResults, ingested_runs
+
+    samples = {"atax": {"1": [1.0, 1.2, 1.1], "2": [0.6, 0.7, 0.65]}, "mvt": {"1": [2.0, 2.1, 2.2], "2": [1.1, 1.0, 1.2]}}
+    res = ProbeResults(path=tmp_path, record={}, facts={}, raw={}, native={"size": "MEDIUM", "samples": samples})
+    benches, threads, measured = ingested_runs(res, select)
+    assert [b.name for b in benches] == ["atax", "mvt"] and threads == (1, 2) and len(measured) == 4
+    benches, threads, measured = ingested_runs(res, select, "mvt", (2,))
+    assert [b.name for b in benches] == ["mvt"] and threads == (2,)
+    assert set(measured["cores"]) == {2} and measured[measured["benchmark"] == "mvt"]["measured_s"].iloc[0] == 1.1
+    with pytest.raises(InputError, match=r"--benchmarks lu: .*native.json has no times for them; it has atax,mvt"):
+        ingested_runs(res, select, "lu")
+    with pytest.raises(InputError, match=r"--threads 4: .*native.json has times on 1,2 threads only"):
+        ingested_runs(res, select, None, (1, 4))

@@ -75,27 +75,16 @@ def _ingested(args: argparse.Namespace, outdir: Path, options, say) -> tuple:
     from machines import load_machine
     from machines.loader import validate_machine_dict
     from pptmc.measure import compare_runtimes
-    from pptmc.probekit import load_results, results_machine, results_measured
+    from pptmc.probekit import ingested_runs, load_results, results_machine
 
     res = load_results(Path(args.ingest))
-    measured = results_measured(res)
     size = res.native["size"]
-    names = sorted(set(measured["benchmark"]))
-    benches = select(args.benchmarks or ",".join(names))
-    unmeasured = [b.name for b in benches if b.name not in names]
-    if unmeasured:
-        raise InputError(f"--benchmarks {','.join(unmeasured)}: {res.path / 'native.json'} has no times for them; "
-                         f"it has {','.join(names)}")
-    threads = tuple(parse_threads(args.threads)) if args.threads else tuple(sorted(set(measured["cores"])))
-    missing = sorted(set(threads) - set(measured["cores"]))
-    if missing:
-        raise InputError(f"--threads {','.join(map(str, missing))}: {res.path / 'native.json'} has times on "
-                         f"{','.join(map(str, sorted(set(measured['cores']))))} threads only")
+    benches, threads, measured = ingested_runs(res, select, args.benchmarks,
+                                               parse_threads(args.threads) if args.threads else None)
     machine = (load_machine(args.machine) if args.machine
                else validate_machine_dict(results_machine(res), str(res.path / "probes.json")))
     say(f"{res.path}: {len(benches)} benchmarks at {size} on {','.join(map(str, threads))} threads, measured on "
         f"{res.record['host']['model_name']}; predicting on {machine.name}; model: {options.describe()}")
-    measured = measured[measured["cores"].isin(threads)]
     return compare_runtimes(benches, measured, size, threads, outdir, machine, options, say), machine, size
 
 
