@@ -77,38 +77,51 @@ def predicted(pairs, cap, ways=0):
 def test_depth_stack_matches_a_list_stack(seed):
     """Largest depths since each line's last access, with lines leaving the stack, and the final ones,
     against a Python list as the LRU stack; a tiny start makes the tables grow and the time axis compact.
-    Turnover: the lines that came above a line in its gap (counted as they arrive) minus its largest depth."""
+    Turnover: the lines that came above a line in its gap (counted as they arrive) minus its largest depth;
+    removals: the lines that left from above it; position: the mean share of its arrivals come by each."""
     rng = np.random.default_rng(seed)
     lines = np.where(rng.random(4000) < 0.7, rng.integers(0, 50, 4000), rng.integers(0, 2000, 4000))
     drop = rng.random(4000) < 0.2
     stack: list[int] = []  # most recent last
     peak: dict[int, int] = {}
     came: dict[int, int] = {}  # lines that came above each stacked line since its last access
-    want, want_turn = [], []
+    left: dict[int, list[int]] = {}  # for each line that left from above: how many had come by then
+    want: list[tuple] = []
+
+    def gap(y: int) -> tuple:
+        shares = [c / (came[y]) for c in left[y]]
+        return peak[y], came[y] - peak[y], len(shares), np.mean(shares) if shares else 0.5
+
     for x, leave in zip(lines.tolist(), drop.tolist()):
         held = x in stack
-        want.append(peak[x] if held else -1)
-        want_turn.append(came[x] - peak[x] if held else 0)
+        want.append(gap(x) if held else (-1, 0, 0, 0.5))
         pos = stack.index(x) if held else -1
         if held:
             stack.remove(x)
+        if held and leave:
+            for y in stack[:pos]:  # the lines below x move up
+                left[y].append(came[y])
         if not leave:
             for y in stack[pos:] if held else stack:  # x arrives above the lines it was below (all, if new)
                 came[y] += 1
             stack.append(x)
-            came[x] = 0
+            came[x], left[x] = 0, []
         for k, y in enumerate(stack):
             peak[y] = 0 if y == x else max(peak[y], len(stack) - 1 - k)
     engine, plain = DepthStack(initial_lines=4), DepthStack(initial_lines=4)
     tags = tagged(lines, rng.random(4000) < 0.5)  # store tags are ignored
     cuts = ((0, 7), (7, 1500), (1500, 4000))
-    got = [engine.feed_turnover(tags[a:b], drop=drop[a:b]) for a, b in cuts]
-    assert np.concatenate([g[0] for g in got]).tolist() == want
-    assert np.concatenate([g[1] for g in got]).tolist() == want_turn
-    assert np.concatenate([plain.feed_distances(tags[a:b], drop=drop[a:b]) for a, b in cuts]).tolist() == want
-    ids, depths, turn = engine.stack_turnover()
-    assert dict(zip(ids.tolist(), depths.tolist())) == {y: peak[y] for y in stack}
-    assert dict(zip(ids.tolist(), turn.tolist())) == {y: came[y] - peak[y] for y in stack}
+    got = [engine.feed_gaps(tags[a:b], drop=drop[a:b]) for a, b in cuts]
+    for j, name in enumerate(("distance", "turnover", "left")):
+        assert np.concatenate([getattr(g, name) for g in got]).tolist() == [w[j] for w in want], name
+    assert np.concatenate([g.position for g in got]) == pytest.approx([w[3] for w in want], abs=1e-12)
+    assert np.concatenate([plain.feed_distances(tags[a:b], drop=drop[a:b]) for a, b in cuts]).tolist() == [
+        w[0] for w in want]
+    ids, end = engine.stack_gaps()
+    final = {y: gap(y) for y in stack}
+    assert dict(zip(ids.tolist(), zip(end.distance.tolist(), end.turnover.tolist(), end.left.tolist()))) == {
+        y: g[:3] for y, g in final.items()}
+    assert dict(zip(ids.tolist(), end.position.tolist())) == pytest.approx({y: g[3] for y, g in final.items()})
 
 
 @pytest.mark.parametrize("seed,n", [(0, 2), (1, 3), (2, 4)])
@@ -215,7 +228,8 @@ def test_profiles_of_a_grouped_last_level_match_hardware(placement, sched, tmp_p
     assert total.set_index("cores").loc[4, "dram_read_bytes"] == pytest.approx(table["dram_read_bytes"].sum())
     back = ProfileSet.load(ps.save(tmp_path / "p"))
     name = grouping_name(grouping)
-    turns = lambda pairs: [(p.mean_turnover().tolist(), p.turnover_sum is None) for pair in pairs for p in pair]  # noqa: E731
+    turns = lambda pairs: [(p.turnover_sum is None, [a.tolist() for a in p.path_sums()])  # noqa: E731
+                           for pair in pairs for p in pair]
     assert [(s.total, e.cold, e.count.tolist()) for s, e in back.instance_writebacks(name)] == \
         [(s.total, e.cold, e.count.tolist()) for s, e in ps.instance_writebacks(name)]
     assert turns(back.instance_writebacks(name)) == turns(ps.instance_writebacks(name))

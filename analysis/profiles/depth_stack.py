@@ -14,15 +14,23 @@ line's time); and each time's *deficit*, the line's largest depth minus its dept
 maps x -> max(x + a, b): one per time, one per block of 64 times, and a segment tree of maps over the
 blocks (range update, point query). An access to a line at time t lifts the depth of every line after t
 by one (deficit x -> max(x - 1, 0)); a line leaving from time t lowers every line before t by one
-(x -> x + 1), and adds one to their count of lines that left from above them (`left`: plain sums, one per
-time and one per segment tree node, range add and point query). A range touches at most two blocks time by time and O(log) tree nodes. When the time axis is
-used up, the stacked lines' times are renumbered by rank and their deficits carried over (compaction), so
-memory stays O(distinct lines). Tests compare it with a list-based stack (tests/test_instance_writebacks.py).
+(x -> x + 1), and adds one to their count of lines that left from above them (`left`, in the same maps,
+below). A range touches at most two blocks time by time and O(log) tree nodes. When the time axis is used
+up, the stacked lines' times are renumbered by rank and their maps carried over (compaction), so memory
+stays O(distinct lines). Tests compare it with a list-based stack (tests/test_instance_writebacks.py).
 
-Beside the largest depth D, `feed_turnover` gives each access its *turnover* K: the lines that came above
+Beside the largest depth D, `feed_gaps` gives each access its *turnover* K: the lines that came above
 the line in its gap (its depth now plus the lines that left from above it; a line that left and came back
 counts twice) minus D. K = 0 without removals. A set-associative cache needs it: a set can fill while the
 whole stack is below its deepest point, when lines leave and others arrive (analysis/hitrates/turnover.py).
+When in the gap the removals came matters too (lines that leave once the stack is deep fill sets more than
+ones that leave early), so `feed_gaps` also gives the gap's removals R (its `left`) and their *position*:
+the mean, over the removals, of the share of the gap's D + K arrivals that had come by then. Each time's
+maps carry (left, acc, rise) beside the deficit: lines that left from above, the sum of the depth at each of
+those removals, and the depth's net change, composing as affine maps of (acc, depth): after an older
+(l1, c1, r1), a newer (l2, c2, r2) gives (l1 + l2, c1 + c2 + l2 * r1, r1 + r2). A removal from above is
+(1, 0, -1), an arrival (0, 0, 1); a line starts at depth 0, so its acc is the sum of its depths at the
+removals, and the arrivals by the i-th removal are that depth plus i.
 """
 from __future__ import annotations
 
@@ -39,24 +47,41 @@ _NONE = -(1 << 30)  # b of the identity map x -> max(x + 0, -inf)
 _ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
+class Maps(NamedTuple):
+    """One composable map per time or per segment tree node: the deficit's x -> max(x + a, b), and the
+    path's (left, acc, rise) (module docstring)."""
+
+    a: np.ndarray
+    b: np.ndarray
+    left: np.ndarray
+    acc: np.ndarray
+    rise: np.ndarray
+
+
 class StackTables(NamedTuple):
     """Hash table (line keys, last-access times, -1 when not stacked); the marks' bitmap and the Fenwick
-    tree of its word counts (1-based); the deficit maps (a, b) of each time, of each block of 64 times'
-    segment tree node (leaves from index blocks); the lines that left from above each time (pos_left) and
-    each node's pending such count (seg_left); state = [now, stacked lines, keys in the table, 1 once a
-    line left since the deficits were last all 0]."""
+    tree of its word counts (1-based); the maps of each time (pos) and of each block of 64 times' segment
+    tree node (seg, leaves from index blocks); state = [now, stacked lines, keys in the table, 1 once a line
+    left since the maps were last all identities but the rises (which are then brought up to date)]."""
 
     keys: np.ndarray
     times: np.ndarray
     bits: np.ndarray
     tree: np.ndarray
-    pos_a: np.ndarray
-    pos_b: np.ndarray
-    seg_a: np.ndarray
-    seg_b: np.ndarray
-    pos_left: np.ndarray
-    seg_left: np.ndarray
+    pos: Maps
+    seg: Maps
     state: np.ndarray
+
+
+class GapStats(NamedTuple):
+    """Per access (or per stacked line, as if touched now): the largest depth D since the line's last access
+    (-1: not in the stack), the turnover K, the removals from above R and their position in the gap (0 to 1;
+    0.5 without removals) (module docstring)."""
+
+    distance: np.ndarray
+    turnover: np.ndarray
+    left: np.ndarray
+    position: np.ndarray
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -89,157 +114,202 @@ def _marks_to(s, t):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _compose(sa, sb, k, a, b):
-    """Map k, then x -> max(x + a, b)."""
-    sa[k] += a
-    sb[k] = max(sb[k] + a, b)
+def _compose(m, k, f):
+    """Map k, then f = (a, b, left, acc, rise): x -> max(x + a, b) and the path's affine map."""
+    a, b, left, acc, rise = f
+    m.acc[k] += acc + left * m.rise[k]
+    m.left[k] += left
+    m.rise[k] += rise
+    m.b[k] = max(m.b[k] + a, b)
+    m.a[k] += a
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _push(sa, sb, k):
+def _map_at(m, k):
+    """Map k as a tuple."""
+    return (np.int64(m.a[k]), np.int64(m.b[k]), np.int64(m.left[k]), np.int64(m.acc[k]), np.int64(m.rise[k]))
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _reset(m, k):
+    """Map k to the identity."""
+    m.a[k] = 0
+    m.b[k] = _NONE
+    m.left[k] = 0
+    m.acc[k] = 0
+    m.rise[k] = 0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _is_identity(m, k):
+    return m.a[k] == 0 and m.b[k] == _NONE and m.left[k] == 0 and m.acc[k] == 0 and m.rise[k] == 0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _push(m, k):
     """Hand tree node k's pending map to its children."""
-    if sa[k] != 0 or sb[k] != _NONE:
-        _compose(sa, sb, 2 * k, sa[k], sb[k])
-        _compose(sa, sb, 2 * k + 1, sa[k], sb[k])
-        sa[k] = 0
-        sb[k] = _NONE
+    if not _is_identity(m, k):
+        f = _map_at(m, k)
+        _compose(m, 2 * k, f)
+        _compose(m, 2 * k + 1, f)
+        _reset(m, k)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _open_block(s, blk, levels):
     """Hand every map above block `blk` down to its 64 times (before some of them change alone)."""
-    n = s.seg_a.shape[0] // 2
+    n = s.seg.a.shape[0] // 2
     k = blk + n
     for i in range(levels, 0, -1):
-        _push(s.seg_a, s.seg_b, k >> i)
-    a, b = s.seg_a[k], s.seg_b[k]
-    if a != 0 or b != _NONE:
-        pa, pb = s.pos_a, s.pos_b
+        _push(s.seg, k >> i)
+    if not _is_identity(s.seg, k):
+        f = _map_at(s.seg, k)
         for t in range(blk * 64, blk * 64 + 64):
-            _compose(pa, pb, t, a, b)
-        s.seg_a[k] = 0
-        s.seg_b[k] = _NONE
+            _compose(s.pos, t, f)
+        _reset(s.seg, k)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _apply_blocks(sa, sb, levels, lo, hi, a, b):
-    """Apply x -> max(x + a, b) to blocks lo..hi-1 of the segment tree."""
+def _apply_blocks(seg, levels, lo, hi, f):
+    """Apply map f to blocks lo..hi-1 of the segment tree."""
     if lo >= hi:
         return
-    n = sa.shape[0] // 2
+    n = seg.a.shape[0] // 2
     lo += n
     hi += n
     for i in range(levels, 0, -1):  # older maps above the range's ends go down first
         if ((lo >> i) << i) != lo:
-            _push(sa, sb, lo >> i)
+            _push(seg, lo >> i)
         if ((hi >> i) << i) != hi:
-            _push(sa, sb, (hi - 1) >> i)
+            _push(seg, (hi - 1) >> i)
     while lo < hi:
         if lo & 1:
-            _compose(sa, sb, lo, a, b)
+            _compose(seg, lo, f)
             lo += 1
         if hi & 1:
             hi -= 1
-            _compose(sa, sb, hi, a, b)
+            _compose(seg, hi, f)
         lo >>= 1
         hi >>= 1
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _apply(s, levels, lo, hi, a, b):
-    """Apply x -> max(x + a, b) to the deficits of times lo..hi-1."""
+def _apply(s, levels, lo, hi, f):
+    """Apply map f to times lo..hi-1."""
     if lo >= hi:
         return
     first, last = lo >> 6, (hi - 1) >> 6
-    pa, pb = s.pos_a, s.pos_b
     if lo & 63:  # a partial first block, time by time
         _open_block(s, first, levels)
         for t in range(lo, min(hi, first * 64 + 64)):
-            _compose(pa, pb, t, a, b)
+            _compose(s.pos, t, f)
         first += 1
     if first > last:
         return
     if hi & 63:
         _open_block(s, last, levels)
         for t in range(last * 64, hi):
-            _compose(pa, pb, t, a, b)
+            _compose(s.pos, t, f)
         last -= 1
-    _apply_blocks(s.seg_a, s.seg_b, levels, first, last + 1, a, b)
+    _apply_blocks(s.seg, levels, first, last + 1, f)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _deficit(s, t):
-    """The deficit at time t: its own map, then every map above its block, oldest first, applied to 0."""
-    a, b = s.pos_a[t], s.pos_b[t]
-    k = (t >> 6) + s.seg_a.shape[0] // 2
+def _point(s, t):
+    """(deficit, left, acc, rise) at time t: its own map, then every map above its block, oldest first,
+    applied to deficit 0, acc 0 and depth 0."""
+    p, g = s.pos, s.seg
+    a, b = np.int64(p.a[t]), np.int64(p.b[t])
+    left, acc, rise = np.int64(p.left[t]), np.int64(p.acc[t]), np.int64(p.rise[t])
+    k = (t >> 6) + g.a.shape[0] // 2
     while k > 0:
-        b = max(b + s.seg_a[k], s.seg_b[k])
-        a += s.seg_a[k]
+        b = max(b + g.a[k], g.b[k])
+        a += g.a[k]
+        acc += g.acc[k] + g.left[k] * rise
+        left += g.left[k]
+        rise += g.rise[k]
         k >>= 1
-    return max(a, b)
+    return max(a, b), left, acc, rise
+
+
+@numba.njit(cache=True, nogil=True)
+def _bring_rises_up(s):
+    """Each stacked line's rise set to its depth now (before the first removal since the maps were all
+    identities, arrivals are not applied: the rises are stale, and nothing else is)."""
+    for j in range(s.keys.shape[0]):
+        t = s.times[j]
+        if s.keys[j] != EMPTY and t >= 0:
+            s.pos.rise[t] += s.state[1] - _marks_to(s, t) - _point(s, t)[3]
+
+
+_LEAVE = (1, _NONE, 1, 0, -1)  # a line left from above: deficit + 1, one more removal, depth - 1
+_ARRIVE = (-1, 0, 0, 0, 1)  # a line came above: deficit - 1 (not below 0), depth + 1
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _add_left(s, hi):
-    """One more line left from above every time 0..hi-1."""
-    full = hi >> 6
-    for t in range(full * 64, hi):
-        s.pos_left[t] += 1
-    n = s.seg_left.shape[0] // 2
-    lo, up = n, full + n
-    while lo < up:
-        if lo & 1:
-            s.seg_left[lo] += 1
-            lo += 1
-        if up & 1:
-            up -= 1
-            s.seg_left[up] += 1
-        lo >>= 1
-        up >>= 1
+def _record(s, t, i, out):
+    """Access i's gap statistics into out = (distance, turnover, left, acc) for a stacked line at time t."""
+    deficit, left, acc, _ = _point(s, t) if s.state[3] else (0, 0, 0, 0)
+    out[0][i] = s.state[1] - _marks_to(s, t) + deficit
+    out[1][i] = left - deficit
+    out[2][i] = left
+    out[3][i] = acc
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _left(s, t):
-    """Lines that left from above time t since it was marked."""
-    n = s.pos_left[t]
-    k = (t >> 6) + s.seg_left.shape[0] // 2
-    while k > 0:
-        n += s.seg_left[k]
-        k >>= 1
-    return n
+def _leave(s, levels, slot, t):
+    """The line at time t leaves the stack; the lines below it move up."""
+    if not s.state[3]:
+        _bring_rises_up(s)
+    _mark(s, t, -1)
+    s.times[slot] = -1
+    s.state[1] -= 1
+    _apply(s, levels, 0, t, _LEAVE)
+    s.state[3] = 1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _arrive(s, levels, slot, t, now, span):
+    """The line (last at time t, -1: not stacked) comes to the top at time now."""
+    if t >= 0:
+        _mark(s, t, -1)
+    else:
+        s.state[1] += 1
+    if s.state[3]:  # (nothing to shrink or count before the first removal since the maps were identities)
+        _apply(s, levels, t + 1, span, _ARRIVE)  # the lines after t sink (unused times too: offset below)
+        s.pos.rise[now] -= _point(s, now)[3]  # the line starts at depth 0
+        s.pos.left[now] = 0
+        s.pos.acc[now] = 0
+    s.times[slot] = now
+    _mark(s, now, 1)
+    s.state[0] = now + 1
 
 
 @numba.njit(cache=True, nogil=True, _nrt=False)
-def _walk(s, lines, drop, out, turn, begin, key_limit):
-    """Each access's largest depth since the line's last access (-1: not in the stack) into out, from
+def _walk(s, lines, drop, out, begin, key_limit):
+    """Each access's largest depth since the line's last access (-1: not in the stack) into out[0], from
     `begin`, moving the line to the top; with drop[i] set, the same, and the line leaves the stack; each
-    access's turnover into `turn` (module docstring; None: not wanted). Stops when the time axis is used
-    up or the table holds key_limit lines; returns the next index."""
+    access's turnover, removals from above and sum of depths at them into out[1:] (module docstring). Stops
+    when the time axis is used up or the table holds key_limit lines; returns the next index."""
     mask = np.uint64(s.keys.shape[0] - 1)
     hs = hash_shift_for(mask)
-    span = s.pos_a.shape[0]
-    levels = bit_length(s.seg_a.shape[0] // 2) - 1
+    span = s.pos.a.shape[0]
+    levels = bit_length(s.seg.a.shape[0] // 2) - 1
     for i in range(begin, lines.shape[0]):
         line = lines[i] & ~STORE_TAG
         slot = free_slot(s.keys, line, 0, hs, mask)
         known = s.keys[slot] == line
         t = s.times[slot] if known else -1
-        out[i] = -1
         if t >= 0:
-            deficit = _deficit(s, t) if s.state[3] else 0
-            out[i] = s.state[1] - _marks_to(s, t) + deficit
-            if turn is not None:
-                turn[i] = _left(s, t) - deficit
-        elif turn is not None:
-            turn[i] = 0
+            _record(s, t, i, out)
+        else:
+            out[0][i] = -1
+            out[1][i] = 0
+            out[2][i] = 0
+            out[3][i] = 0
         if drop is not None and drop[i]:
             if t >= 0:
-                _mark(s, t, -1)
-                s.times[slot] = -1
-                s.state[1] -= 1
-                _apply(s, levels, 0, t, 1, _NONE)  # the lines below move up
-                _add_left(s, t)
-                s.state[3] = 1
+                _leave(s, levels, slot, t)
             continue
         now = s.state[0]
         if now >= span:
@@ -249,26 +319,20 @@ def _walk(s, lines, drop, out, turn, begin, key_limit):
                 return i
             s.keys[slot] = line
             s.state[2] += 1
-        if t >= 0:
-            _mark(s, t, -1)
-        else:
-            s.state[1] += 1
-        if s.state[3]:  # (nothing to shrink before the first removal since a compaction that left no deficit)
-            _apply(s, levels, t + 1, span, -1, 0)  # the lines after t sink (unused times stay at 0)
-        s.times[slot] = now
-        _mark(s, now, 1)
-        s.state[0] = now + 1
+        _arrive(s, levels, slot, t, now, span)
     return lines.shape[0]
 
 
 @numba.njit(cache=True, nogil=True)
-def _deficits(s, out, left):
-    """Every stacked line's deficit and count of lines that left from above it, by hash slot."""
+def _line_paths(s, deficit, left, acc):
+    """Every stacked line's deficit, lines that left from above it and sum of its depths at those removals,
+    by hash slot."""
     for j in range(s.keys.shape[0]):
         t = s.times[j]
-        held = s.keys[j] != EMPTY and t >= 0
-        out[j] = _deficit(s, t) if held else 0
-        left[j] = _left(s, t) if held else 0
+        if s.keys[j] != EMPTY and t >= 0 and s.state[3]:
+            deficit[j], left[j], acc[j], _ = _point(s, t)
+        else:
+            deficit[j], left[j], acc[j] = 0, 0, 0
 
 
 @numba.njit(cache=True, nogil=True)
@@ -286,6 +350,21 @@ def _fill_marks(s, n):
             s.tree[parent] += s.tree[j]
 
 
+def removal_position(distance: np.ndarray, turnover: np.ndarray, left: np.ndarray, acc: np.ndarray) -> np.ndarray:
+    """Mean share of a gap's D + K arrivals that had come at each of its R removals (the i-th came when the
+    depth was d_i: d_i + i arrivals; acc = sum of d_i); 0.5 where nothing left."""
+    arrivals = (distance + turnover).astype(np.float64)
+    came = acc + left * (left - 1) / 2.0
+    den = left * arrivals
+    return np.divide(came, den, out=np.full(len(den), 0.5), where=den > 0).clip(0.0, 1.0)
+
+
+def _maps(n: int) -> Maps:
+    """n identity maps."""
+    return Maps(np.zeros(n, dtype=np.int32), np.full(n, _NONE, dtype=np.int32), np.zeros(n, dtype=np.int64),
+                np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int32))
+
+
 class DepthStack:
     """LRU stack of a stream of line ids (STORE_TAG ignored) whose lines can leave it; an access's distance
     is the largest depth the line had since its last access (module docstring)."""
@@ -299,77 +378,74 @@ class DepthStack:
         blocks = span >> 6
         return StackTables(np.full(cap, EMPTY, dtype=np.uint64), np.full(cap, -1, dtype=np.int64),
                            np.zeros(blocks, dtype=np.uint64), np.zeros(blocks + 1, dtype=np.int32),
-                           np.zeros(span, dtype=np.int32), np.full(span, _NONE, dtype=np.int32),
-                           np.zeros(2 * blocks, dtype=np.int32), np.full(2 * blocks, _NONE, dtype=np.int32),
-                           np.zeros(span, dtype=np.int64), np.zeros(2 * blocks, dtype=np.int64),
-                           np.zeros(4, dtype=np.int64) if state is None else state)
+                           _maps(span), _maps(2 * blocks), np.zeros(4, dtype=np.int64) if state is None else state)
 
     def feed_distances(self, lines: np.ndarray, tagged: bool = True, drop: np.ndarray | None = None) -> np.ndarray:
         """Each access's largest depth since the line's last access (-1: not in the stack: first touch, or
         dropped since), in order; where `drop` is set, the same, and the line leaves the stack (the lines
         below it move up). (tagged: the ids may carry STORE_TAG, always ignored; ReuseEngine's signature.)"""
-        return self._feed(lines, drop, None)
+        return self.feed_gaps(lines, drop).distance
 
-    def feed_turnover(self, lines: np.ndarray, drop: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """feed_distances' distances, and each access's turnover (module docstring; 0 where the distance
-        is -1)."""
-        turn = np.empty(len(lines), dtype=np.int64)
-        return self._feed(lines, drop, turn), turn
-
-    def _feed(self, lines: np.ndarray, drop: np.ndarray | None, turn: np.ndarray | None) -> np.ndarray:
-        """Walk a batch, compacting or growing the tables whenever the walk stops short."""
+    def feed_gaps(self, lines: np.ndarray, drop: np.ndarray | None = None) -> GapStats:
+        """feed_distances' distances, and each access's turnover, removals from above and their position
+        (module docstring; 0, 0 and 0.5 where the distance is -1)."""
         lines = np.ascontiguousarray(lines, dtype=np.uint64)
         if drop is not None and len(drop) != len(lines):
             raise ValueError(f"{len(drop)} drop flags for {len(lines)} accesses")
-        out = np.empty(len(lines), dtype=np.int64)
+        out = tuple(np.empty(len(lines), dtype=np.int64) for _ in range(4))
         i = 0
-        while (i := _walk(self.s, lines, drop, out, turn, i, self._limit())) < len(lines):
+        while (i := _walk(self.s, lines, drop, out, i, self._limit())) < len(lines):
             self._rebuild(grow=self.s.state[2] + 1 > self._limit())
-        return out
+        return GapStats(out[0], out[1], out[2], removal_position(out[0], out[1], out[2], out[3]))
 
     def _limit(self) -> int:
         """Keys the table may hold before it must grow."""
         return int(self.s.keys.shape[0] * _MAX_LOAD)
 
     def _rebuild(self, grow: bool) -> None:
-        """Compaction: the stacked lines' times renumbered 0..n-1 by recency, their deficits carried over, the
-        time axis free above them; with `grow`, into tables twice as large."""
+        """Compaction: the stacked lines' times renumbered 0..n-1 by recency, their deficits and paths
+        carried over (the rise as the depth), the time axis free above them; with `grow`, into tables twice
+        as large."""
         old = self.s
-        defs, left = (np.zeros(old.keys.shape[0], dtype=np.int64) for _ in range(2))
-        _deficits(old, defs, left)
+        kept = [np.zeros(old.keys.shape[0], dtype=np.int64) for _ in range(3)]
+        _line_paths(old, *kept)
         if grow:
             self.s = self._tables(2 * old.keys.shape[0], old.state)
-            new_defs, new_left = (np.zeros(self.s.keys.shape[0], dtype=np.int64) for _ in range(2))
-            move_values(rehash_slots(old.keys, self.s.keys),
-                        [(old.times, self.s.times), (defs, new_defs), (left, new_left)])
-            defs, left = new_defs, new_left
+            new = [np.zeros(self.s.keys.shape[0], dtype=np.int64) for _ in range(3)]
+            move_values(rehash_slots(old.keys, self.s.keys), [(old.times, self.s.times), *zip(kept, new)])
+            kept = new
         s = self.s
-        for a, b in ((s.pos_a, s.pos_b), (s.seg_a, s.seg_b)):
-            a[:] = 0
-            b[:] = _NONE
-        s.pos_left[:] = 0
-        s.seg_left[:] = 0
+        for m in (s.pos, s.seg):
+            m.a[:] = 0
+            m.b[:] = _NONE
+            m.left[:] = 0
+            m.acc[:] = 0
+            m.rise[:] = 0
         held = np.flatnonzero((s.keys != EMPTY) & (s.times >= 0))
         ranks = np.empty(len(held), dtype=np.int64)
         ranks[np.argsort(s.times[held], kind="stable")] = np.arange(len(held))
         s.times[held] = ranks
-        s.pos_a[ranks] = defs[held]  # the map x -> max(x + d, -inf): deficit d
-        s.pos_left[ranks] = left[held]
+        deficit, left, acc = (k[held] for k in kept)
+        s.pos.a[ranks] = deficit  # the map x -> max(x + d, -inf): deficit d
+        s.pos.left[ranks] = left
+        s.pos.acc[ranks] = acc
+        s.pos.rise[ranks] = len(held) - 1 - ranks
         _fill_marks(s, len(held))
         s.state[0] = len(held)
-        s.state[3] = int(defs[held].any())
+        s.state[3] = int(deficit.any() or left.any())
 
     def stack_depths(self) -> tuple[np.ndarray, np.ndarray]:
         """(line ids, distances) of every stacked line as if it were touched now: the largest depth it had
         since its last access."""
-        ids, depths, _ = self.stack_turnover()
-        return ids, depths
+        ids, gaps = self.stack_gaps()
+        return ids, gaps.distance
 
-    def stack_turnover(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """stack_depths' (line ids, distances), and each stacked line's turnover as if it were touched now."""
-        defs, left = (np.zeros(self.s.keys.shape[0], dtype=np.int64) for _ in range(2))
-        _deficits(self.s, defs, left)
+    def stack_gaps(self) -> tuple[np.ndarray, GapStats]:
+        """Every stacked line's id and feed_gaps' statistics as if it were touched now."""
+        deficit, left, acc = (np.zeros(self.s.keys.shape[0], dtype=np.int64) for _ in range(3))
+        _line_paths(self.s, deficit, left, acc)
         held = np.flatnonzero((self.s.keys != EMPTY) & (self.s.times >= 0))
         depths = np.empty(len(held), dtype=np.int64)
         depths[np.argsort(self.s.times[held], kind="stable")] = np.arange(len(held) - 1, -1, -1)
-        return self.s.keys[held], depths + defs[held], left[held] - defs[held]
+        d, k, r = depths + deficit[held], left[held] - deficit[held], left[held]
+        return self.s.keys[held], GapStats(d, k, r, removal_position(d, k, r, acc[held]))

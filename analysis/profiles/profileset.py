@@ -49,12 +49,30 @@ class ReuseProfile:
     coherence: int = 0     # of the cold accesses, those that are coherence misses (line invalidated by a store)
     turnover_sum: np.ndarray | None = None  # write-back profiles of an instance whose lines leave: sum of the
     # gaps' turnovers per bin (depth_stack.py; None: no line leaves, every turnover 0)
+    position_sum: np.ndarray | None = None  # with turnover_sum: float sum of turnover x removal position per bin
+    moving_count: np.ndarray | None = None  # with turnover_sum: the bin's gaps with turnover (None: all of them)
 
     def mean_turnover(self) -> np.ndarray:
         """Each bin's mean turnover (zeros without turnover sums)."""
         if self.turnover_sum is None:
             return np.zeros(len(self.count))
         return self.turnover_sum / np.maximum(self.count, 1)
+
+    def mean_position(self) -> np.ndarray:
+        """Each bin's mean position of its removals in their gaps, over all its gaps' removals (0.5, evenly
+        spread, where not recorded)."""
+        turn, position, _ = self.path_sums()
+        return np.divide(position, turn, out=np.full(len(self.count), 0.5), where=turn > 0)
+
+    def path_sums(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per bin, the sums of the gaps' turnovers and of turnover x removal position (without positions:
+        0.5 each), and how many gaps had turnover (without the count: all where some did)."""
+        if self.turnover_sum is None:
+            zero = np.zeros(len(self.count), dtype=np.int64)
+            return zero, zero * 0.5, zero
+        turn = self.turnover_sum
+        moving = np.where(turn > 0, self.count, 0) if self.moving_count is None else self.moving_count
+        return turn, 0.5 * turn if self.position_sum is None else self.position_sum, moving
 
     def mean_distance(self) -> np.ndarray:
         """Representative distance of each bin (exact for single-distance bins)."""
@@ -88,12 +106,13 @@ def sum_profiles(profiles: list[ReuseProfile]) -> ReuseProfile:
     lower = np.concatenate([p.lower for p in profiles])
     keys, first, where = np.unique(lower, return_index=True, return_inverse=True)
     add = lambda arrays: np.bincount(where, np.concatenate(arrays), len(keys)).astype(np.int64)  # noqa: E731
-    turns = [p.turnover_sum if p.turnover_sum is not None else np.zeros(len(p.count), np.int64) for p in profiles]
-    turn = add(turns) if any(p.turnover_sum is not None for p in profiles) else None
+    sums = [p.path_sums() for p in profiles]
+    turn = add([t for t, _, _ in sums])
+    paths = (turn, np.bincount(where, np.concatenate([u for _, u, _ in sums]), len(keys)), add([m for _, _, m in sums]))
     return ReuseProfile(keys, np.concatenate([p.upper for p in profiles])[first], add([p.count for p in profiles]),
                         add([p.dist_sum for p in profiles]), sum(p.cold for p in profiles),
                         sum(p.total for p in profiles), sum(p.coherence for p in profiles),
-                        turn if turn is not None and turn.any() else None)
+                        *(paths if turn.any() else (None,) * 3))
 
 
 @dataclass
@@ -200,10 +219,10 @@ class ProfileSet:
                                         "coherence"])
         parts = [pd.DataFrame({"kind": kind, "class_bits": b, "grouping": g, "cores": c, "core": k,
                                "lower": p.lower, "upper": p.upper, "count": p.count, "dist_sum": p.dist_sum,
-                               "turnover_sum": 0 if p.turnover_sum is None else p.turnover_sum})
+                               **dict(zip(("turnover_sum", "position_sum", "moving_count"), p.path_sums()))})
                  for kind, b, g, c, k, p in items]
         cols = ["kind", "class_bits", "grouping", "cores", "core", "lower", "upper", "count", "dist_sum",
-                "turnover_sum"]
+                "turnover_sum", "position_sum", "moving_count"]
         bins = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
         return summary, bins[cols]
 
@@ -294,4 +313,8 @@ def _profile_from_rows(g: pd.DataFrame | None, cold: int, total: int, coherence:
         return ReuseProfile(*(np.zeros(0, dtype=np.int64) for _ in range(4)), cold, total, coherence)
     cols = [g[c].to_numpy(dtype=np.int64) for c in ("lower", "upper", "count", "dist_sum")]
     turn = g["turnover_sum"].to_numpy(dtype=np.int64) if "turnover_sum" in g.columns else None
-    return ReuseProfile(*cols, cold, total, coherence, turn if turn is not None and turn.any() else None)
+    if turn is None or not turn.any():
+        return ReuseProfile(*cols, cold, total, coherence)
+    position, moving = (g[name].to_numpy(dtype=kind) if name in g.columns else None  # (older layouts: None)
+                        for name, kind in (("position_sum", np.float64), ("moving_count", np.int64)))
+    return ReuseProfile(*cols, cold, total, coherence, turn, position, moving)

@@ -555,19 +555,22 @@ class ReuseEngine:
 
 
 def profile_from_counters(hist: np.ndarray, hist_sum: np.ndarray, coherence: int,
-                          hist_turn: np.ndarray | None = None) -> ReuseProfile:
+                          paths: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> ReuseProfile:
     """The ReuseProfile of an engine's histogram counters (counts and distance sums per bin, cold
     slot last; the kernel skips exact bins' sums), with `coherence` of its cold accesses and, for
-    write-back profiles, the bins' turnover sums (kept only where some is non-zero)."""
+    write-back profiles, the bins' turnover sums, turnover x removal-position sums and gaps with turnover
+    (kept only where some turnover is non-zero)."""
     counts = hist[:N_BINS]
     sums = hist_sum[:N_BINS].copy()
     sums[:EXACT_LIMIT] = counts[:EXACT_LIMIT] * np.arange(EXACT_LIMIT)
     lower, upper = histogram_bins(N_BINS, EXACT_LIMIT, EXACT_BITS, SUB_BITS)
     nz = np.nonzero(counts)[0]
+    kept = paths is not None and paths[0][nz].any()
+    turn, position, moving = (a[nz].copy() if kept else None for a in (paths or (None,) * 3))
     return ReuseProfile(lower=lower[nz].copy(), upper=upper[nz].copy(), count=counts[nz].copy(),
-                        dist_sum=sums[nz].copy(), cold=int(hist[N_BINS]),
-                        total=int(counts.sum() + hist[N_BINS]), coherence=int(coherence),
-                        turnover_sum=hist_turn[nz].copy() if hist_turn is not None and hist_turn[nz].any() else None)
+                        dist_sum=sums[nz].copy(), cold=int(hist[N_BINS]), total=int(counts.sum() + hist[N_BINS]),
+                        coherence=int(coherence), turnover_sum=turn, position_sum=position,
+                        moving_count=moving)
 
 
 def reuse_distances(lines: np.ndarray) -> np.ndarray:

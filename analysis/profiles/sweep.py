@@ -20,7 +20,8 @@ On-disk layout of a profile directory (written by `ProfileSet.save`, read by `lo
   coherence (those of the cold that are coherence misses; absent = 0).
 * `bins.csv` / `bins.parquet`  the non-empty histogram bins: kind, class_bits, grouping, cores, core,
   lower (inclusive distance), upper (exclusive), count, dist_sum (sum of distances in the bin),
-  turnover_sum (wbs/wbe of one instance: the sum of the bin's gaps' turnovers, ANALYSIS.md section 14;
+  turnover_sum, position_sum, moving_count (wbs/wbe of one instance: the sums of the bin's gaps'
+  turnovers and of turnover x removal position, and its gaps with turnover, ANALYSIS.md section 14;
   0 elsewhere; absent = 0).
 """
 from __future__ import annotations

@@ -26,10 +26,11 @@ would (a cache of C lines wrote it back if M < C <= d: it was evicted, dirty, be
 line is clean and gone from that instance afterwards. Removals lift the lines below, and a line once
 deeper than C stays evicted, so d is the largest depth the line had in its gap: the trackers' engine is a
 `depth_stack.DepthStack`, and the profiles are exact for fully associative instances of every size. A
-set-associative instance also needs each gap's turnover K (the DepthStack's): a line's exposure since its
-store is the largest (d, K) of its gaps, component by component, so a gap that raises either adds its
-start and end, and the histograms keep each bin's turnover sum (`turnover_sum`, read by
-analysis/hitrates/turnover.py; ANALYSIS.md section 14).
+set-associative instance also needs each gap's turnover K and its removals' position u (the DepthStack's):
+a line's exposure since its store is the largest (d, K) of its gaps, component by component, with the u of
+the gap with the larger K, so a gap that raises either adds its start and end, and the histograms keep per
+bin the gaps with turnover, their turnover sum and their sum of K x u (`moving_count`, `turnover_sum`,
+`position_sum`, read by analysis/hitrates/turnover.py; ANALYSIS.md section 14).
 """
 from __future__ import annotations
 
@@ -51,39 +52,59 @@ _MAX_LOAD = 0.6
 
 class TrackerTables(NamedTuple):
     """The kernel's state: line keys, each line's M (-1 clean) and largest turnover since its last store
-    (its KM), [n_keys], and the two histograms' counters (counts, distance sums and turnover sums, infinite
-    slot last)."""
+    (its KM) with that gap's removal position, [n_keys]; and the two histograms' counters (counts, distance
+    sums, the sums of turnovers and of turnover x removal position, and the gaps with turnover, infinite slot
+    last)."""
 
     keys: np.ndarray
     dirty: np.ndarray
     kmax: np.ndarray
+    kpos: np.ndarray
     state: np.ndarray
     starts: np.ndarray
     starts_sum: np.ndarray
     starts_turn: np.ndarray
+    starts_pos: np.ndarray
+    starts_moving: np.ndarray
     ends: np.ndarray
     ends_sum: np.ndarray
     ends_turn: np.ndarray
+    ends_pos: np.ndarray
+    ends_moving: np.ndarray
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _add_gap(t, m, km, d, k):
-    """One gap that raises the line's exposure from (M, KM) to (d, k): its start and its end."""
+def _add_gap(t, m, slot, d, k, pos):
+    """One gap that raises the line's exposure from (M, KM) (with KM's removal position, in the line's
+    slot) to (d, k) (with the position of whichever gap has the larger turnover): its start and its end."""
     add_to_bin(m, 1, t.starts, t.starts_sum)
-    t.starts_turn[bin_of(m)] += km
+    b = bin_of(m)
+    t.starts_turn[b] += t.kmax[slot]
+    t.starts_pos[b] += t.kmax[slot] * t.kpos[slot]
+    t.starts_moving[b] += t.kmax[slot] > 0
     if d < 0:
         t.ends[N_BINS] += 1
     else:
         add_to_bin(d, 1, t.ends, t.ends_sum)
-        t.ends_turn[bin_of(d)] += k
+        b = bin_of(d)
+        t.ends_turn[b] += k
+        t.ends_pos[b] += k * pos
+        t.ends_moving[b] += k > 0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _clean_path(t, slot):
+    """A store: nothing has come above the line yet."""
+    t.kmax[slot] = 0
+    t.kpos[slot] = 0.5
 
 
 @numba.njit(cache=True, nogil=True)
-def _track(t, lines, dist, turn, inval, begin, limit):
-    """Walk accesses from `begin` (tagged line ids, their distances, -1 = infinite, and turnovers, None when
-    no line leaves; inval, None or a flag per access: an invalidation, which ends the gap and leaves the
-    line clean); stop when the table holds `limit` keys and must grow. Returns the next index (module
-    docstring for the rule)."""
+def _track(t, lines, dist, gaps, inval, begin, limit):
+    """Walk accesses from `begin` (tagged line ids, their distances, -1 = infinite, and gaps, None when no
+    line leaves, else (turnovers, removal positions); inval, None or a flag per access:
+    an invalidation, which ends the gap and leaves the line clean); stop when the table holds `limit` keys
+    and must grow. Returns the next index (module docstring for the rule)."""
     mask = np.uint64(t.keys.shape[0] - 1)
     hs = hash_shift_for(mask)
     for i in range(begin, lines.shape[0]):
@@ -99,17 +120,19 @@ def _track(t, lines, dist, turn, inval, begin, limit):
             t.dirty[slot] = -1
             t.state[0] += 1
         m, d, km = t.dirty[slot], dist[i], t.kmax[slot]
-        k = turn[i] if turn is not None else 0
+        k, pos = (gaps[0][i], gaps[1][i]) if gaps is not None else (0, 0.5)
+        if k <= km:  # the exposure's path stays that of the gap with the larger turnover
+            pos = t.kpos[slot]
         if m >= 0 and (d < 0 or d > m or k > km):  # this gap writes the line back for C in (m, d]
-            _add_gap(t, m, km, -1 if d < 0 else max(m, d), max(km, k))
+            _add_gap(t, m, slot, -1 if d < 0 else max(m, d), max(km, k), pos)
         if store:
             t.dirty[slot] = 0
-            t.kmax[slot] = 0
+            _clean_path(t, slot)
         elif inval is not None and inval[i]:
             t.dirty[slot] = -1  # another instance's store took the line (a dirty copy unwritten): gone here
         elif m >= 0:
             t.dirty[slot] = -1 if d < 0 else max(m, d)
-            t.kmax[slot] = max(km, k)
+            t.kmax[slot], t.kpos[slot] = max(km, k), pos
     return lines.shape[0]
 
 
@@ -123,8 +146,10 @@ class WritebackTracker:
     @staticmethod
     def _tables(cap: int) -> TrackerTables:
         z = lambda: np.zeros(N_BINS + 1, dtype=np.int64)  # noqa: E731
+        f = lambda: np.zeros(N_BINS + 1, dtype=np.float64)  # noqa: E731
         return TrackerTables(np.full(cap, EMPTY, dtype=np.uint64), np.full(cap, -1, dtype=np.int64),
-                             np.zeros(cap, dtype=np.int64), np.zeros(1, dtype=np.int64), z(), z(), z(), z(), z(), z())
+                             np.zeros(cap, dtype=np.int64), np.full(cap, 0.5), np.zeros(1, dtype=np.int64),
+                             z(), z(), z(), f(), z(), z(), z(), z(), f(), z())
 
     def feed(self, lines: np.ndarray, invalidated: np.ndarray | None = None) -> None:
         """Add accesses (line ids carrying STORE_TAG on stores; `invalidated`, optional, flags the entries
@@ -134,15 +159,16 @@ class WritebackTracker:
         flags = None if invalidated is None else np.ascontiguousarray(invalidated, dtype=np.bool_)
         if flags is not None and len(flags) != len(lines):
             raise InputError(f"write-back tracker: {len(flags)} invalidation flags for {len(lines)} accesses")
-        turn = None
+        paths = None
         if isinstance(self.engine, DepthStack):
-            dist, turn = self.engine.feed_turnover(lines, drop=flags)
+            g = self.engine.feed_gaps(lines, drop=flags)
+            dist, paths = g.distance, (g.turnover, g.position)
         elif flags is None:
             dist = self.engine.feed_distances(lines, tagged=True)
         else:
             raise InputError("write-back tracker: invalidations need a DepthStack engine (InstanceWritebacks)")
         i = 0
-        while (i := _track(self.tables, lines, dist, turn, flags, i, self._limit())) < len(lines):
+        while (i := _track(self.tables, lines, dist, paths, flags, i, self._limit())) < len(lines):
             self._grow()
 
     def _limit(self) -> int:
@@ -154,39 +180,46 @@ class WritebackTracker:
         old = self.tables
         new = self._tables(2 * old.keys.shape[0])
         new.state[0] = old.state[0]
-        move_values(rehash_slots(old.keys, new.keys), [(old.dirty, new.dirty), (old.kmax, new.kmax)])
-        self.tables = new._replace(starts=old.starts, starts_sum=old.starts_sum, starts_turn=old.starts_turn,
-                                   ends=old.ends, ends_sum=old.ends_sum, ends_turn=old.ends_turn)
+        move_values(rehash_slots(old.keys, new.keys), [(old.dirty, new.dirty), (old.kmax, new.kmax),
+                                                       (old.kpos, new.kpos)])
+        self.tables = new._replace(**{name: getattr(old, name) for name in _COUNTERS})
 
     def profiles(self) -> tuple[ReuseProfile, ReuseProfile]:
         """(starts, ends) as ReuseProfiles: bins of M and of d; ends' cold slot = infinite ends; with a
         DepthStack engine, each bin's turnover sum too (module docstring). The last gap of each dirty line
         runs to the end of the stream: its d is the line's stack depth then (a cache of C <= d has evicted
         it, dirty, within the stream)."""
-        t = self.tables
-        last = t._replace(starts=t.starts.copy(), starts_sum=t.starts_sum.copy(), starts_turn=t.starts_turn.copy(),
-                          ends=t.ends.copy(), ends_sum=t.ends_sum.copy(), ends_turn=t.ends_turn.copy())
+        last = self.tables._replace(**{name: getattr(self.tables, name).copy() for name in _COUNTERS})
+        paths = None
         if isinstance(self.engine, DepthStack):
-            lines, depths, turns = self.engine.stack_turnover()
+            lines, g = self.engine.stack_gaps()
+            depths, paths = g.distance, (g.turnover, g.position)
         else:
-            (lines, depths), turns = self.engine.stack_depths(), None
-        _last_gaps(last, lines, depths, turns)
-        with_turn = turns is not None
-        return (profile_from_counters(last.starts, last.starts_sum, 0, last.starts_turn if with_turn else None),
-                profile_from_counters(last.ends, last.ends_sum, 0, last.ends_turn if with_turn else None))
+            lines, depths = self.engine.stack_depths()
+        _last_gaps(last, lines, depths, paths)
+        with_paths = paths is not None
+        return (profile_from_counters(last.starts, last.starts_sum, 0,
+                                      (last.starts_turn, last.starts_pos, last.starts_moving) if with_paths else None),
+                profile_from_counters(last.ends, last.ends_sum, 0,
+                                      (last.ends_turn, last.ends_pos, last.ends_moving) if with_paths else None))
+
+
+_COUNTERS = [f"{end}{part}" for end in ("starts", "ends") for part in ("", "_sum", "_turn", "_pos", "_moving")]
 
 
 @numba.njit(cache=True, nogil=True)
-def _last_gaps(t, lines, depths, turns):
-    """Add the gap from each dirty line's last access to the stream's end (its stack depth and turnover)."""
+def _last_gaps(t, lines, depths, gaps):
+    """Add the gap from each dirty line's last access to the stream's end (its stack depth and path)."""
     mask = np.uint64(t.keys.shape[0] - 1)
     hs = hash_shift_for(mask)
     for j in range(lines.shape[0]):
         slot = free_slot(t.keys, lines[j], 0, hs, mask)
         m, km, d = t.dirty[slot], t.kmax[slot], depths[j]
-        k = turns[j] if turns is not None else 0
+        k, pos = (gaps[0][j], gaps[1][j]) if gaps is not None else (0, 0.5)
+        if k <= km:
+            pos = t.kpos[slot]
         if m >= 0 and (d > m or k > km):
-            _add_gap(t, m, km, max(m, d), max(km, k))
+            _add_gap(t, m, slot, max(m, d), max(km, k), pos)
 
 
 class ClassWritebacks:
