@@ -23,7 +23,11 @@ int main(void)
 #pragma omp atomic
       inner_ids += omp_get_thread_num();
 #pragma omp single
-      regions++;
+      {
+        /* one inner team per outer thread: the singles of different teams run at once */
+#pragma omp atomic
+        regions++;
+      }
       me = -1;
     }
 #pragma omp atomic
