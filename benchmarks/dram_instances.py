@@ -126,18 +126,19 @@ def trace_polybench(name: str, size: str, workdir: Path) -> Path:
 
 
 def with_last_level(machine, spec: str):
-    """The machine with its last level replaced by one instance for every core: spec KIB:INDEXING[:WAYS]
-    (e.g. 1024:hashed:16), to test the write-back model on a level of another size or placement."""
+    """The machine with its last level replaced: spec KIB:INDEXING[:WAYS[:CORES]] (e.g. 1024:hashed:16, one
+    instance for every core; 256:hashed:16:4, one per 4 cores), to test the write-back model on a level of
+    another size, placement or grouping."""
     import dataclasses
 
     from common.errors import InputError
 
     parts = spec.split(":")
-    if len(parts) not in (2, 3) or not parts[0].isdigit() or (len(parts) == 3 and not parts[2].isdigit()):
-        raise InputError(f"--llc {spec}: give KIB:INDEXING[:WAYS], e.g. 1024:hashed:16")
+    if not 2 <= len(parts) <= 4 or not all(p.isdigit() for p in parts[:1] + parts[2:]):
+        raise InputError(f"--llc {spec}: give KIB:INDEXING[:WAYS[:CORES]], e.g. 1024:hashed:16 or 256:hashed:16:4")
     llc = dataclasses.replace(machine.caches[-1], size_bytes=int(parts[0]) << 10, indexing=parts[1],
-                              associativity=int(parts[2]) if len(parts) == 3 else 16, shared=True,
-                              cores_per_instance=0)
+                              associativity=int(parts[2]) if len(parts) >= 3 else 16, shared=True,
+                              cores_per_instance=int(parts[3]) if len(parts) == 4 else 0)
     return dataclasses.replace(machine, name=f"{machine.name}+llc{spec}", caches=machine.caches[:-1] + (llc,))
 
 
@@ -163,7 +164,8 @@ def main() -> None:
     ap.add_argument("--kernels", default=",".join(KERNELS))
     ap.add_argument("--polybench", help="built-in benchmarks instead of the kernels above (e.g. lu,2mm)")
     ap.add_argument("--size", default="MEDIUM", help="their catalog size (with --polybench)")
-    ap.add_argument("--llc", help="replace the last level by one shared instance: KIB:INDEXING[:WAYS]")
+    ap.add_argument("--llc", help="replace the last level: KIB:INDEXING[:WAYS[:CORES]] (CORES per instance; "
+                    "default one instance for all)")
     ap.add_argument("-o", "--output", type=Path, help="also write the per-instance table as CSV")
     args = ap.parse_args()
     machine = load_machine(args.machine)
