@@ -77,20 +77,22 @@ def predicted(pairs, cap, ways=0):
 def test_depth_stack_matches_a_list_stack(seed):
     """Largest depths since each line's last access, with lines leaving the stack, and the final ones,
     against a Python list as the LRU stack; a tiny start makes the tables grow and the time axis compact.
-    Turnover: the lines that came above a line in its gap (counted as they arrive) minus its largest depth;
-    removals: the lines that left from above it; position: the mean share of its arrivals come by each."""
+    Turnover: the distinct lines that came above a line in its gap minus its largest depth; removals: the
+    lines that left from above it; position: the mean share of its arrivals (counted as they come) come by
+    each."""
     rng = np.random.default_rng(seed)
     lines = np.where(rng.random(4000) < 0.7, rng.integers(0, 50, 4000), rng.integers(0, 2000, 4000))
     drop = rng.random(4000) < 0.2
     stack: list[int] = []  # most recent last
     peak: dict[int, int] = {}
     came: dict[int, int] = {}  # lines that came above each stacked line since its last access
+    seen: dict[int, set] = {}  # the distinct ones
     left: dict[int, list[int]] = {}  # for each line that left from above: how many had come by then
     want: list[tuple] = []
 
     def gap(y: int) -> tuple:
         shares = [c / (came[y]) for c in left[y]]
-        return peak[y], came[y] - peak[y], len(shares), np.mean(shares) if shares else 0.5
+        return peak[y], len(seen[y]) - peak[y], len(shares), np.mean(shares) if shares else 0.5
 
     for x, leave in zip(lines.tolist(), drop.tolist()):
         held = x in stack
@@ -104,8 +106,9 @@ def test_depth_stack_matches_a_list_stack(seed):
         if not leave:
             for y in stack[pos:] if held else stack:  # x arrives above the lines it was below (all, if new)
                 came[y] += 1
+                seen[y].add(x)
             stack.append(x)
-            came[x], left[x] = 0, []
+            came[x], seen[x], left[x] = 0, set(), []
         for k, y in enumerate(stack):
             peak[y] = 0 if y == x else max(peak[y], len(stack) - 1 - k)
     engine, plain = DepthStack(initial_lines=4), DepthStack(initial_lines=4)

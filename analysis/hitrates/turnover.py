@@ -6,10 +6,10 @@ leave the cache (write-invalidate between the instances of a level, ANALYSIS.md 
 largest depth the line reached in its gap, and that undercounts evictions: as lines leave and others
 arrive, the line's set can hold A lines above it at another time than when the whole stack is deepest.
 
-The profiles give each gap its turnover K as well (analysis/profiles/depth_stack.py): D + K lines came
-above the line, K of them left (more may leave once the last has come, which cannot evict it), and the
-stack reached D; and the removals' position u: the mean share of the D + K arrivals that had come at each
-removal. The path is read in SEGMENTS steps of the arrivals (each: the removals due by its middle, its
+The profiles give each gap its turnover K as well (analysis/profiles/depth_stack.py): D + K distinct lines
+came above the line (one that left and came back counts once: it lands in the same set), the stack
+reached D, so at least K of them left; and the removals' position u: the mean share of the gap's arrivals
+that had come at each removal. The path is read in SEGMENTS steps of the arrivals (each: the removals due by its middle, its
 arrivals, the rest), the K removals spread evenly over the shares [0, 2u] when u <= 1/2, else over
 [2u - 1, 1]: u = 1/2 is the even path, and a u near 1 puts them after the stack has risen (a line's rows
 arriving first, other instances taking lines later). Without a recorded position, u = 1/2. A profile bin

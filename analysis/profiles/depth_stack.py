@@ -8,7 +8,7 @@ and an evicted line stays out even if removals later lift its depth below C agai
 the *largest* depth the line had since its last access is below C, for every C at once: that maximum is
 what `DepthStack.feed_distances` returns (without removals it is the plain reuse distance).
 
-State: a hash table line -> time of its last access (-1: not in the stack); a bitmap with a 1 at each
+State: a hash table line -> time of its last access (-1: not in the stack; below, gone lines); a bitmap with a 1 at each
 stacked line's time and a Fenwick tree of its words' counts (depth = stacked lines - marks up to the
 line's time); and each time's *deficit*, the line's largest depth minus its depth now, kept as composable
 maps x -> max(x + a, b): one per time, one per block of 64 times, and a segment tree of maps over the
@@ -16,16 +16,21 @@ blocks (range update, point query). An access to a line at time t lifts the dept
 by one (deficit x -> max(x - 1, 0)); a line leaving from time t lowers every line before t by one
 (x -> x + 1), and adds one to their count of lines that left from above them (`left`, in the same maps,
 below). A range touches at most two blocks time by time and O(log) tree nodes. When the time axis is used
-up, the stacked lines' times are renumbered by rank and their maps carried over (compaction), so memory
-stays O(distinct lines). Tests compare it with a list-based stack (tests/test_instance_writebacks.py).
+up, the stacked and gone lines' times are renumbered by rank and the maps carried over (compaction), so
+memory stays O(distinct lines). Tests compare it with a list-based stack (tests/test_instance_writebacks.py).
 
-Beside the largest depth D, `feed_gaps` gives each access its *turnover* K: the lines that came above
-the line in its gap (its depth now plus the lines that left from above it; a line that left and came back
-counts twice) minus D. K = 0 without removals. A set-associative cache needs it: a set can fill while the
-whole stack is below its deepest point, when lines leave and others arrive (analysis/hitrates/turnover.py).
+Beside the largest depth D, `feed_gaps` gives each access its *turnover* K: the distinct lines touched in
+its gap (all came above the line) minus D, so the lines that came above it and are not counted in D. K = 0
+without removals, and a line that left and came back counts once: it lands in the same set each time, so
+only new lines can fill the line's set beyond what D gives. A set-associative cache needs it: a set can fill
+while the whole stack is below its deepest point, when lines leave and others arrive
+(analysis/hitrates/turnover.py). The distinct lines touched since time t are the stacked lines after t and
+the *gone* ones (left, not touched since) whose last access was after t: a second set of marks keeps the gone
+lines' last times, and a gone line's hash slot keeps its time as -2 - t.
 When in the gap the removals came matters too (lines that leave once the stack is deep fill sets more than
 ones that leave early), so `feed_gaps` also gives the gap's removals R (its `left`) and their *position*:
-the mean, over the removals, of the share of the gap's D + K arrivals that had come by then. Each time's
+the mean, over the removals, of the share of the gap's arrivals (D plus the lines that came above it beyond
+D, a line that came back counted again) that had come by then. Each time's
 maps carry (left, acc, rise) beside the deficit: lines that left from above, the sum of the depth at each of
 those removals, and the depth's net change, composing as affine maps of (acc, depth): after an older
 (l1, c1, r1), a newer (l2, c2, r2) gives (l1 + l2, c1 + c2 + l2 * r1, r1 + r2). A removal from above is
@@ -58,16 +63,24 @@ class Maps(NamedTuple):
     rise: np.ndarray
 
 
+class Marks(NamedTuple):
+    """A set of times: a bitmap, and the Fenwick tree of its word counts (1-based)."""
+
+    bits: np.ndarray
+    tree: np.ndarray
+
+
 class StackTables(NamedTuple):
-    """Hash table (line keys, last-access times, -1 when not stacked); the marks' bitmap and the Fenwick
-    tree of its word counts (1-based); the maps of each time (pos) and of each block of 64 times' segment
-    tree node (seg, leaves from index blocks); state = [now, stacked lines, keys in the table, 1 once a line
-    left since the maps were last all identities but the rises (which are then brought up to date)]."""
+    """Hash table (line keys, last-access times: t >= 0 stacked, -1 never stacked, -2 - t gone since its
+    last access at t); the stacked lines' times (marks) and the gone lines' (gone); the maps of each time
+    (pos) and of each block of 64 times' segment tree node (seg, leaves from index blocks); state = [now,
+    stacked lines, keys in the table, 1 once a line left since the maps were last all identities but the
+    rises (which are then brought up to date), gone lines]."""
 
     keys: np.ndarray
     times: np.ndarray
-    bits: np.ndarray
-    tree: np.ndarray
+    marks: Marks
+    gone: Marks
     pos: Maps
     seg: Maps
     state: np.ndarray
@@ -75,8 +88,8 @@ class StackTables(NamedTuple):
 
 class GapStats(NamedTuple):
     """Per access (or per stacked line, as if touched now): the largest depth D since the line's last access
-    (-1: not in the stack), the turnover K, the removals from above R and their position in the gap (0 to 1;
-    0.5 without removals) (module docstring)."""
+    (-1: not in the stack), the turnover K (distinct lines touched in the gap beyond D), the removals from
+    above R and their position in the gap (0 to 1; 0.5 without removals) (module docstring)."""
 
     distance: np.ndarray
     turnover: np.ndarray
@@ -85,30 +98,30 @@ class GapStats(NamedTuple):
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _mark(s, t, v):
-    """Set (v = 1) or clear (v = -1) the mark at time t."""
+def _mark(m, t, v):
+    """Set (v = 1) or clear (v = -1) the mark at time t of the Marks m."""
     w = t >> 6
     bit = np.uint64(1) << np.uint64(t & 63)
     if v > 0:
-        s.bits[w] |= bit
+        m.bits[w] |= bit
     else:
-        s.bits[w] &= ~bit
+        m.bits[w] &= ~bit
     i = w + 1
-    while i < s.tree.shape[0]:
-        s.tree[i] += v
+    while i < m.tree.shape[0]:
+        m.tree[i] += v
         i += i & -i
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _marks_to(s, t):
-    """Marks at times 0..t."""
+def _marks_to(m, t):
+    """Marks of m at times 0..t."""
     w = t >> 6
     b = t & 63
     low = _ALL if b == 63 else (np.uint64(1) << np.uint64(b + 1)) - np.uint64(1)
-    n = popcount_swar(s.bits[w] & low)
+    n = popcount_swar(m.bits[w] & low)
     i = w
     while i > 0:
-        n += s.tree[i]
+        n += m.tree[i]
         i -= i & -i
     return n
 
@@ -239,7 +252,7 @@ def _bring_rises_up(s):
     for j in range(s.keys.shape[0]):
         t = s.times[j]
         if s.keys[j] != EMPTY and t >= 0:
-            s.pos.rise[t] += s.state[1] - _marks_to(s, t) - _point(s, t)[3]
+            s.pos.rise[t] += s.state[1] - _marks_to(s.marks, t) - _point(s, t)[3]
 
 
 _LEAVE = (1, _NONE, 1, 0, -1)  # a line left from above: deficit + 1, one more removal, depth - 1
@@ -248,12 +261,15 @@ _ARRIVE = (-1, 0, 0, 0, 1)  # a line came above: deficit - 1 (not below 0), dept
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _record(s, t, i, out):
-    """Access i's gap statistics into out = (distance, turnover, left, acc) for a stacked line at time t."""
+    """Access i's gap statistics into out = (distance, arrivals beyond it, left, acc, distinct lines beyond it)
+    for a stacked line at time t. The lines touched since t are those stacked after it and those gone since
+    their last access after it."""
     deficit, left, acc, _ = _point(s, t) if s.state[3] else (0, 0, 0, 0)
-    out[0][i] = s.state[1] - _marks_to(s, t) + deficit
+    out[0][i] = s.state[1] - _marks_to(s.marks, t) + deficit
     out[1][i] = left - deficit
     out[2][i] = left
     out[3][i] = acc
+    out[4][i] = (s.state[4] - _marks_to(s.gone, t) if s.state[4] else 0) - deficit
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -261,27 +277,33 @@ def _leave(s, levels, slot, t):
     """The line at time t leaves the stack; the lines below it move up."""
     if not s.state[3]:
         _bring_rises_up(s)
-    _mark(s, t, -1)
-    s.times[slot] = -1
+    _mark(s.marks, t, -1)
+    _mark(s.gone, t, 1)
+    s.times[slot] = -2 - t
     s.state[1] -= 1
+    s.state[4] += 1
     _apply(s, levels, 0, t, _LEAVE)
     s.state[3] = 1
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _arrive(s, levels, slot, t, now, span):
-    """The line (last at time t, -1: not stacked) comes to the top at time now."""
+    """The line (last at time t: stacked; -1, never stacked; -2 - its last time, gone) comes to the top at
+    time now."""
     if t >= 0:
-        _mark(s, t, -1)
+        _mark(s.marks, t, -1)
     else:
         s.state[1] += 1
+    if t < -1:
+        _mark(s.gone, -2 - t, -1)
+        s.state[4] -= 1
     if s.state[3]:  # (nothing to shrink or count before the first removal since the maps were identities)
-        _apply(s, levels, t + 1, span, _ARRIVE)  # the lines after t sink (unused times too: offset below)
+        _apply(s, levels, max(t, -1) + 1, span, _ARRIVE)  # the lines after t sink (unused times too: offset below)
         s.pos.rise[now] -= _point(s, now)[3]  # the line starts at depth 0
         s.pos.left[now] = 0
         s.pos.acc[now] = 0
     s.times[slot] = now
-    _mark(s, now, 1)
+    _mark(s.marks, now, 1)
     s.state[0] = now + 1
 
 
@@ -307,6 +329,7 @@ def _walk(s, lines, drop, out, begin, key_limit):
             out[1][i] = 0
             out[2][i] = 0
             out[3][i] = 0
+            out[4][i] = 0
         if drop is not None and drop[i]:
             if t >= 0:
                 _leave(s, levels, slot, t)
@@ -336,24 +359,24 @@ def _line_paths(s, deficit, left, acc):
 
 
 @numba.njit(cache=True, nogil=True)
-def _fill_marks(s, n):
-    """Marks at times 0..n-1 only; the word tree built in O(words)."""
-    s.bits[:] = 0
-    s.bits[:n >> 6] = _ALL
-    if n & 63:
-        s.bits[n >> 6] = (np.uint64(1) << np.uint64(n & 63)) - np.uint64(1)
-    s.tree[:] = 0
-    for j in range(1, s.tree.shape[0]):
-        s.tree[j] += popcount_swar(s.bits[j - 1])
+def _fill_marks(m, times):
+    """Marks of m at `times` only; the word tree built in O(words)."""
+    m.bits[:] = 0
+    for t in times:
+        m.bits[t >> 6] |= np.uint64(1) << np.uint64(t & 63)
+    m.tree[:] = 0
+    for j in range(1, m.tree.shape[0]):
+        m.tree[j] += popcount_swar(m.bits[j - 1])
         parent = j + (j & -j)
-        if parent < s.tree.shape[0]:
-            s.tree[parent] += s.tree[j]
+        if parent < m.tree.shape[0]:
+            m.tree[parent] += m.tree[j]
 
 
-def removal_position(distance: np.ndarray, turnover: np.ndarray, left: np.ndarray, acc: np.ndarray) -> np.ndarray:
-    """Mean share of a gap's D + K arrivals that had come at each of its R removals (the i-th came when the
-    depth was d_i: d_i + i arrivals; acc = sum of d_i); 0.5 where nothing left."""
-    arrivals = (distance + turnover).astype(np.float64)
+def removal_position(distance: np.ndarray, beyond: np.ndarray, left: np.ndarray, acc: np.ndarray) -> np.ndarray:
+    """Mean share of a gap's arrivals (D + `beyond`, a line that came back counted again) that had come at
+    each of its R removals (the i-th came when the depth was d_i: d_i + i arrivals; acc = sum of d_i); 0.5
+    where nothing left."""
+    arrivals = (distance + beyond).astype(np.float64)
     came = acc + left * (left - 1) / 2.0
     den = left * arrivals
     return np.divide(came, den, out=np.full(len(den), 0.5), where=den > 0).clip(0.0, 1.0)
@@ -376,9 +399,9 @@ class DepthStack:
     def _tables(cap: int, state: np.ndarray | None = None) -> StackTables:
         span = max(2 * cap, 128)  # times; a power of two, whole 64-time blocks, at least two of them
         blocks = span >> 6
-        return StackTables(np.full(cap, EMPTY, dtype=np.uint64), np.full(cap, -1, dtype=np.int64),
-                           np.zeros(blocks, dtype=np.uint64), np.zeros(blocks + 1, dtype=np.int32),
-                           _maps(span), _maps(2 * blocks), np.zeros(4, dtype=np.int64) if state is None else state)
+        marks = lambda: Marks(np.zeros(blocks, dtype=np.uint64), np.zeros(blocks + 1, dtype=np.int32))  # noqa: E731
+        return StackTables(np.full(cap, EMPTY, dtype=np.uint64), np.full(cap, -1, dtype=np.int64), marks(), marks(),
+                           _maps(span), _maps(2 * blocks), np.zeros(5, dtype=np.int64) if state is None else state)
 
     def feed_distances(self, lines: np.ndarray, tagged: bool = True, drop: np.ndarray | None = None) -> np.ndarray:
         """Each access's largest depth since the line's last access (-1: not in the stack: first touch, or
@@ -392,20 +415,20 @@ class DepthStack:
         lines = np.ascontiguousarray(lines, dtype=np.uint64)
         if drop is not None and len(drop) != len(lines):
             raise ValueError(f"{len(drop)} drop flags for {len(lines)} accesses")
-        out = tuple(np.empty(len(lines), dtype=np.int64) for _ in range(4))
+        out = tuple(np.empty(len(lines), dtype=np.int64) for _ in range(5))
         i = 0
         while (i := _walk(self.s, lines, drop, out, i, self._limit())) < len(lines):
             self._rebuild(grow=self.s.state[2] + 1 > self._limit())
-        return GapStats(out[0], out[1], out[2], removal_position(out[0], out[1], out[2], out[3]))
+        return GapStats(out[0], out[4], out[2], removal_position(out[0], out[1], out[2], out[3]))
 
     def _limit(self) -> int:
         """Keys the table may hold before it must grow."""
         return int(self.s.keys.shape[0] * _MAX_LOAD)
 
     def _rebuild(self, grow: bool) -> None:
-        """Compaction: the stacked lines' times renumbered 0..n-1 by recency, their deficits and paths
-        carried over (the rise as the depth), the time axis free above them; with `grow`, into tables twice
-        as large."""
+        """Compaction: the stacked and the gone lines' times renumbered 0..n-1 by recency, the stacked ones'
+        deficits and paths carried over (the rise as the depth), the time axis free above them; with `grow`,
+        into tables twice as large."""
         old = self.s
         kept = [np.zeros(old.keys.shape[0], dtype=np.int64) for _ in range(3)]
         _line_paths(old, *kept)
@@ -421,17 +444,20 @@ class DepthStack:
             m.left[:] = 0
             m.acc[:] = 0
             m.rise[:] = 0
-        held = np.flatnonzero((s.keys != EMPTY) & (s.times >= 0))
-        ranks = np.empty(len(held), dtype=np.int64)
-        ranks[np.argsort(s.times[held], kind="stable")] = np.arange(len(held))
-        s.times[held] = ranks
+        used = np.flatnonzero((s.keys != EMPTY) & (s.times != -1))
+        stacked = s.times[used] >= 0
+        ranks = np.empty(len(used), dtype=np.int64)
+        ranks[np.argsort(np.where(stacked, s.times[used], -2 - s.times[used]), kind="stable")] = np.arange(len(used))
+        s.times[used] = np.where(stacked, ranks, -2 - ranks)
+        held, ranks = used[stacked], ranks[stacked]
         deficit, left, acc = (k[held] for k in kept)
         s.pos.a[ranks] = deficit  # the map x -> max(x + d, -inf): deficit d
         s.pos.left[ranks] = left
         s.pos.acc[ranks] = acc
-        s.pos.rise[ranks] = len(held) - 1 - ranks
-        _fill_marks(s, len(held))
-        s.state[0] = len(held)
+        s.pos.rise[ranks] = _depths(ranks)
+        _fill_marks(s.marks, ranks)
+        _fill_marks(s.gone, -2 - s.times[used[~stacked]])
+        s.state[0] = len(used)
         s.state[3] = int(deficit.any() or left.any())
 
     def stack_depths(self) -> tuple[np.ndarray, np.ndarray]:
@@ -444,8 +470,18 @@ class DepthStack:
         """Every stacked line's id and feed_gaps' statistics as if it were touched now."""
         deficit, left, acc = (np.zeros(self.s.keys.shape[0], dtype=np.int64) for _ in range(3))
         _line_paths(self.s, deficit, left, acc)
-        held = np.flatnonzero((self.s.keys != EMPTY) & (self.s.times >= 0))
-        depths = np.empty(len(held), dtype=np.int64)
-        depths[np.argsort(self.s.times[held], kind="stable")] = np.arange(len(held) - 1, -1, -1)
-        d, k, r = depths + deficit[held], left[held] - deficit[held], left[held]
-        return self.s.keys[held], GapStats(d, k, r, removal_position(d, k, r, acc[held]))
+        known = self.s.keys != EMPTY
+        held = np.flatnonzero(known & (self.s.times >= 0))
+        times = self.s.times[held]
+        gone = np.sort(-2 - self.s.times[known & (self.s.times < -1)])
+        gone_after = len(gone) - np.searchsorted(gone, times, side="right")
+        d = _depths(times) + deficit[held]
+        k, r = left[held] - deficit[held], left[held]
+        return self.s.keys[held], GapStats(d, gone_after - deficit[held], r, removal_position(d, k, r, acc[held]))
+
+
+def _depths(times: np.ndarray) -> np.ndarray:
+    """Depth of each of a set of stacked lines from their distinct times: how many of them are later."""
+    depths = np.empty(len(times), dtype=np.int64)
+    depths[np.argsort(times, kind="stable")] = np.arange(len(times) - 1, -1, -1)
+    return depths
