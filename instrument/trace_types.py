@@ -15,7 +15,7 @@ SCHED_STATIC = 0
 SCHED_DYNAMIC = 1
 SCHED_GUIDED = 2
 SCHED_MASTER = 3  # `master`: one "iteration" that core 0 runs
-SCHED_SINGLE = 4  # `single`: one "iteration" that the first arriving thread runs (we model core 0)
+SCHED_SINGLE = 4  # `single`: one "iteration" that the first arriving thread runs (analysis/profiles/handouts.py)
 SCHED_BARRIER = 5  # a barrier: no iterations; every thread waits there for all (instrument/FORMAT.md, "Barriers")
 SCHED_NAMES = {SCHED_STATIC: "static", SCHED_DYNAMIC: "dynamic", SCHED_GUIDED: "guided",
                SCHED_MASTER: "master", SCHED_SINGLE: "single", SCHED_BARRIER: "barrier"}

@@ -246,3 +246,58 @@ def test_turns_never_stall_a_program_of_many_constructs(tmp_path):
         want = subprocess.run([str(native)], env={**os.environ, "OMP_NUM_THREADS": str(p)},
                               capture_output=True, text=True, check=True).stdout
         assert "turns stopped" not in out and want.strip() in out
+
+
+LATE_SINGLES = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#define N 64
+double a[N + 4][N];
+int main(int argc, char **argv) {
+  int n = argc > 1 ? atoi(argv[1]) : N;
+  if (n > N) abort();
+  volatile double *va = &a[0][0];
+#pragma omp parallel
+  {
+#pragma omp for nowait
+    for (int i = 0; i < n; i++)
+      for (int j = i; j < n; j++) va[i * N + j] = i - j;
+#pragma omp single
+    va[N * N] = 1;
+#pragma omp for nowait
+    for (int i = 0; i < n + 2; i++) va[(N + 2) * N + i] += 1;
+#pragma omp single
+    va[(N + 1) * N] = 2;
+  }
+  printf("%f %f\n", a[N][0], a[N + 2][n]);
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def late_singles(tmp_path_factory):
+    """The ground truth's and the model's traces of two singles that follow loops without their barrier."""
+    from pptmc.validation import validate_program
+
+    work = tmp_path_factory.mktemp("singles")
+    src = work / "late.c"
+    src.write_text(LATE_SINGLES)
+    validate_program(src, work / "v", ["haswell-i7-5960x"], [4, 8], args=["64"], modes=("iteration",),
+                     interleaves=("rr",), show_progress=False)
+    return work / "v"
+
+
+@pytest.mark.parametrize("p", [4, 8])
+def test_a_single_after_nowait_goes_to_the_first_thread_to_arrive(late_singles, p):
+    """The first single follows a triangle whose last rows are the cheapest: the last thread arrives first. The
+    second follows n + 2 equal iterations, one more for threads 0 and 1 at 4 and 8 threads: thread 2 arrives
+    first (tied with the others after it, the lower id). The model gives each single the thread real libomp gave
+    it (it gave both to thread 0 before)."""
+    singles = (64, 66)  # rows of a that only the singles store
+    real = row_owners(instrument.open_trace(late_singles / "groundtruth" / f"trace-{p}" / "late.pptrace").chunks(),
+                      lambda c: c.thread, singles)
+    reader = instrument.open_trace(late_singles / "model" / "trace" / "late.pptrace")
+    cmap = CoreMap(reader.info, p, "iteration", 0, chunk_costs(reader.info, reader.chunks, "iteration"))
+    model = row_owners(reader.chunks(), lambda c: np.where(c.loop >= 0, cmap.core_of(c), -1), singles)
+    assert real == model == {64: {p - 1}, 65: {2}}

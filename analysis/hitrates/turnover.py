@@ -9,13 +9,13 @@ arrive, the line's set can hold A lines above it at another time than when the w
 The profiles give each gap its turnover K as well (analysis/profiles/depth_stack.py): D + K distinct lines
 came above the line (one that left and came back counts once: it lands in the same set), the stack
 reached D, so at least K of them left; and the removals' position u: the mean share of the gap's arrivals
-that had come at each removal. The path is read in SEGMENTS steps of the arrivals (each: the removals due by its middle, its
-arrivals, the rest), the K removals spread evenly over the shares [0, 2u] when u <= 1/2, else over
-[2u - 1, 1]: u = 1/2 is the even path, and a u near 1 puts them after the stack has risen (a line's rows
-arriving first, other instances taking lines later). Without a recorded position, u = 1/2. A profile bin
-keeps how many of its gaps had turnover, their turnover sum and the sum of turnover x position: its gaps
-without turnover are read by SDCM, the others at their mean K and their removals' mean u (ANALYSIS.md
-section 14 says what these choices are worth against the simulator).
+that had come at each removal. The path is read in SEGMENTS steps of the arrivals (each: the removals due
+by its middle, its arrivals, the rest), the K removals spread evenly over the shares [0, 2u] when u <= 1/2,
+else over [2u - 1, 1]: u = 1/2 is the even path, and a u near 1 puts them after the stack has risen (a
+line's rows arriving first, other instances taking lines later). Without a recorded position, u = 1/2. A
+profile bin keeps how many of its gaps had turnover, their turnover sum and the sum of turnover x position:
+its gaps without turnover are read by SDCM, the others at their mean K and their removals' mean u
+(ANALYSIS.md section 14 says what these choices are worth against the simulator).
 The count c of lines above the line in its set is then a Markov chain: an arrival joins the set with
 probability q; when r of the n lines above it leave, each of the c does with probability r / n (which
 lines leave does not depend on their sets, which the OS's page frames decide); the line is evicted once c

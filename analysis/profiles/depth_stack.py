@@ -8,8 +8,8 @@ and an evicted line stays out even if removals later lift its depth below C agai
 the *largest* depth the line had since its last access is below C, for every C at once: that maximum is
 what `DepthStack.feed_distances` returns (without removals it is the plain reuse distance).
 
-State: a hash table line -> time of its last access (-1: not in the stack; below, gone lines); a bitmap with a 1 at each
-stacked line's time and a Fenwick tree of its words' counts (depth = stacked lines - marks up to the
+State: a hash table line -> time of its last access (-1: not in the stack; gone lines: below); a bitmap
+with a 1 at each stacked line's time and a Fenwick tree of its words' counts (depth = stacked lines - marks up to the
 line's time); and each time's *deficit*, the line's largest depth minus its depth now, kept as composable
 maps x -> max(x + a, b): one per time, one per block of 64 times, and a segment tree of maps over the
 blocks (range update, point query). An access to a line at time t lifts the depth of every line after t

@@ -1,5 +1,5 @@
-"""Which core runs each chunk of a `schedule(dynamic)` or `schedule(guided)` loop: libomp's hand-outs, with
-equal-speed threads.
+"""Which core runs each chunk of a `schedule(dynamic)` or `schedule(guided)` loop, and each `single`: libomp's
+hand-outs, with equal-speed threads.
 
 libomp (LLVM 19, kmp_dispatch.cpp) runs `schedule(dynamic[, c])` without a `monotonic:` modifier (OpenMP 5.0 made
 nonmonotonic the default, and clang passes it) as *static stealing* whenever the loop has at least as many chunks
@@ -25,6 +25,10 @@ per cycle, and ties go to the lower thread id, as the validator's ground truth d
 (`chunk_costs`, one pass over the trace, by pieces: a translated loop reports each piece's first iteration, and
 its pieces end at every chunk start of the core counts traced); without them (a trace with more than
 MAX_COSTED_PIECES such pieces) every iteration costs the same.
+A `single` goes to the thread that reaches it first. After a barrier every thread arrives at the same time and
+the lowest id, thread 0, takes it; after constructs without their barrier (`nowait`) the thread with the fewest
+references since the phase began does (`place_singles`: each construct's references per core, from the same
+pieces, a single's on the core that took it), as in the ground truth.
 Hand-written: no library simulates libomp's hand-outs; the rules above are its documented behaviour.
 """
 from __future__ import annotations
@@ -35,7 +39,8 @@ from typing import Callable, Iterable, NamedTuple
 import numba
 import numpy as np
 
-from instrument.trace_types import SCHED_DYNAMIC, SCHED_GUIDED, TraceChunk, TraceInfo
+from instrument.trace_types import (SCHED_BARRIER, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_SINGLE, LoopInstance, TraceChunk,
+                                    TraceInfo)
 
 MAX_COSTED_PIECES = 1 << 24  # pieces of dealt loops whose costs the pre-pass keeps (16 bytes each)
 GUIDED_K = 2  # libomp's guided_int_param: chunks of remaining x 0.5 / p until fewer than K p (c + 1) remain
@@ -43,7 +48,8 @@ GUIDED_K = 2  # libomp's guided_int_param: chunks of remaining x 0.5 / p until f
 
 @dataclass(frozen=True)
 class ChunkCosts:
-    """References the sequential trace makes in each piece of each dealt (dynamic or guided) loop instance."""
+    """References the sequential trace makes in each piece of each dealt (dynamic or guided) loop instance, and
+    of each construct whose time decides who takes a later `single` (`late_single_phases`)."""
 
     per_instance: dict[int, tuple[np.ndarray, np.ndarray]]  # instance -> (piece first iterations, references)
 
@@ -63,7 +69,8 @@ def dealt_instances(info: TraceInfo) -> set[int]:
 def chunk_costs(info: TraceInfo, chunks: Callable[[], Iterable[TraceChunk]], mode: str) -> ChunkCosts | None:
     """One pass over the trace: the references of each piece of its dealt loops, for the iteration mode's deal
     (None: paper mode, no loop to deal, or more than MAX_COSTED_PIECES pieces: equal costs)."""
-    wanted_ids = dealt_instances(info) if mode == "iteration" else set()
+    wanted_ids = dealt_instances(info) | {i for phase in late_single_phases(info.loops) for i in phase} if (
+        mode == "iteration") else set()
     if not wanted_ids:
         return None
     wanted = np.zeros(max(wanted_ids) + 1, dtype=np.bool_)
@@ -75,6 +82,71 @@ def chunk_costs(info: TraceInfo, chunks: Callable[[], Iterable[TraceChunk]], mod
         if n_pieces > MAX_COSTED_PIECES:
             return None
     return ChunkCosts({i: _merged(parts) for i, parts in found.items()})
+
+
+def late_single_phases(loops: Iterable[LoopInstance]) -> list[list[int]]:
+    """The phases (construct instances between two barriers, in order) in which a `single` comes after another
+    construct: its threads arrive at different times."""
+    phases, phase = [], []
+    for lp in sorted(loops, key=lambda x: x.instance):
+        if lp.schedule == SCHED_BARRIER:
+            phase = []
+            continue
+        if lp.schedule == SCHED_SINGLE and phase and (not phases or phases[-1] is not phase):
+            phases.append(phase)
+        phase.append(lp.instance)
+    return phases
+
+
+class DealTables(NamedTuple):
+    """Runs of chunks one core runs, of every dealt loop instance and late single, flattened: instance l's are
+    dstart[dptr[l]:dptr[l+1]] on cores dcore[...] (none: chunk k on core k; a single: thread 0)."""
+
+    dstart: np.ndarray
+    dcore: np.ndarray
+    dptr: np.ndarray
+
+
+class LoopTable(NamedTuple):
+    """Every loop instance's schedule, trip count and chunk, indexed by instance."""
+
+    sched: np.ndarray
+    trip: np.ndarray
+    chunk: np.ndarray
+
+
+def deal_tables(loops: LoopTable, p: int, costs: ChunkCosts | None, late: set[int]) -> DealTables:
+    """Each guided and dynamic loop's runs as libomp hands them out (deal_runs), and a run at iteration 0 for each
+    single in `late` (of late_single_phases), on thread 0 until place_singles places it."""
+    known = costs.per_instance if costs is not None else {}
+    starts, cores, ptr = [], [], [0]
+    for lp, (sched, trip, chunk) in enumerate(zip(*(x.tolist() for x in loops))):
+        first = core = np.zeros(0, dtype=np.int64)
+        if p > 1 and sched in (SCHED_GUIDED, SCHED_DYNAMIC):
+            first, core = deal_runs(sched, trip, chunk, p, known.get(lp))
+        elif p > 1 and sched == SCHED_SINGLE and lp in late:
+            first = core = np.zeros(1, dtype=np.int64)
+        starts.append(first)
+        cores.append(core)
+        ptr.append(ptr[-1] + len(first))
+    flat = (lambda parts: np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64))
+    return DealTables(flat(starts), flat(cores), np.asarray(ptr, dtype=np.int64))
+
+
+def place_singles(phases: list[list[int]], loops: LoopTable, p: int, costs: ChunkCosts | None, tables: DealTables,
+                  piece_cores: Callable[[int, np.ndarray], np.ndarray]) -> None:
+    """Give each single of the late-single `phases` to the thread with the fewest references since its phase
+    began (ties to the lower id), in `tables` (deal_tables'); piece_cores(instance, first iterations) says which
+    core runs each piece with the tables as they stand. Without costs, every iteration costs the same."""
+    known = costs.per_instance if costs is not None else {}
+    for phase in phases:
+        work = np.zeros(p, dtype=np.int64)
+        for inst in phase:
+            if loops.sched[inst] == SCHED_SINGLE:
+                tables.dcore[tables.dptr[inst]] = int(np.argmin(work))
+            n = int(loops.trip[inst])
+            first, refs = known.get(inst, (np.arange(n, dtype=np.int64), np.ones(n, dtype=np.int64)))
+            work += np.bincount(piece_cores(inst, first), weights=refs, minlength=p).astype(np.int64)
 
 
 def _add_piece_rows(loop: np.ndarray, iteration: np.ndarray, wanted: np.ndarray, found: dict) -> int:

@@ -11,15 +11,17 @@ Two modes decide which core runs each access:
   iteration are replicated on every core. Only thread-private stack data is offset, so
   shared arrays keep their real address and true sharing shows up in the CRD.
   Schedules: static (balanced contiguous blocks, as libomp/libgomp: the first trip % p
-  cores get one extra iteration), static with chunk (round-robin chunks), master and
-  single (core 0). Two depend on which thread asks for a chunk first, which the sequential
-  trace does not record; the threads are taken to run at equal speed:
+  cores get one extra iteration), static with chunk (round-robin chunks), master (core 0).
+  Three depend on which thread asks first, which the sequential trace does not record; the
+  threads are taken to run at equal speed:
   - dynamic: libomp's static stealing (analysis/profiles/handouts.py): each core starts
     on its own block of chunks of `chunk` (1 if unset) iterations and, once it is done,
     steals from the end of another's, timed by the references each chunk makes; with
     fewer chunks than cores, chunk k runs on core k;
   - guided: libomp's shrinking chunks (remaining / 2p iterations, at least `chunk`),
-    each to the core that asks first (handouts.guided_starts).
+    each to the core that asks first (handouts.guided_starts);
+  - single: core 0 after a barrier; after constructs without one (`nowait`), the core with
+    the fewest references since the phase began (handouts.place_singles).
   Both keep every iteration on exactly one core; see analysis/ANALYSIS.md.
 
 Core c's copy of an offset address is addr + c * 2^47: user-space addresses on x86-64
@@ -36,11 +38,13 @@ import numpy as np
 
 from analysis.options import MODES
 from analysis.profiles.core_parts import CorePart
-from analysis.profiles.handouts import ChunkCosts, chunk_costs, deal_runs
+from analysis.profiles.handouts import (ChunkCosts, DealTables, LoopTable, chunk_costs, deal_tables, late_single_phases,
+                                        place_singles)
 from analysis.profiles.interleave import Batch, Interleaver, resolve_memory_budget
 from common.errors import InputError
 from analysis.profiles.barriers import PhaseMarks
-from instrument.trace_types import NO_LOOP, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_STATIC, TraceChunk, TraceInfo
+from instrument.trace_types import (NO_LOOP, SCHED_DYNAMIC, SCHED_GUIDED, SCHED_SINGLE, SCHED_STATIC, TraceChunk,
+                                    TraceInfo)
 
 OFFSET_BITS = 47
 ALL_CORES = -1  # core_of value of an access that every core executes
@@ -101,6 +105,8 @@ def iteration_core(loop, it, trip, sched, chunk, dstart, dcore, dptr, p):
             else:
                 hi = mid
         return dcore[lo]
+    if s == SCHED_SINGLE and dptr[loop + 1] > dptr[loop]:  # a single after nowait constructs (handouts.py)
+        return dcore[dptr[loop]]
     return 0  # master, single
 
 
@@ -414,24 +420,19 @@ class CoreMap:
         for lp in loops:
             self.trip[lp.instance], self.sched[lp.instance], self.chunk[lp.instance] = \
                 lp.trip_count, lp.schedule, lp.chunk
-        self.dstart, self.dcore, self.dptr = self._deal_tables(costs)
         self.path = info.path
+        table = LoopTable(self.sched, self.trip, self.chunk)
+        phases = late_single_phases(loops) if mode == "iteration" else []
+        self.dstart, self.dcore, self.dptr = deal_tables(table, cores, costs, {i for ph in phases for i in ph})
+        if cores > 1:
+            place_singles(phases, table, cores, costs, DealTables(self.dstart, self.dcore, self.dptr),
+                          self._piece_cores)
 
-    def _deal_tables(self, costs: ChunkCosts | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Runs of chunks one core runs, of every guided and dynamic loop, as libomp hands them out (handouts),
-        flattened; loop l's are dstart[dptr[l]:dptr[l+1]] with cores dcore[...] (none: chunk k on core k)."""
-        starts, cores, ptr = [], [], [0]
-        known = costs.per_instance if costs is not None else {}
-        for lp in range(len(self.trip)):
-            first = core = np.zeros(0, dtype=np.int64)
-            if self.cores > 1 and self.sched[lp] in (SCHED_GUIDED, SCHED_DYNAMIC):
-                first, core = deal_runs(int(self.sched[lp]), int(self.trip[lp]), int(self.chunk[lp]), self.cores,
-                                        known.get(lp))
-            starts.append(first)
-            cores.append(core)
-            ptr.append(ptr[-1] + len(first))
-        flat = (lambda parts: np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64))
-        return flat(starts), flat(cores), np.asarray(ptr, dtype=np.int64)
+    def _piece_cores(self, instance: int, first: np.ndarray) -> np.ndarray:
+        """Core of each piece (its first iteration) of one loop instance, by the tables as they stand."""
+        runs = np.arange(len(first) + 1, dtype=np.int64)
+        return _run_cores(True, runs, np.full(len(first), instance, dtype=np.int64),
+                          np.asarray(first, dtype=np.int64), self.tables())
 
     def check(self, ch: TraceChunk) -> None:
         """Block and loop ids must be in the header's tables, or the lookups would be wrong."""
