@@ -110,16 +110,23 @@ def row_owners(chunks, core_of, rows=A_ROWS) -> dict[int, set]:
     return owners
 
 
+def validated(work, name: str, program: str):
+    """Write the program and validate it at 4 and 8 threads with n = 64 (the ground truth's and the model's
+    traces under work / "v"); returns the source's path."""
+    from pptmc.validation import validate_program
+
+    src = work / name
+    src.write_text(program)
+    validate_program(src, work / "v", ["haswell-i7-5960x"], [4, 8], args=["64"], modes=("iteration",),
+                     interleaves=("rr",), show_progress=False)
+    return src
+
+
 @pytest.fixture(scope="module")
 def triangle(tmp_path_factory):
     """The ground truth's traces of a triangular dynamic loop (twice at 8 threads) and the model's trace."""
-    from pptmc.validation import validate_program
-
     work = tmp_path_factory.mktemp("deal")
-    src = work / "tri.c"
-    src.write_text(TRIANGLE)
-    validate_program(src, work / "v", ["haswell-i7-5960x"], [4, 8], args=["64"], modes=("iteration",),
-                     interleaves=("rr",), show_progress=False)
+    src = validated(work, "tri.c", TRIANGLE)
     from analysis.validate.groundtruth import build_original, trace_threads
 
     again = trace_threads(build_original(src, work / "again"), work / "again", 8, ["64"])
@@ -278,13 +285,8 @@ int main(int argc, char **argv) {
 @pytest.fixture(scope="module")
 def late_singles(tmp_path_factory):
     """The ground truth's and the model's traces of two singles that follow loops without their barrier."""
-    from pptmc.validation import validate_program
-
     work = tmp_path_factory.mktemp("singles")
-    src = work / "late.c"
-    src.write_text(LATE_SINGLES)
-    validate_program(src, work / "v", ["haswell-i7-5960x"], [4, 8], args=["64"], modes=("iteration",),
-                     interleaves=("rr",), show_progress=False)
+    validated(work, "late.c", LATE_SINGLES)
     return work / "v"
 
 
