@@ -22,7 +22,7 @@ Two modes decide which core runs each access:
     each to the core that asks first (handouts.guided_starts);
   - single: core 0 after a barrier; after constructs without one (`nowait`), the core with
     the fewest references since the phase began (handouts.place_singles).
-  Both keep every iteration on exactly one core; see analysis/ANALYSIS.md.
+  Each keeps every iteration on exactly one core; see analysis/ANALYSIS.md.
 
 Core c's copy of an offset address is addr + c * 2^47: user-space addresses on x86-64
 and AArch64 are below 2^47, so mimicked addresses never collide with real ones. An access
@@ -107,7 +107,7 @@ def iteration_core(loop, it, trip, sched, chunk, dstart, dcore, dptr, p):
         return dcore[lo]
     if s == SCHED_SINGLE and dptr[loop + 1] > dptr[loop]:  # a single after nowait constructs (handouts.py)
         return dcore[dptr[loop]]
-    return 0  # master, single
+    return 0  # master; a single after a barrier
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
