@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import instrument
-from analysis.profiles.handouts import chunk_costs, costs_of_chunks, deal_runs, stealing_owners
+from analysis.profiles.handouts import chunk_costs, costs_of_chunks, deal_runs, late_single_phases, stealing_owners
 from analysis.profiles.private_traces import CoreMap
 from instrument.trace_types import SCHED_DYNAMIC, SCHED_GUIDED, LoopInstance
 
@@ -68,6 +68,17 @@ def test_chunk_costs_count_each_pieces_rows():
     starts, refs = costs.per_instance[0]
     assert starts.tolist() == [0, 2, 4] and refs.tolist() == [3, 1, 5]
     assert chunk_costs(info, lambda: [ch], "paper") is None
+
+
+def test_late_single_phases_end_at_their_last_late_single():
+    """A single first in its phase (after a barrier) is not late; a phase with late singles is kept up to the last
+    one, since what follows decides nothing."""
+    from instrument.trace_types import SCHED_BARRIER, SCHED_SINGLE, SCHED_STATIC
+
+    kinds = [SCHED_BARRIER, SCHED_SINGLE, SCHED_STATIC, SCHED_BARRIER, SCHED_STATIC, SCHED_SINGLE, SCHED_STATIC,
+             SCHED_SINGLE, SCHED_STATIC, SCHED_BARRIER, SCHED_STATIC]
+    loops = [LoopInstance(i, 0, 1, k, 0) for i, k in enumerate(kinds)]
+    assert late_single_phases(loops[::-1]) == [[4, 5, 6, 7]]
 
 
 TRIANGLE = r"""

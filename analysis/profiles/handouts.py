@@ -86,16 +86,20 @@ def chunk_costs(info: TraceInfo, chunks: Callable[[], Iterable[TraceChunk]], mod
 
 def late_single_phases(loops: Iterable[LoopInstance]) -> list[list[int]]:
     """The phases (construct instances between two barriers, in order) in which a `single` comes after another
-    construct: its threads arrive at different times."""
-    phases, phase = [], []
+    construct, so its threads arrive at different times; each up to its last such single (what comes after
+    decides nothing)."""
+    phases: list[list[LoopInstance]] = [[]]
     for lp in sorted(loops, key=lambda x: x.instance):
         if lp.schedule == SCHED_BARRIER:
-            phase = []
-            continue
-        if lp.schedule == SCHED_SINGLE and phase and (not phases or phases[-1] is not phase):
-            phases.append(phase)
-        phase.append(lp.instance)
-    return phases
+            phases.append([])
+        else:
+            phases[-1].append(lp)
+    out = []
+    for phase in phases:
+        late = [k for k, lp in enumerate(phase) if k and lp.schedule == SCHED_SINGLE]
+        if late:
+            out.append([lp.instance for lp in phase[:late[-1] + 1]])
+    return out
 
 
 class DealTables(NamedTuple):
