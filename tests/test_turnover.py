@@ -2,6 +2,7 @@
 line-by-line Monte Carlo of the same path, and the write-backs of rows-then-columns against a
 set-associative simulator with write-invalidate."""
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -124,6 +125,33 @@ def rows_then_columns(n, threads, per_instance):
     return np.concatenate(lines), np.concatenate(inst).astype(np.int64)
 
 
+class WriteBacks(NamedTuple):
+    """The model's write-backs (profiles read with turnover), the simulator's mean over frame maps, the
+    instances' (starts, ends) profiles and one instance's lines."""
+
+    model: float
+    simulated: float
+    pairs: list
+    lines: int
+
+
+def write_backs(lines, inst, instances, ways, sets, frame_maps) -> WriteBacks:
+    """Write-backs of a shared trace in `instances` hashed instances of `ways` x `sets`, predicted and simulated."""
+    llc = dataclasses.replace(load_machine("zen2-epyc-7702p").caches[-1], size_bytes=sets * ways * 64,
+                              associativity=ways, indexing="hashed", shared=True, cores_per_instance=0)
+    prof = InstanceWritebacks(instances)
+    prof.feed(lines, inst)
+    pairs = prof.profiles()
+    model = sum(expected_hits_with_turnover(s, ways, llc.n_lines) - expected_hits_with_turnover(e, ways, llc.n_lines)
+                for s, e in pairs)
+    sims = []
+    for seed in range(frame_maps):
+        sim = WritebackSim(llc, seed=seed, instances=instances)
+        sim.feed(lines, inst)
+        sims.append(sim.writebacks)
+    return WriteBacks(model, float(np.mean(sims)), pairs, llc.n_lines)
+
+
 @pytest.mark.parametrize("ways,sets", [(16, 128), (4, 512)])
 def test_rows_then_columns_write_backs_closer_to_the_simulator(ways, sets):
     """Four instances, each writing rows that fill half of it, then taking the others' columns: read with
@@ -131,21 +159,10 @@ def test_rows_then_columns_write_backs_closer_to_the_simulator(ways, sets):
     frame maps) than read at the largest depth alone, and within 5 % of it (the even path read 3 % low at
     16 ways; at larger sizes, up to 18 % low: ANALYSIS.md section 14)."""
     lines, inst = rows_then_columns(256, 16, 4)
-    llc = dataclasses.replace(load_machine("zen2-epyc-7702p").caches[-1], size_bytes=sets * ways * 64,
-                              associativity=ways, indexing="hashed", shared=True, cores_per_instance=0)
-    prof = InstanceWritebacks(4)
-    prof.feed(lines, inst)
-    pairs = prof.profiles()
-    assert any(e.turnover_sum is not None for _, e in pairs)
-    with_turn = sum(expected_hits_with_turnover(s, ways, llc.n_lines)
-                    - expected_hits_with_turnover(e, ways, llc.n_lines) for s, e in pairs)
-    depth_only = sum(expected_hits(s, ways, llc.n_lines) - expected_hits(e, ways, llc.n_lines) for s, e in pairs)
-    sims = []
-    for seed in range(4):
-        sim = WritebackSim(llc, seed=seed, instances=4)
-        sim.feed(lines, inst)
-        sims.append(sim.writebacks)
-    want = float(np.mean(sims))
+    got = write_backs(lines, inst, 4, ways, sets, frame_maps=4)
+    assert any(e.turnover_sum is not None for _, e in got.pairs)
+    depth_only = sum(expected_hits(s, ways, got.lines) - expected_hits(e, ways, got.lines) for s, e in got.pairs)
+    with_turn, want = got.model, got.simulated
     assert abs(with_turn - want) < abs(depth_only - want)
     assert with_turn == pytest.approx(want, rel=0.05)
 
@@ -167,16 +184,5 @@ def test_lines_that_come_back_are_counted_once():
     only as far as their number does (counted once each, the reading is near the simulator; counted at each
     return, it read about 6 times as many)."""
     lines, inst = resident_then_ping_pong(1200, 300, 40)
-    ways, sets = 4, 512
-    llc = dataclasses.replace(load_machine("zen2-epyc-7702p").caches[-1], size_bytes=sets * ways * 64,
-                              associativity=ways, indexing="hashed", shared=True, cores_per_instance=0)
-    prof = InstanceWritebacks(2)
-    prof.feed(lines, inst)
-    got = sum(expected_hits_with_turnover(s, ways, llc.n_lines) - expected_hits_with_turnover(e, ways, llc.n_lines)
-              for s, e in prof.profiles())
-    sims = []
-    for seed in range(32):
-        sim = WritebackSim(llc, seed=seed, instances=2)
-        sim.feed(lines, inst)
-        sims.append(sim.writebacks)
-    assert got == pytest.approx(float(np.mean(sims)), rel=0.1), (got, sims)
+    got = write_backs(lines, inst, 2, ways=4, sets=512, frame_maps=32)
+    assert got.model == pytest.approx(got.simulated, rel=0.1), got[:2]
