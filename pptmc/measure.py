@@ -30,7 +30,8 @@ DEFAULT_SIZE = MEASURE_SIZE
 MODEL_COLUMNS = ("t_mem_s", "t_cpu_s", "t_incore_s", "t_fill_overlap_s", "t_tlb_s", "t_coherence_s", "t_strided_s",
                  "t_overhead_s", "contention_s", "t_dram_s", "dram_bytes")
 SPEEDUP_COLUMNS = ("measured_speedup", "predicted_speedup", "speedup_error")
-COLUMNS = ("benchmark", "cores", "measured_s", "measured_min_s", "measured_max_s", "repeats", "predicted_s",
+COLUMNS = ("benchmark", "cores", "measured_s", "measured_min_s", "measured_max_s", "repeats", "measured_noise",
+           "predicted_s",
            *MODEL_COLUMNS, "rel_error", "rel_error_min", *SPEEDUP_COLUMNS)
 
 
@@ -94,11 +95,25 @@ def cold_flush_environment(say: Callable[[str], None]) -> dict[str, str]:
 
 
 def sample_table(samples: Mapping[tuple[str, int], Sequence[float]]) -> pd.DataFrame:
-    """Median/min/max seconds and run count per (benchmark, threads): the measured side of every comparison,
-    from this host's runs or a probe kit's."""
+    """Median/min/max seconds, run count and measured_noise (median_noise) per (benchmark, threads): the measured
+    side of every comparison, from this host's runs or a probe kit's (times in the order of their rounds)."""
     return pd.DataFrame([{"benchmark": name, "cores": threads, "measured_s": statistics.median(times),
-                          "measured_min_s": min(times), "measured_max_s": max(times), "repeats": len(times)}
+                          "measured_min_s": min(times), "measured_max_s": max(times), "repeats": len(times),
+                          "measured_noise": median_noise(times)}
                          for (name, threads), times in samples.items()])
+
+
+def median_noise(times: Sequence[float]) -> float:
+    """How far the median moves between the runs of odd and of even rounds, over the median of all; NaN with
+    fewer than 4 runs.
+
+    Both halves span the whole measurement (rounds alternate), so they are two repeats of it under the same drift
+    of the host: an error below this cannot be told from the measurement's own scatter. It is the scatter of a
+    median of half the runs, so it errs high for the median of all of them."""
+    if len(times) < 4:
+        return float("nan")
+    odd, even = statistics.median(times[0::2]), statistics.median(times[1::2])
+    return abs(odd - even) / statistics.median(times)
 
 
 def native_binary(bench, size: str, folder: Path) -> Path:
@@ -214,7 +229,7 @@ def compare_runtimes(benches, measured_all: pd.DataFrame, size: str, threads: Se
             continue
         frames.append(runtime_errors(predicted, measured).assign(error=""))
     df = pd.concat(frames, ignore_index=True)
-    for col in ("predicted_s", *MODEL_COLUMNS, "rel_error", "rel_error_min"):
+    for col in ("measured_noise", "predicted_s", *MODEL_COLUMNS, "rel_error", "rel_error_min"):
         if col not in df:
             df[col] = float("nan")
     return add_speedups(df)[[*COLUMNS, "error"]]
@@ -232,7 +247,8 @@ def add_speedups(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def runtime_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Mean/median/max relative error per thread count, then over all rows (cores = 'all')."""
+    """Mean/median/max relative error per thread count, then over all rows (cores = 'all'), beside the mean
+    measured_noise: the error the measurements themselves cannot resolve."""
     def stats(part: pd.DataFrame, cores) -> dict:
         row = {"cores": str(cores), "benchmarks": int(part["benchmark"].nunique()),
                "mean_abs_error": float(part["rel_error"].mean()),
@@ -240,6 +256,8 @@ def runtime_summary(df: pd.DataFrame) -> pd.DataFrame:
                "max_abs_error": float(part["rel_error"].max())}
         if "rel_error_min" in part:
             row["mean_abs_error_vs_min"] = float(part["rel_error_min"].mean())
+        if "measured_noise" in part:  # the mean over the rows with 4 runs or more (NaN without any)
+            row["mean_measured_noise"] = float(part["measured_noise"].mean())
         if "speedup_error" in part:  # 1 -> p for p > 1 (on one thread both speedups are 1 by definition)
             row["mean_abs_speedup_error"] = float(part.loc[part["cores"] != 1, "speedup_error"].abs().mean())
         return row
@@ -285,7 +303,9 @@ def write_runtime_figure(df: pd.DataFrame, path: Path) -> Path:
         ax.set_xticks(x, part["benchmark"], rotation=30, ha="right")
         ax.set_yscale("log")
         ax.set_ylabel("region time [s]")
-        ax.set_title(f"{c} thread(s): mean abs error {part['rel_error'].mean():.1%}")
+        noise = part["measured_noise"].mean() if "measured_noise" in part else float("nan")
+        repeat_note = "" if np.isnan(noise) else f" (medians repeat within {noise:.1%})"
+        ax.set_title(f"{c} thread(s): mean abs error {part['rel_error'].mean():.1%}{repeat_note}")
         ax.legend(fontsize=8)
     return _saved(fig, path)
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -13,7 +14,8 @@ from machines import load_machine
 from analysis.options import ModelOptions
 from pptmc import cli
 from common.errors import InputError, PptmcError
-from pptmc.measure import runtime_errors, runtime_summary, validate_runtimes, write_runtime_figure
+from pptmc.measure import (median_noise, runtime_errors, runtime_summary, sample_table, validate_runtimes,
+                           write_runtime_figure)
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +61,16 @@ def test_runtime_errors_hand_case():
     assert list(out["rel_error_min"]) == pytest.approx([1.0, 0.2])
 
 
+def test_median_noise_hand_cases():
+    # odd rounds 1.0, 1.0 (median 1.0), even rounds 1.2, 1.4 (median 1.3), all four: median 1.1
+    assert median_noise([1.0, 1.2, 1.0, 1.4]) == pytest.approx(0.3 / 1.1)
+    assert median_noise([2.0, 2.0, 2.0, 2.0, 9.0]) == 0.0           # one outlier moves neither half's median
+    assert math.isnan(median_noise([1.0, 2.0, 3.0]))                  # too few runs to split
+    table = sample_table({("a", 1): [1.0, 1.2, 1.0, 1.4], ("a", 2): [0.5]}).set_index("cores")
+    assert table.loc[1, "measured_noise"] == pytest.approx(0.3 / 1.1) and math.isnan(table.loc[2, "measured_noise"])
+    assert table.loc[1, "measured_s"] == pytest.approx(1.1) and table.loc[1, "repeats"] == 4
+
+
 def test_runtime_summary_hand_case(tmp_path):
     df = pd.DataFrame({"benchmark": ["a", "b", "a", "b", "c"], "cores": [1, 1, 2, 2, 2],
                        "rel_error": [0.1, 0.3, 0.2, 0.6, float("nan")], "rel_error_min": [0.0] * 5,
@@ -68,6 +80,9 @@ def test_runtime_summary_hand_case(tmp_path):
     assert s.loc["1", "mean_abs_error"] == pytest.approx(0.2)
     assert s.loc["2", "mean_abs_error"] == pytest.approx(0.4) and s.loc["2", "benchmarks"] == 2
     assert s.loc["all", "mean_abs_error"] == pytest.approx(0.3) and s.loc["all", "max_abs_error"] == 0.6
+    noisy = runtime_summary(df.assign(measured_noise=[0.1, float("nan"), 0.3, 0.5, 0.9])).set_index("cores")
+    assert noisy.loc["1", "mean_measured_noise"] == pytest.approx(0.1)   # b has too few runs to tell
+    assert noisy.loc["2", "mean_measured_noise"] == pytest.approx(0.4)   # c has no prediction: not in the summary
     assert write_runtime_figure(df, tmp_path / "f.png").stat().st_size > 0
 
 

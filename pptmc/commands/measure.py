@@ -117,7 +117,7 @@ def _format(df, summary, machine: str, size: str, unsettled: list[str]) -> str:
     """The validation table and summary as text, and the curves that did not settle."""
     cols = ["benchmark", "cores", "measured_s", "measured_min_s", "predicted_s", "t_mem_s", "t_cpu_s",
             "t_incore_s", "t_tlb_s", "t_coherence_s", "t_overhead_s", "contention_s", "rel_error",
-            "measured_speedup", "predicted_speedup"]
+            "measured_noise", "measured_speedup", "predicted_speedup"]
     head = f"runtime validation on {machine}, size {size} (times in seconds, rel_error vs the median)"
     note = ([f"machine curves whose repeats did not agree within 5% (the predictions are that uncertain): "
              f"{'; '.join(unsettled)}"] if unsettled else [])
