@@ -31,8 +31,7 @@ MODEL_COLUMNS = ("t_mem_s", "t_cpu_s", "t_incore_s", "t_fill_overlap_s", "t_tlb_
                  "t_overhead_s", "contention_s", "t_dram_s", "dram_bytes")
 SPEEDUP_COLUMNS = ("measured_speedup", "predicted_speedup", "speedup_error")
 COLUMNS = ("benchmark", "cores", "measured_s", "measured_min_s", "measured_max_s", "repeats", "measured_noise",
-           "predicted_s",
-           *MODEL_COLUMNS, "rel_error", "rel_error_min", *SPEEDUP_COLUMNS)
+           "predicted_s", *MODEL_COLUMNS, "rel_error", "rel_error_min", *SPEEDUP_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -304,7 +303,7 @@ def write_runtime_figure(df: pd.DataFrame, path: Path) -> Path:
         ax.set_yscale("log")
         ax.set_ylabel("region time [s]")
         noise = part["measured_noise"].mean() if "measured_noise" in part else float("nan")
-        repeat_note = "" if np.isnan(noise) else f" (medians repeat within {noise:.1%})"
+        repeat_note = "" if np.isnan(noise) else f"; the medians' own noise {noise:.1%}"
         ax.set_title(f"{c} thread(s): mean abs error {part['rel_error'].mean():.1%}{repeat_note}")
         ax.legend(fontsize=8)
     return _saved(fig, path)
