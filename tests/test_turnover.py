@@ -127,12 +127,12 @@ def rows_then_columns(n, threads, per_instance):
 
 class WriteBacks(NamedTuple):
     """The model's write-backs (profiles read with turnover), the simulator's mean over frame maps, the
-    instances' (starts, ends) profiles and one instance's lines."""
+    instances' (starts, ends) profiles and how many lines one instance holds."""
 
     model: float
     simulated: float
     pairs: list
-    lines: int
+    instance_lines: int
 
 
 def write_backs(lines, inst, instances, ways, sets, frame_maps) -> WriteBacks:
@@ -161,7 +161,8 @@ def test_rows_then_columns_write_backs_closer_to_the_simulator(ways, sets):
     lines, inst = rows_then_columns(256, 16, 4)
     got = write_backs(lines, inst, 4, ways, sets, frame_maps=4)
     assert any(e.turnover_sum is not None for _, e in got.pairs)
-    depth_only = sum(expected_hits(s, ways, got.lines) - expected_hits(e, ways, got.lines) for s, e in got.pairs)
+    depth_only = sum(expected_hits(s, ways, got.instance_lines) - expected_hits(e, ways, got.instance_lines)
+                     for s, e in got.pairs)
     with_turn, want = got.model, got.simulated
     assert abs(with_turn - want) < abs(depth_only - want)
     assert with_turn == pytest.approx(want, rel=0.05)
